@@ -1,0 +1,142 @@
+//! M4: a CPU-cycle limit on input handling per period.
+
+use crate::Nanos;
+
+/// Bounds the CPU the polling loop spends on input in each period.
+///
+/// The loop charges the measured cost of each pass. Once the total for the
+/// current period exceeds the threshold, input is inhibited until the period
+/// ends. Output handling is never inhibited. Whenever the idle thread runs,
+/// input is re-enabled and the total cleared (Mogul & Ramakrishnan 1996 §7).
+#[derive(Debug, Clone)]
+pub struct CycleLimit {
+    period_ns: Nanos,
+    threshold_ns: Nanos,
+    period_start: Nanos,
+    used_ns: Nanos,
+    inhibited: bool,
+    episodes: u64,
+}
+
+impl CycleLimit {
+    /// A limit of `fraction` (0 < fraction ≤ 1) of each `period_ns`.
+    pub fn new(period_ns: Nanos, fraction: f64) -> Self {
+        let period_ns = period_ns.max(1);
+        CycleLimit {
+            period_ns,
+            threshold_ns: (period_ns as f64 * fraction.clamp(0.0, 1.0)).round() as Nanos,
+            period_start: 0,
+            used_ns: 0,
+            inhibited: false,
+            episodes: 0,
+        }
+    }
+
+    fn roll(&mut self, now: Nanos) {
+        if now >= self.period_start + self.period_ns {
+            self.period_start = now - now % self.period_ns;
+            self.used_ns = 0;
+            self.inhibited = false;
+        }
+    }
+
+    /// Adds the cost of one polling pass that ended at `now`.
+    /// Returns true when this charge starts an inhibit.
+    pub fn charge(&mut self, now: Nanos, cost_ns: Nanos) -> bool {
+        self.roll(now);
+        self.used_ns += cost_ns;
+        if !self.inhibited && self.used_ns > self.threshold_ns && self.threshold_ns < self.period_ns
+        {
+            self.inhibited = true;
+            self.episodes += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Whether input may be handled at `now`.
+    pub fn input_allowed(&mut self, now: Nanos) -> bool {
+        self.roll(now);
+        !self.inhibited
+    }
+
+    /// The idle thread ran: re-enable input and clear the total.
+    pub fn idle(&mut self, now: Nanos) {
+        self.roll(now);
+        self.used_ns = 0;
+        self.inhibited = false;
+    }
+
+    /// When the current inhibit ends, if one is in force.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.inhibited.then_some(self.period_start + self.period_ns)
+    }
+
+    /// CPU charged in the current period.
+    pub fn used_ns(&self) -> Nanos {
+        self.used_ns
+    }
+
+    /// Inhibit episodes begun so far.
+    pub fn episodes(&self) -> u64 {
+        self.episodes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MS;
+    use proptest::prelude::*;
+
+    #[test]
+    fn inhibits_until_period_end() {
+        let mut c = CycleLimit::new(10 * MS, 0.5);
+        assert!(!c.charge(MS, 4 * MS));
+        assert!(c.charge(2 * MS, 2 * MS));
+        assert!(!c.input_allowed(3 * MS));
+        assert_eq!(c.deadline(), Some(10 * MS));
+        assert!(c.input_allowed(10 * MS));
+        assert_eq!(c.used_ns(), 0);
+    }
+
+    #[test]
+    fn idle_reenables() {
+        let mut c = CycleLimit::new(10 * MS, 0.25);
+        c.charge(MS, 3 * MS);
+        assert!(!c.input_allowed(MS));
+        c.idle(2 * MS);
+        assert!(c.input_allowed(2 * MS));
+    }
+
+    #[test]
+    fn full_limit_never_inhibits() {
+        let mut c = CycleLimit::new(10 * MS, 1.0);
+        for i in 0..100 {
+            assert!(!c.charge(i * MS, 20 * MS));
+        }
+    }
+
+    proptest! {
+        /// The charged total never passes the threshold by more than one pass,
+        /// and every inhibit ends at its period boundary.
+        #[test]
+        fn bounded_per_period(frac in 0.05f64..0.95, passes in prop::collection::vec((1u64..500_000, 0u64..200_000), 1..300)) {
+            let period = 10 * MS;
+            let mut c = CycleLimit::new(period, frac);
+            let mut now = 0;
+            for (cost, gap) in passes {
+                now += gap;
+                if c.input_allowed(now) {
+                    now += cost;
+                        c.charge(now, cost);
+                    prop_assert!(c.used_ns() <= (period as f64 * frac) as u64 + cost + 1);
+                }
+                if let Some(d) = c.deadline() {
+                    prop_assert!(d > now && d - now <= period);
+                    prop_assert!(d % period == 0);
+                }
+            }
+        }
+    }
+}

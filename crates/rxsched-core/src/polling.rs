@@ -1,0 +1,394 @@
+//! M2: the polling facility, with M3 and M4 as options.
+
+use crate::{CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota};
+
+/// A device registered with the facility.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId(pub usize);
+
+/// The direction of a callback: receive, or transmit-complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// The receive callback: take packets off the ring and process them to completion.
+    Rx,
+    /// The transmit-complete callback: reclaim sent buffers, restart the transmitter.
+    Tx,
+}
+
+/// What the polling thread should do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Call `dev`'s callback for `dir`, handling at most `quota` packets,
+    /// then report with [`PollingFacility::poll_done`].
+    Poll {
+        /// The device to poll.
+        dev: DeviceId,
+        /// Which callback.
+        dir: Dir,
+        /// The packet budget for this call.
+        quota: Quota,
+    },
+    /// `dev` has no pending work in `dir`: re-enable its interrupts. If work
+    /// arrived meanwhile, the driver reports it with
+    /// [`PollingFacility::interrupt`] at once.
+    EnableInterrupts {
+        /// The device.
+        dev: DeviceId,
+        /// Which interrupt.
+        dir: Dir,
+    },
+    /// Nothing to do: block until an interrupt, or until `until` when an
+    /// input inhibit ends then.
+    Idle {
+        /// When to look again even without an interrupt.
+        until: Option<Nanos>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    registered: bool,
+    needed: bool,
+    intr_enabled: bool,
+}
+
+/// Interrupt-initiated polling (Mogul & Ramakrishnan 1996 §6).
+///
+/// Interrupt handlers only report that a device needs service, and leave
+/// its interrupts disabled. The polling thread asks [`next_action`] what to
+/// do: it visits the devices that need service round-robin, calling each
+/// callback with a packet quota, and re-enables a device's interrupts once it
+/// has no pending work. Input may be inhibited by queue-state feedback (M3)
+/// or a CPU-cycle limit (M4); transmit-complete work never is.
+///
+/// [`next_action`]: PollingFacility::next_action
+#[derive(Debug, Clone)]
+pub struct PollingFacility {
+    slots: Vec<Slot>,
+    cursor: usize,
+    quota: Quota,
+    feedback: Option<QueueFeedback>,
+    cycle: Option<CycleLimit>,
+    polls: u64,
+}
+
+impl PollingFacility {
+    /// A facility granting `quota` packets per callback.
+    pub fn new(quota: Quota) -> Self {
+        PollingFacility {
+            slots: Vec::new(),
+            cursor: 0,
+            quota,
+            feedback: None,
+            cycle: None,
+            polls: 0,
+        }
+    }
+
+    /// Adds M3 queue-state feedback.
+    pub fn with_feedback(mut self, feedback: QueueFeedback) -> Self {
+        self.feedback = Some(feedback);
+        self
+    }
+
+    /// Adds the M4 CPU-cycle limit.
+    pub fn with_cycle_limit(mut self, limit: CycleLimit) -> Self {
+        self.cycle = Some(limit);
+        self
+    }
+
+    /// Registers a device with a receive callback, a transmit-complete
+    /// callback, or both. Its interrupts start enabled.
+    pub fn register(&mut self, rx: bool, tx: bool) -> DeviceId {
+        let dev = DeviceId(self.slots.len() / 2);
+        for registered in [rx, tx] {
+            self.slots.push(Slot {
+                registered,
+                needed: false,
+                intr_enabled: registered,
+            });
+        }
+        dev
+    }
+
+    fn slot(&mut self, dev: DeviceId, dir: Dir) -> &mut Slot {
+        &mut self.slots[dev.0 * 2 + dir as usize]
+    }
+
+    /// The packet quota per callback.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// An interrupt from `dev` in `dir`: record that it needs service and
+    /// leave its interrupt disabled. The caller wakes the polling thread.
+    pub fn interrupt(&mut self, dev: DeviceId, dir: Dir) {
+        let s = self.slot(dev, dir);
+        s.needed = true;
+        s.intr_enabled = false;
+    }
+
+    /// Whether `dev`'s interrupt in `dir` is enabled.
+    pub fn interrupts_enabled(&self, dev: DeviceId, dir: Dir) -> bool {
+        self.slots[dev.0 * 2 + dir as usize].intr_enabled
+    }
+
+    /// A callback handled `handled` packets; `more` says whether the device
+    /// still has work in that direction.
+    pub fn poll_done(&mut self, dev: DeviceId, dir: Dir, handled: u32, more: bool) {
+        debug_assert!(!self.quota.exhausted(handled.saturating_sub(1)) || handled == 0);
+        self.polls += 1;
+        self.slot(dev, dir).needed = more;
+    }
+
+    /// A downstream queue reports its length (M3). Returns true if this
+    /// starts an inhibit.
+    pub fn queue_level(&mut self, len: u32, now: Nanos) -> bool {
+        self.feedback
+            .as_mut()
+            .is_some_and(|f| f.queue_level(len, now))
+    }
+
+    /// Charges the CPU cost of a polling pass that ended at `now` (M4).
+    /// Returns true if this starts an inhibit.
+    pub fn charge(&mut self, now: Nanos, cost_ns: Nanos) -> bool {
+        self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns))
+    }
+
+    /// The idle thread ran: the cycle limit re-enables input (M4).
+    pub fn idle(&mut self, now: Nanos) {
+        if let Some(c) = &mut self.cycle {
+            c.idle(now);
+        }
+    }
+
+    /// Lets timeouts and period ends take effect.
+    pub fn timer(&mut self, now: Nanos) {
+        if let Some(f) = &mut self.feedback {
+            f.timer(now);
+        }
+        if let Some(c) = &mut self.cycle {
+            c.input_allowed(now);
+        }
+    }
+
+    /// Why input is inhibited at `now`, if it is.
+    pub fn input_inhibited(&mut self, now: Nanos) -> Option<InhibitCause> {
+        self.timer(now);
+        if self.feedback.as_ref().is_some_and(|f| f.inhibited(now)) {
+            return Some(InhibitCause::QueueFeedback);
+        }
+        if self.cycle.as_mut().is_some_and(|c| !c.input_allowed(now)) {
+            return Some(InhibitCause::CycleLimit);
+        }
+        None
+    }
+
+    /// The earliest time an inhibit in force ends.
+    pub fn deadline(&self) -> Option<Nanos> {
+        let f = self.feedback.as_ref().and_then(|f| f.deadline());
+        let c = self.cycle.as_ref().and_then(|c| c.deadline());
+        match (f, c) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Inhibit episodes by cause.
+    pub fn inhibits(&self) -> Vec<(InhibitCause, u64)> {
+        let mut v = Vec::new();
+        if let Some(f) = &self.feedback {
+            v.push((InhibitCause::QueueFeedback, f.episodes()));
+        }
+        if let Some(c) = &self.cycle {
+            v.push((InhibitCause::CycleLimit, c.episodes()));
+        }
+        v
+    }
+
+    /// Callbacks completed so far.
+    pub fn polls(&self) -> u64 {
+        self.polls
+    }
+
+    /// What the polling thread should do next.
+    pub fn next_action(&mut self, now: Nanos) -> Action {
+        let inhibited = self.input_inhibited(now).is_some();
+        let n = self.slots.len();
+        for i in 0..n {
+            let idx = (self.cursor + i) % n;
+            let s = self.slots[idx];
+            let rx = idx % 2 == 0;
+            if s.registered && s.needed && !(rx && inhibited) {
+                self.cursor = (idx + 1) % n;
+                return Action::Poll {
+                    dev: DeviceId(idx / 2),
+                    dir: if rx { Dir::Rx } else { Dir::Tx },
+                    quota: self.quota,
+                };
+            }
+        }
+        for (idx, s) in self.slots.iter_mut().enumerate() {
+            let rx = idx % 2 == 0;
+            if s.registered && !s.needed && !s.intr_enabled && !(rx && inhibited) {
+                s.intr_enabled = true;
+                return Action::EnableInterrupts {
+                    dev: DeviceId(idx / 2),
+                    dir: if rx { Dir::Rx } else { Dir::Tx },
+                };
+            }
+        }
+        Action::Idle {
+            until: if inhibited { self.deadline() } else { None },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MS;
+    use proptest::prelude::*;
+
+    /// A toy driver: each device has some receive and transmit work pending.
+    struct Toy {
+        pending: Vec<[u32; 2]>,
+        served: Vec<[u64; 2]>,
+    }
+
+    impl Toy {
+        /// Executes one action; returns how many packets it handled.
+        fn step(&mut self, f: &mut PollingFacility, now: Nanos) -> Option<(Action, u32)> {
+            let a = f.next_action(now);
+            match a {
+                Action::Poll { dev, dir, quota } => {
+                    let p = &mut self.pending[dev.0][dir as usize];
+                    let n = (*p).min(quota.as_count());
+                    *p -= n;
+                    self.served[dev.0][dir as usize] += n as u64;
+                    f.poll_done(dev, dir, n, *p > 0);
+                    Some((a, n))
+                }
+                Action::EnableInterrupts { dev, dir } => {
+                    if self.pending[dev.0][dir as usize] > 0 {
+                        f.interrupt(dev, dir);
+                    }
+                    Some((a, 0))
+                }
+                Action::Idle { .. } => None,
+            }
+        }
+    }
+
+    #[test]
+    fn round_robin_then_enable_then_idle() {
+        let mut f = PollingFacility::new(Quota::Limited(2));
+        let a = f.register(true, true);
+        let b = f.register(true, true);
+        let mut toy = Toy {
+            pending: vec![[3, 0], [1, 1]],
+            served: vec![[0; 2]; 2],
+        };
+        f.interrupt(a, Dir::Rx);
+        f.interrupt(b, Dir::Rx);
+        f.interrupt(b, Dir::Tx);
+        let mut seq = Vec::new();
+        while let Some((act, n)) = toy.step(&mut f, 0) {
+            seq.push((act, n));
+        }
+        assert_eq!(
+            seq[0],
+            (Action::Poll { dev: a, dir: Dir::Rx, quota: Quota::Limited(2) }, 2)
+        );
+        assert_eq!(seq[1].0, Action::Poll { dev: b, dir: Dir::Rx, quota: Quota::Limited(2) });
+        assert_eq!(seq[2].0, Action::Poll { dev: b, dir: Dir::Tx, quota: Quota::Limited(2) });
+        assert_eq!(seq[3], (Action::Poll { dev: a, dir: Dir::Rx, quota: Quota::Limited(2) }, 1));
+        assert!(seq[4..].iter().all(|(a, _)| matches!(a, Action::EnableInterrupts { .. })));
+        assert_eq!(seq.len(), 4 + 3);
+        assert!(f.interrupts_enabled(a, Dir::Rx) && f.interrupts_enabled(b, Dir::Tx));
+    }
+
+    #[test]
+    fn feedback_inhibits_input_but_not_output() {
+        let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
+        let mut f = PollingFacility::new(Quota::Limited(10)).with_feedback(fb);
+        let d = f.register(true, true);
+        f.interrupt(d, Dir::Rx);
+        f.interrupt(d, Dir::Tx);
+        assert!(f.queue_level(30, 0));
+        assert_eq!(f.next_action(1), Action::Poll { dev: d, dir: Dir::Tx, quota: Quota::Limited(10) });
+        f.poll_done(d, Dir::Tx, 1, false);
+        assert!(matches!(f.next_action(2), Action::EnableInterrupts { dir: Dir::Tx, .. }));
+        assert_eq!(f.next_action(3), Action::Idle { until: Some(MS) });
+        assert!(matches!(f.next_action(MS), Action::Poll { dir: Dir::Rx, .. }));
+        assert_eq!(f.inhibits(), vec![(InhibitCause::QueueFeedback, 1)]);
+    }
+
+    #[test]
+    fn cycle_limit_inhibits_input_until_period_end() {
+        let mut f = PollingFacility::new(Quota::Limited(5))
+            .with_cycle_limit(CycleLimit::new(10 * MS, 0.5));
+        let d = f.register(true, false);
+        f.interrupt(d, Dir::Rx);
+        assert!(f.charge(6 * MS, 6 * MS));
+        assert_eq!(f.input_inhibited(6 * MS), Some(InhibitCause::CycleLimit));
+        assert_eq!(f.next_action(6 * MS), Action::Idle { until: Some(10 * MS) });
+        assert!(matches!(f.next_action(10 * MS), Action::Poll { .. }));
+    }
+
+    proptest! {
+        /// No callback is handed more than the quota, and every backlogged
+        /// device is served within one quota of every other.
+        #[test]
+        fn quota_and_fairness(q in 1u32..50, ndev in 1usize..6, steps in 1usize..400) {
+            let mut f = PollingFacility::new(Quota::Limited(q));
+            let devs: Vec<_> = (0..ndev).map(|_| f.register(true, false)).collect();
+            let mut toy = Toy { pending: vec![[u32::MAX / 2, 0]; ndev], served: vec![[0; 2]; ndev] };
+            for d in &devs { f.interrupt(*d, Dir::Rx); }
+            for _ in 0..steps {
+                let (a, n) = toy.step(&mut f, 0).unwrap();
+                if let Action::Poll { quota, .. } = a {
+                    prop_assert!(n <= quota.as_count());
+                    prop_assert_eq!(quota, Quota::Limited(q));
+                }
+                let max = toy.served.iter().map(|s| s[0]).max().unwrap();
+                let min = toy.served.iter().map(|s| s[0]).min().unwrap();
+                prop_assert!(max - min <= q as u64);
+            }
+        }
+
+        /// With a finite quota, transmit-complete work is served within one
+        /// round however much input keeps arriving.
+        #[test]
+        fn tx_never_starved(q in 1u32..200, ndev in 1usize..4, tx_dev in 0usize..4) {
+            let tx_dev = tx_dev % ndev;
+            let mut f = PollingFacility::new(Quota::Limited(q));
+            let devs: Vec<_> = (0..ndev).map(|_| f.register(true, true)).collect();
+            let mut toy = Toy { pending: vec![[u32::MAX / 2, 0]; ndev], served: vec![[0; 2]; ndev] };
+            for d in &devs { f.interrupt(*d, Dir::Rx); }
+            toy.pending[tx_dev][1] = 1;
+            f.interrupt(devs[tx_dev], Dir::Tx);
+            let mut actions = 0;
+            while toy.served[tx_dev][1] == 0 {
+                toy.step(&mut f, 0).unwrap();
+                actions += 1;
+                prop_assert!(actions <= 2 * ndev, "tx waited {} actions", actions);
+            }
+        }
+
+        /// Input inhibited by feedback always resumes by the timeout, even if
+        /// the consumer never drains its queue.
+        #[test]
+        fn inhibit_always_ends(timeout in 1u64..10_000_000, at in 0u64..1_000_000) {
+            let fb = QueueFeedback::watermarks(32, 0.75, 0.25, timeout);
+            let mut f = PollingFacility::new(Quota::Limited(10)).with_feedback(fb);
+            let d = f.register(true, false);
+            f.interrupt(d, Dir::Rx);
+            f.queue_level(32, at);
+            let until = match f.next_action(at) { Action::Idle { until } => until, a => panic!("{a:?}") };
+            prop_assert_eq!(until, Some(at + timeout));
+            let resumed = matches!(f.next_action(at + timeout), Action::Poll { dir: Dir::Rx, .. });
+            prop_assert!(resumed);
+        }
+    }
+}
