@@ -1,1 +1,22 @@
-//! placeholder
+//! A deterministic discrete-event model of a host's receive path.
+//!
+//! Virtual time in nanoseconds, an event queue ordered by time and then by
+//! a sequence number, one seeded RNG per run: the same scenario and seed
+//! give the same metrics, byte for byte (but for `wall_ms`).
+
+pub mod error;
+pub mod host;
+pub mod metrics;
+pub mod profile;
+pub mod scenario;
+
+pub use error::{InputError, SimError};
+pub use metrics::{Metrics, Samples};
+pub use profile::Profile;
+pub use scenario::{Loaded, Scenario};
+
+/// Runs one scenario. `base` is the directory a profile path is relative to.
+pub fn run(s: &Scenario, base: Option<&std::path::Path>) -> Result<(Metrics, Samples), SimError> {
+    let profile = Profile::load(&s.profile, base)?;
+    host::Host::new(s, profile).run()
+}

@@ -1,0 +1,100 @@
+//! Errors for users: they name the file, the line and the key.
+
+use std::fmt;
+
+/// Bad input: a scenario, profile or override the user must fix (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// The file, or `--set` for a command-line override.
+    pub file: String,
+    /// The 1-based line, when known.
+    pub line: Option<usize>,
+    /// The dotted key, when known.
+    pub key: Option<String>,
+    /// What is wrong and what to do.
+    pub msg: String,
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, ": key `{k}`")?;
+        }
+        write!(f, ": {}", self.msg)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// Everything a simulation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The user's input is wrong (exit 2).
+    #[error("{0}")]
+    Input(#[from] InputError),
+    /// The model broke an invariant, such as conservation (exit 1).
+    #[error("simulation failed: {0}")]
+    Invariant(String),
+}
+
+/// Converts a `toml` deserialisation error into an [`InputError`] with line and key.
+pub fn from_toml(file: &str, src: &str, e: &toml::de::Error) -> InputError {
+    let line = e
+        .span()
+        .map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1);
+    let msg = e.message().trim().to_string();
+    let key = msg
+        .split('`')
+        .nth(1)
+        .filter(|_| msg.starts_with("unknown field"))
+        .map(str::to_string);
+    InputError {
+        file: file.to_string(),
+        line,
+        key,
+        msg,
+    }
+}
+
+/// Finds the line on which a dotted key (`kernel.feedback.high_pct`,
+/// `traffic.0.rate_pps`) is written in a TOML source, if it is.
+pub fn line_of(src: &str, key: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(src).ok()?;
+    let mut cur = doc.as_item().clone();
+    let mut span = None;
+    for part in key.split('.') {
+        cur = if let Ok(i) = part.parse::<usize>() {
+            match cur {
+                toml_edit::Item::ArrayOfTables(a) => toml_edit::Item::Table(a.get(i)?.clone()),
+                toml_edit::Item::Value(toml_edit::Value::Array(a)) => {
+                    toml_edit::Item::Value(a.get(i)?.clone())
+                }
+                _ => return None,
+            }
+        } else {
+            let (k, v) = cur.as_table_like()?.get_key_value(part)?;
+            span = k.span().or_else(|| v.span()).or(span);
+            v.clone()
+        };
+    }
+    span.map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_lines_of_keys() {
+        let src = "profile = \"x\"\n[kernel]\nquota = 5\n[kernel.feedback]\nhigh_pct = 75\n[[traffic]]\nrate_pps = 1\n[[traffic]]\nrate_pps = 2\n";
+        assert_eq!(line_of(src, "profile"), Some(1));
+        assert_eq!(line_of(src, "kernel.quota"), Some(3));
+        assert_eq!(line_of(src, "kernel.feedback.high_pct"), Some(5));
+        assert_eq!(line_of(src, "traffic.1.rate_pps"), Some(9));
+        assert_eq!(line_of(src, "kernel.nothing"), None);
+    }
+}

@@ -1,0 +1,200 @@
+//! Machine cost profiles: one per testbed, each cost with its source.
+
+use crate::error::{from_toml, InputError};
+use serde::{Deserialize, Serialize};
+
+/// The profiles that ship with rxsched, by name.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("dec3000-300", include_str!("../../../profiles/dec3000-300.toml")),
+    ("dec3100-ultrix", include_str!("../../../profiles/dec3100-ultrix.toml")),
+];
+
+/// The link the host's interfaces sit on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wire {
+    /// Line rate in bits per second.
+    pub bit_rate_bps: f64,
+    /// Bytes on the wire per frame beyond the frame itself (preamble, gap).
+    #[serde(default)]
+    pub framing_bytes: u32,
+    /// Shortest frame the link carries; shorter frames are padded.
+    #[serde(default)]
+    pub min_frame_bytes: u32,
+}
+
+impl Wire {
+    /// Time one frame of `bytes` occupies the wire.
+    pub fn frame_ns(&self, bytes: u32) -> u64 {
+        let b = bytes.max(self.min_frame_bytes) + self.framing_bytes;
+        (b as f64 * 8.0 * 1e9 / self.bit_rate_bps).round() as u64
+    }
+}
+
+/// Sizes of the network interface's rings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    /// Receive descriptors; a packet arriving to a full ring is dropped.
+    pub rx_ring: u32,
+    /// Transmit descriptors the driver may load in one start.
+    pub tx_ring: u32,
+}
+
+/// CPU costs, in nanoseconds unless the name says per byte.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Costs {
+    /// Entering and leaving a device interrupt handler.
+    pub intr_dispatch: u64,
+    /// Copying a received packet into a kernel buffer.
+    pub rx_copy: u64,
+    /// Extra copy cost per byte.
+    pub rx_copy_per_byte: f64,
+    /// Link-level input (header parsing, demultiplexing to IP).
+    pub rx_link: u64,
+    /// Enqueue on and dequeue from `ipintrq`: the work polling saves.
+    pub ipintrq: u64,
+    /// Per-packet overhead when the modified kernel emulates the unmodified one.
+    pub emulation: u64,
+    /// Switching into the IP software interrupt or kernel thread.
+    pub ip_switch: u64,
+    /// IP input up to the forwarding decision.
+    pub ip_input: u64,
+    /// `ip_output` up to the driver.
+    pub ip_output: u64,
+    /// The driver handing one packet to the device.
+    pub driver_tx: u64,
+    /// Reclaiming one transmitted buffer.
+    pub tx_reclaim: u64,
+    /// The polling kernel's interrupt handler: note the device, wake the thread.
+    pub poll_intr: u64,
+    /// Waking and switching to the polling thread.
+    pub poll_switch: u64,
+    /// Calling one polling callback, whatever it handles.
+    pub poll_callback: u64,
+    /// Re-enabling a device's interrupts.
+    pub intr_enable: u64,
+    /// screend's per-packet work: two system calls and the filter.
+    pub screend: u64,
+    /// Switching between user processes.
+    pub context_switch: u64,
+    /// UDP input and socket enqueue.
+    pub udp_input: u64,
+    /// The application's receive call, per packet.
+    pub app_read: u64,
+    /// The application's receive call, per byte copied out.
+    pub app_read_per_byte: f64,
+    /// The periodic clock interrupt.
+    pub clock_tick: u64,
+    /// Clock interrupts per second (0: none).
+    pub clock_hz: u64,
+}
+
+/// A testbed's cost profile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name, used in scenarios and results.
+    pub name: String,
+    /// The machine and OS measured.
+    pub testbed: String,
+    /// The published numbers the costs were calibrated from.
+    pub calibrated_from: Vec<String>,
+    /// The link.
+    pub wire: Wire,
+    /// The interface.
+    pub nic: Nic,
+    /// CPU costs.
+    pub cost: Costs,
+}
+
+impl Profile {
+    /// Parses a profile from TOML text.
+    pub fn parse(file: &str, src: &str) -> Result<Profile, InputError> {
+        let p: Profile = toml::from_str(src).map_err(|e| from_toml(file, src, &e))?;
+        let bad = |key: &str, msg: &str| InputError {
+            file: file.to_string(),
+            line: crate::error::line_of(src, key),
+            key: Some(key.to_string()),
+            msg: msg.to_string(),
+        };
+        if p.wire.bit_rate_bps.is_nan() || p.wire.bit_rate_bps <= 0.0 {
+            return Err(bad("wire.bit_rate_bps", "must be a positive rate"));
+        }
+        if p.nic.rx_ring == 0 {
+            return Err(bad("nic.rx_ring", "must be at least 1"));
+        }
+        if p.nic.tx_ring == 0 {
+            return Err(bad("nic.tx_ring", "must be at least 1"));
+        }
+        if p.cost.rx_copy_per_byte < 0.0 || p.cost.app_read_per_byte < 0.0 {
+            return Err(bad("cost", "per-byte costs must not be negative"));
+        }
+        Ok(p)
+    }
+
+    /// A built-in profile by name, or a profile file by path.
+    pub fn load(name: &str, base: Option<&std::path::Path>) -> Result<Profile, InputError> {
+        if let Some((_, src)) = BUILTIN.iter().find(|(n, _)| *n == name) {
+            return Profile::parse(&format!("profiles/{name}.toml"), src);
+        }
+        let path = match base {
+            Some(b) if !std::path::Path::new(name).is_absolute() => b.join(name),
+            _ => std::path::PathBuf::from(name),
+        };
+        if name.ends_with(".toml") {
+            let src = std::fs::read_to_string(&path).map_err(|e| InputError {
+                file: path.display().to_string(),
+                line: None,
+                key: None,
+                msg: format!("cannot read profile: {e}"),
+            })?;
+            return Profile::parse(&path.display().to_string(), &src);
+        }
+        let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        Err(InputError {
+            file: "profile".into(),
+            line: None,
+            key: Some("profile".into()),
+            msg: format!(
+                "unknown profile {name:?}; built-in profiles are {}, or give a path ending in .toml",
+                names.join(", ")
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        for (name, src) in BUILTIN {
+            let p = Profile::parse(name, src).unwrap();
+            assert_eq!(&p.name, name);
+            assert!(!p.calibrated_from.is_empty());
+        }
+    }
+
+    #[test]
+    fn ethernet_minimum_frame_time() {
+        let w = Wire {
+            bit_rate_bps: 10e6,
+            framing_bytes: 20,
+            min_frame_bytes: 64,
+        };
+        // 84 bytes on the wire at 10 Mb/s: 14,880 frames/s.
+        assert_eq!(w.frame_ns(60), 67_200);
+        assert!((1e9 / w.frame_ns(64) as f64 - 14_881.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn unknown_key_names_line() {
+        let src = "name='x'\ntestbed='t'\ncalibrated_from=[]\n[wire]\nbit_rate_bps=1.0\n[nic]\nrx_ring=1\ntx_ring=1\n[cost]\nbogus=3\n";
+        let e = Profile::parse("p.toml", src).unwrap_err();
+        assert_eq!(e.line, Some(10));
+        assert_eq!(e.key.as_deref(), Some("bogus"));
+    }
+}
