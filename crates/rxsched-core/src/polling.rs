@@ -215,27 +215,30 @@ impl PollingFacility {
     pub fn next_action(&mut self, now: Nanos) -> Action {
         let inhibited = self.input_inhibited(now).is_some();
         let n = self.slots.len();
+        // One round-robin scan: the first slot with work is polled, and a
+        // slot that has run dry gets its interrupt back in its turn, so a
+        // busy neighbour cannot keep it deaf.
         for i in 0..n {
             let idx = (self.cursor + i) % n;
             let s = self.slots[idx];
-            let rx = idx % 2 == 0;
-            if s.registered && s.needed && !(rx && inhibited) {
+            let rx = idx.is_multiple_of(2);
+            if !s.registered || (rx && inhibited) {
+                continue;
+            }
+            let dev = DeviceId(idx / 2);
+            let dir = if rx { Dir::Rx } else { Dir::Tx };
+            if s.needed {
                 self.cursor = (idx + 1) % n;
                 return Action::Poll {
-                    dev: DeviceId(idx / 2),
-                    dir: if rx { Dir::Rx } else { Dir::Tx },
+                    dev,
+                    dir,
                     quota: self.quota,
                 };
             }
-        }
-        for (idx, s) in self.slots.iter_mut().enumerate() {
-            let rx = idx % 2 == 0;
-            if s.registered && !s.needed && !s.intr_enabled && !(rx && inhibited) {
-                s.intr_enabled = true;
-                return Action::EnableInterrupts {
-                    dev: DeviceId(idx / 2),
-                    dir: if rx { Dir::Rx } else { Dir::Tx },
-                };
+            if !s.intr_enabled {
+                self.slots[idx].intr_enabled = true;
+                self.cursor = (idx + 1) % n;
+                return Action::EnableInterrupts { dev, dir };
             }
         }
         Action::Idle {
@@ -298,12 +301,45 @@ mod tests {
         }
         assert_eq!(
             seq[0],
-            (Action::Poll { dev: a, dir: Dir::Rx, quota: Quota::Limited(2) }, 2)
+            (
+                Action::Poll {
+                    dev: a,
+                    dir: Dir::Rx,
+                    quota: Quota::Limited(2)
+                },
+                2
+            )
         );
-        assert_eq!(seq[1].0, Action::Poll { dev: b, dir: Dir::Rx, quota: Quota::Limited(2) });
-        assert_eq!(seq[2].0, Action::Poll { dev: b, dir: Dir::Tx, quota: Quota::Limited(2) });
-        assert_eq!(seq[3], (Action::Poll { dev: a, dir: Dir::Rx, quota: Quota::Limited(2) }, 1));
-        assert!(seq[4..].iter().all(|(a, _)| matches!(a, Action::EnableInterrupts { .. })));
+        assert_eq!(
+            seq[1].0,
+            Action::Poll {
+                dev: b,
+                dir: Dir::Rx,
+                quota: Quota::Limited(2)
+            }
+        );
+        assert_eq!(
+            seq[2].0,
+            Action::Poll {
+                dev: b,
+                dir: Dir::Tx,
+                quota: Quota::Limited(2)
+            }
+        );
+        assert_eq!(
+            seq[3],
+            (
+                Action::Poll {
+                    dev: a,
+                    dir: Dir::Rx,
+                    quota: Quota::Limited(2)
+                },
+                1
+            )
+        );
+        assert!(seq[4..]
+            .iter()
+            .all(|(a, _)| matches!(a, Action::EnableInterrupts { .. })));
         assert_eq!(seq.len(), 4 + 3);
         assert!(f.interrupts_enabled(a, Dir::Rx) && f.interrupts_enabled(b, Dir::Tx));
     }
@@ -316,23 +352,41 @@ mod tests {
         f.interrupt(d, Dir::Rx);
         f.interrupt(d, Dir::Tx);
         assert!(f.queue_level(30, 0));
-        assert_eq!(f.next_action(1), Action::Poll { dev: d, dir: Dir::Tx, quota: Quota::Limited(10) });
+        assert_eq!(
+            f.next_action(1),
+            Action::Poll {
+                dev: d,
+                dir: Dir::Tx,
+                quota: Quota::Limited(10)
+            }
+        );
         f.poll_done(d, Dir::Tx, 1, false);
-        assert!(matches!(f.next_action(2), Action::EnableInterrupts { dir: Dir::Tx, .. }));
+        assert!(matches!(
+            f.next_action(2),
+            Action::EnableInterrupts { dir: Dir::Tx, .. }
+        ));
         assert_eq!(f.next_action(3), Action::Idle { until: Some(MS) });
-        assert!(matches!(f.next_action(MS), Action::Poll { dir: Dir::Rx, .. }));
+        assert!(matches!(
+            f.next_action(MS),
+            Action::Poll { dir: Dir::Rx, .. }
+        ));
         assert_eq!(f.inhibits(), vec![(InhibitCause::QueueFeedback, 1)]);
     }
 
     #[test]
     fn cycle_limit_inhibits_input_until_period_end() {
-        let mut f = PollingFacility::new(Quota::Limited(5))
-            .with_cycle_limit(CycleLimit::new(10 * MS, 0.5));
+        let mut f =
+            PollingFacility::new(Quota::Limited(5)).with_cycle_limit(CycleLimit::new(10 * MS, 0.5));
         let d = f.register(true, false);
         f.interrupt(d, Dir::Rx);
         assert!(f.charge(6 * MS, 6 * MS));
         assert_eq!(f.input_inhibited(6 * MS), Some(InhibitCause::CycleLimit));
-        assert_eq!(f.next_action(6 * MS), Action::Idle { until: Some(10 * MS) });
+        assert_eq!(
+            f.next_action(6 * MS),
+            Action::Idle {
+                until: Some(10 * MS)
+            }
+        );
         assert!(matches!(f.next_action(10 * MS), Action::Poll { .. }));
     }
 

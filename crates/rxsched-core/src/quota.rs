@@ -77,7 +77,9 @@ impl<'de> Deserialize<'de> for Quota {
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Quota, E> {
                 Quota::parse(v).ok_or_else(|| {
-                    E::custom(format!("quota must be a positive count or \"unlimited\", got {v:?}"))
+                    E::custom(format!(
+                        "quota must be a positive count or \"unlimited\", got {v:?}"
+                    ))
                 })
             }
         }

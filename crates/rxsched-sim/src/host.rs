@@ -426,6 +426,7 @@ impl Host {
         for s in 0..self.sources.len() {
             self.schedule_source(s);
         }
+        self.reschedule();
         if self.p.cost.clock_hz > 0 && self.p.cost.clock_tick > 0 {
             self.push(1_000_000_000 / self.p.cost.clock_hz, Ev::Tick);
         }
@@ -440,9 +441,16 @@ impl Host {
                     if g != self.gen {
                         continue;
                     }
-                    let c = self.running.take().expect("a chunk completed with nothing running");
+                    let c = self
+                        .running
+                        .take()
+                        .expect("a chunk completed with nothing running");
                     self.account(Some(c));
-                    let step = self.ctx[c].chunk.take().expect("running context has a chunk").step;
+                    let step = self.ctx[c]
+                        .chunk
+                        .take()
+                        .expect("running context has a chunk")
+                        .step;
                     self.complete(c, step);
                 }
                 Ev::Arrive(s) => self.arrive(s as usize),
@@ -533,7 +541,9 @@ impl Host {
     /// The CPU is about to idle. Returns true if that made work runnable.
     fn on_idle(&mut self) -> bool {
         let now = self.now;
-        let Some(p) = &mut self.poll else { return false };
+        let Some(p) = &mut self.poll else {
+            return false;
+        };
         let was = p.fac.input_inhibited(now).is_some();
         p.fac.idle(now);
         if was && p.fac.input_inhibited(now).is_none() {
@@ -621,19 +631,23 @@ impl Host {
         let c = &self.p.cost;
         let bytes = |p: Packet, per: f64| (p.bytes as f64 * per).round() as Nanos;
         match step {
+            // Emulating the unmodified kernel, the interrupt handler reaches the
+            // link-level code through the polling driver's receive callback.
+            Step::IntrEnter(IntrSrc::Rx(_)) if self.kind == KernelKind::Emulated => {
+                c.intr_dispatch + c.poll_callback
+            }
             Step::IntrEnter(IntrSrc::Rx(_) | IntrSrc::Tx(_)) => c.intr_dispatch,
             Step::IntrEnter(IntrSrc::Poll(..)) => c.poll_intr,
             Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
-            Step::RxLink(p) => {
-                let emu = if self.kind == KernelKind::Emulated { c.emulation } else { 0 };
-                c.rx_copy + bytes(p, c.rx_copy_per_byte) + c.rx_link + c.ipintrq + emu
-            }
+            Step::RxLink(p) => c.rx_copy + bytes(p, c.rx_copy_per_byte) + c.rx_link + c.ipintrq,
             Step::PollRx(p) => c.rx_copy + bytes(p, c.rx_copy_per_byte) + c.rx_link,
             Step::TxReclaim(_) => c.tx_reclaim,
-            Step::Load(_) => c.driver_tx,
+            // The driver prepares a packet for the device when `ip_output`
+            // hands it over; loading prepared packets onto the ring is free.
+            Step::Load(_) => 0,
             Step::IpSwitch => c.ip_switch,
             Step::IpInput(_) => c.ip_input,
-            Step::IpOutput(_) => c.ip_output,
+            Step::IpOutput(_) => c.ip_output + c.driver_tx,
             Step::UdpInput(_) => c.udp_input,
             Step::PollSwitch => c.poll_switch,
             Step::PollCallback => c.poll_callback,
@@ -716,7 +730,9 @@ impl Host {
     }
 
     fn finish_handler(&mut self) {
-        let Some(src) = self.intr_cur.take() else { return };
+        let Some(src) = self.intr_cur.take() else {
+            return;
+        };
         if let Some((n, d)) = src_slot(src) {
             self.nics[n].in_service[d] = false;
         }
@@ -858,7 +874,10 @@ impl Host {
             Step::TxReclaim(n) => {
                 let nic = &mut self.nics[n as usize];
                 nic.tx_done -= 1;
-                if nic.tx_done == 0 && nic.tx_ring.is_empty() && nic.wire.is_none() {
+                // The driver learns that the transmitter went idle only by
+                // processing a completion: until then packets wait on the
+                // output queue (P3).
+                if nic.tx_ring.is_empty() && nic.wire.is_none() {
                     nic.oactive = false;
                 }
                 self.try_start(c, n);
@@ -947,7 +966,9 @@ impl Host {
         if nic.wire.is_some() {
             return;
         }
-        let Some(p) = nic.tx_ring.pop_front() else { return };
+        let Some(p) = nic.tx_ring.pop_front() else {
+            return;
+        };
         nic.wire = Some(p);
         if p.id < TRACE_PACKETS {
             let first = self.first_arrival.unwrap_or(0);
@@ -1038,7 +1059,7 @@ impl Host {
 
     fn schedule_source(&mut self, s: usize) {
         let src = &mut self.sources[s];
-        if src.count > 0 && src.sent >= src.count {
+        if (src.count > 0 && src.sent >= src.count) || !src.gap_ns.is_finite() {
             return;
         }
         src.sent += 1;

@@ -5,8 +5,14 @@ use serde::{Deserialize, Serialize};
 
 /// The profiles that ship with rxsched, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("dec3000-300", include_str!("../../../profiles/dec3000-300.toml")),
-    ("dec3100-ultrix", include_str!("../../../profiles/dec3100-ultrix.toml")),
+    (
+        "dec3000-300",
+        include_str!("../../../profiles/dec3000-300.toml"),
+    ),
+    (
+        "dec3100-ultrix",
+        include_str!("../../../profiles/dec3100-ultrix.toml"),
+    ),
 ];
 
 /// The link the host's interfaces sit on.
@@ -55,8 +61,6 @@ pub struct Costs {
     pub rx_link: u64,
     /// Enqueue on and dequeue from `ipintrq`: the work polling saves.
     pub ipintrq: u64,
-    /// Per-packet overhead when the modified kernel emulates the unmodified one.
-    pub emulation: u64,
     /// Switching into the IP software interrupt or kernel thread.
     pub ip_switch: u64,
     /// IP input up to the forwarding decision.

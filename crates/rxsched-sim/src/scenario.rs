@@ -174,7 +174,7 @@ pub enum TrafficKind {
 pub struct TrafficCfg {
     /// The arrival process.
     pub kind: TrafficKind,
-    /// Packets per second (bursts per second for `burst`).
+    /// Packets per second (bursts per second for `burst`); 0 sends nothing.
     pub rate_pps: f64,
     /// Frame size in bytes, Ethernet header and CRC included.
     pub frame_bytes: u32,
@@ -329,6 +329,10 @@ pub struct ReferenceCfg {
     /// Where they come from.
     #[serde(default)]
     pub note: String,
+    /// Multiply the published y values by this before drawing or comparing
+    /// (e.g. to remove tracing overhead); the note must say why.
+    #[serde(default)]
+    pub scale: Option<f64>,
 }
 
 /// `[[check]]`: a verdict computed from the points.
@@ -354,9 +358,18 @@ pub struct CheckCfg {
     /// Relative tolerance, for reference comparisons.
     #[serde(default)]
     pub tolerance: Option<f64>,
-    /// A point to look at (x value), where the rule needs one.
+    /// A point to look at (x value), or the lowest x a rule looks at.
     #[serde(default)]
     pub at: Option<f64>,
+    /// The highest x a rule looks at.
+    #[serde(default)]
+    pub until: Option<f64>,
+    /// Look at this metric instead of the figure's y.
+    #[serde(default)]
+    pub metric: Option<String>,
+    /// A drop point, for rules about where packets were dropped.
+    #[serde(default)]
+    pub point: Option<String>,
 }
 
 /// A whole scenario file.
@@ -471,14 +484,19 @@ impl Loaded {
             })?;
         }
         let keys: Vec<_> = sets.iter().map(|(k, _)| k.as_str()).collect();
-        let s: Scenario = Scenario::deserialize(toml::Value::Table(tree)).map_err(|e| InputError {
-            file: format!("{} with --set {}", self.file, keys.join(", ")),
-            line: None,
-            key: None,
-            msg: e.message().trim().to_string(),
-        })?;
+        let s: Scenario =
+            Scenario::deserialize(toml::Value::Table(tree)).map_err(|e| InputError {
+                file: format!("{} with --set {}", self.file, keys.join(", ")),
+                line: None,
+                key: None,
+                msg: e.message().trim().to_string(),
+            })?;
         s.validate().map_err(|(k, msg)| {
-            if let Some((sk, _)) = sets.iter().rev().find(|(sk, _)| k.starts_with(sk.as_str()) || sk.starts_with(&k)) {
+            if let Some((sk, _)) = sets
+                .iter()
+                .rev()
+                .find(|(sk, _)| k.starts_with(sk.as_str()) || sk.starts_with(&k))
+            {
                 InputError {
                     file: "--set".into(),
                     line: None,
@@ -582,13 +600,19 @@ impl Scenario {
             }
         }
         let f = &k.feedback;
-        for (key, v) in [("kernel.feedback.high_pct", f.high_pct), ("kernel.feedback.low_pct", f.low_pct)] {
+        for (key, v) in [
+            ("kernel.feedback.high_pct", f.high_pct),
+            ("kernel.feedback.low_pct", f.low_pct),
+        ] {
             if !(0.0..=100.0).contains(&v) {
                 return err(key, "a watermark is a percentage from 0 to 100");
             }
         }
         if f.low_pct >= f.high_pct {
-            return err("kernel.feedback.low_pct", "the low watermark must be below the high one");
+            return err(
+                "kernel.feedback.low_pct",
+                "the low watermark must be below the high one",
+            );
         }
         if f.min_free >= k.screen_queue_limit && f.min_free > 0 {
             return err("kernel.feedback.min_free", "must be smaller than the queue");
@@ -610,11 +634,17 @@ impl Scenario {
             return err("kernel.breaker.off_us", "must be a positive time");
         }
         for (i, t) in self.traffic.iter().enumerate() {
-            if !positive(t.rate_pps) {
-                return err(&format!("traffic.{i}.rate_pps"), "must be a positive rate");
+            if !(t.rate_pps.is_finite() && t.rate_pps >= 0.0) {
+                return err(
+                    &format!("traffic.{i}.rate_pps"),
+                    "must not be negative (0: no traffic)",
+                );
             }
             if t.frame_bytes < 14 || t.frame_bytes > 65_535 {
-                return err(&format!("traffic.{i}.frame_bytes"), "must be between 14 and 65535");
+                return err(
+                    &format!("traffic.{i}.frame_bytes"),
+                    "must be between 14 and 65535",
+                );
             }
             if t.burst == 0 {
                 return err(&format!("traffic.{i}.burst"), "must be at least 1");
@@ -658,7 +688,8 @@ mod tests {
 
     #[test]
     fn unknown_key_is_an_error_with_line() {
-        let e = load("profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nquotta = 5\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nquotta = 5\n")
+            .unwrap_err();
         assert_eq!(e.line, Some(4));
         assert_eq!(e.key.as_deref(), Some("quotta"));
         assert!(e.to_string().starts_with("t.toml:4: key `quotta`"), "{e}");
@@ -667,11 +698,20 @@ mod tests {
     #[test]
     fn out_of_range_values_name_line_and_key() {
         let e = load("profile = \"x\"\n[[traffic]]\nrate_pps = -5\n").unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("traffic.0.rate_pps")));
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("traffic.0.rate_pps"))
+        );
         let e = load("profile = \"x\"\n[kernel]\nipintrq_limit = 0\n").unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("kernel.ipintrq_limit")));
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("kernel.ipintrq_limit"))
+        );
         let e = load("profile = \"x\"\n[kernel.feedback]\nhigh_pct = 120\n").unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("kernel.feedback.high_pct")));
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(3), Some("kernel.feedback.high_pct"))
+        );
     }
 
     #[test]
@@ -683,13 +723,19 @@ mod tests {
     #[test]
     fn overrides_apply_and_validate() {
         let l = load("profile = \"x\"\n[[traffic]]\nrate_pps = 5\n").unwrap();
-        let s = l.with(&[parse_set("traffic.rate_pps=700").unwrap()]).unwrap();
+        let s = l
+            .with(&[parse_set("traffic.rate_pps=700").unwrap()])
+            .unwrap();
         assert_eq!(s.traffic[0].rate_pps, 700.0);
-        let s = l.with(&[parse_set("kernel.quota=unlimited").unwrap()]).unwrap();
+        let s = l
+            .with(&[parse_set("kernel.quota=unlimited").unwrap()])
+            .unwrap();
         assert_eq!(s.kernel.quota, Quota::Unlimited);
         let e = l.with(&[parse_set("kernel.quota=0").unwrap()]).unwrap_err();
         assert!(e.msg.contains("quota"), "{e}");
-        let e = l.with(&[parse_set("traffic.0.rate_pps=-1").unwrap()]).unwrap_err();
+        let e = l
+            .with(&[parse_set("traffic.0.rate_pps=-1").unwrap()])
+            .unwrap_err();
         assert_eq!(e.file, "--set");
         let e = l.with(&[parse_set("kernel.nope=1").unwrap()]).unwrap_err();
         assert!(e.msg.contains("nope"), "{e}");

@@ -1,0 +1,71 @@
+//! The experiments `reproduce` knows, compiled in from `experiments/`.
+
+/// Every experiment: its id and scenario text, in `reproduce all` order.
+pub const ALL: &[(&str, &str)] = &[
+    (
+        "mogul-fig4-2",
+        include_str!("../../../experiments/mogul-fig4-2.toml"),
+    ),
+    (
+        "mogul-fig6-1",
+        include_str!("../../../experiments/mogul-fig6-1.toml"),
+    ),
+    (
+        "mogul-fig6-3",
+        include_str!("../../../experiments/mogul-fig6-3.toml"),
+    ),
+    (
+        "mogul-fig6-4",
+        include_str!("../../../experiments/mogul-fig6-4.toml"),
+    ),
+    (
+        "mogul-fig6-5",
+        include_str!("../../../experiments/mogul-fig6-5.toml"),
+    ),
+    (
+        "mogul-fig6-6",
+        include_str!("../../../experiments/mogul-fig6-6.toml"),
+    ),
+    (
+        "mogul-fig7-1",
+        include_str!("../../../experiments/mogul-fig7-1.toml"),
+    ),
+    (
+        "mogul-fig7-6",
+        include_str!("../../../experiments/mogul-fig7-6.toml"),
+    ),
+    (
+        "mogul-fig7-8",
+        include_str!("../../../experiments/mogul-fig7-8.toml"),
+    ),
+];
+
+/// The scenario text of experiment `id`.
+pub fn get(id: &str) -> Option<&'static str> {
+    ALL.iter().find(|(i, _)| *i == id).map(|(_, s)| *s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_registered_under_its_own_id() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".toml"))
+            .map(|n| n.trim_end_matches(".toml").to_string())
+            .collect();
+        files.sort();
+        let mut ids: Vec<String> = ALL.iter().map(|(i, _)| i.to_string()).collect();
+        ids.sort();
+        assert_eq!(files, ids);
+        for (id, src) in ALL {
+            let l = rxsched_sim::Loaded::parse(id, src.to_string(), None).unwrap();
+            assert_eq!(l.scenario.id.as_deref(), Some(*id));
+        }
+    }
+}

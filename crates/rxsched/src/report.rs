@@ -1,0 +1,326 @@
+//! Writing results: JSON, CSV, an SVG plot per figure, and `index.html`.
+
+use crate::checks::curve;
+use crate::figure::{ResultFile, SCHEMA};
+use plotters::prelude::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io;
+use std::path::Path;
+
+/// Writes `<id>.json`, `<id>.csv` and `<id>.svg` into `dir`.
+pub fn write_all(dir: &Path, r: &ResultFile) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(r).map_err(io::Error::other)?;
+    std::fs::write(dir.join(format!("{}.json", r.id)), json + "\n")?;
+    write_csv(&dir.join(format!("{}.csv", r.id)), r)?;
+    let svg = plot(r).map_err(|e| io::Error::other(e.to_string()))?;
+    std::fs::write(dir.join(format!("{}.svg", r.id)), svg)?;
+    Ok(())
+}
+
+/// Flattens a point into `name → number` pairs (`drops.ipintrq`, `cpu.idle`).
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(o) => {
+            for (k, v) in o {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        Value::Number(n) => out.push((prefix.to_string(), n.to_string())),
+        Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        Value::Bool(b) => out.push((prefix.to_string(), b.to_string())),
+        _ => {}
+    }
+}
+
+fn write_csv(path: &Path, r: &ResultFile) -> io::Result<()> {
+    let mut rows: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let mut cols = BTreeSet::new();
+    for s in &r.series {
+        for p in &s.points {
+            let mut kv = Vec::new();
+            flatten("", p, &mut kv);
+            for (k, _) in &kv {
+                cols.insert(k.clone());
+            }
+            rows.push((s.label.clone(), kv));
+        }
+    }
+    // x and y first, then everything else in name order.
+    let mut header = vec!["series".to_string(), r.x.metric.clone(), r.y.metric.clone()];
+    header.extend(
+        cols.into_iter()
+            .filter(|c| *c != r.x.metric && *c != r.y.metric),
+    );
+    let mut w = csv::Writer::from_path(path).map_err(io::Error::other)?;
+    w.write_record(&header).map_err(io::Error::other)?;
+    for (label, kv) in rows {
+        let rec: Vec<String> = header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                if i == 0 {
+                    label.clone()
+                } else {
+                    kv.iter()
+                        .find(|(k, _)| k == h)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                }
+            })
+            .collect();
+        w.write_record(&rec).map_err(io::Error::other)?;
+    }
+    w.flush()
+}
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+fn axis_label(a: &rxsched_sim::scenario::Axis) -> String {
+    if a.unit.is_empty() {
+        a.label.clone()
+    } else {
+        format!("{} ({})", a.label, a.unit)
+    }
+}
+
+/// Draws a result: our curves as lines with dots, the published points as
+/// hollow squares of the same colour.
+pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let curves: Vec<(String, Vec<(f64, f64)>)> = r
+            .series
+            .iter()
+            .map(|s| (s.label.clone(), curve(r, &s.label)))
+            .collect();
+        let all = curves.iter().flat_map(|(_, c)| c.iter().copied()).chain(
+            r.reference
+                .iter()
+                .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1]))),
+        );
+        let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+        for (x, y) in all {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+        if x0 > x1 {
+            (x0, x1) = (0.0, 1.0);
+        }
+        if x0 > 0.0 && x0 < (x1 - x0) * 0.5 {
+            x0 = 0.0;
+        }
+        if x1 <= x0 {
+            x1 = x0 + 1.0;
+        }
+        let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+        let title = format!("{}: {}", r.id, r.title);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1 * 1.02, 0.0..y1)?;
+        let fx = move |v: &f64| tick(*v, x1 - x0);
+        let fy = move |v: &f64| tick(*v, y1);
+        chart
+            .configure_mesh()
+            .x_desc(axis_label(&r.x))
+            .y_desc(axis_label(&r.y))
+            .x_label_formatter(&fx)
+            .y_label_formatter(&fy)
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        for (i, (label, c)) in curves.iter().enumerate() {
+            let col = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(c.iter().copied(), col.stroke_width(2)))?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
+                });
+            chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
+            let refs: Vec<(f64, f64)> = r
+                .reference
+                .iter()
+                .filter(|rf| &rf.series == label)
+                .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1])))
+                .collect();
+            if !refs.is_empty() {
+                chart
+                    .draw_series(refs.iter().map(|p| {
+                        EmptyElement::at(*p)
+                            + Rectangle::new([(-5, -5), (5, 5)], col.stroke_width(2))
+                    }))?
+                    .label(format!("{label} (published)"))
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x + 4, y - 5), (x + 14, y + 5)], col.stroke_width(2))
+                    });
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// Tick labels with as many decimals as the axis span needs.
+fn tick(v: f64, span: f64) -> String {
+    if span >= 20.0 {
+        format!("{v:.0}")
+    } else if span >= 2.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Rewrites `index.html` from every result file in `dir`.
+pub fn write_index(dir: &Path) -> io::Result<()> {
+    let mut results: Vec<ResultFile> = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.extension().and_then(|s| s.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            continue;
+        };
+        if let Ok(r) = serde_json::from_str::<ResultFile>(&text) {
+            if r.schema == SCHEMA {
+                results.push(r);
+            }
+        }
+    }
+    results.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut h = String::from(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>rxsched results</title>\n<style>\
+         body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\
+         .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:bold}\
+         table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:90%;text-align:left}\
+         img{max-width:100%;border:1px solid #eee}section{margin-bottom:3em}</style></head><body>\n\
+         <h1>rxsched: reproduced figures</h1>\n",
+    );
+    let passed = results.iter().filter(|r| r.passed()).count();
+    h += &format!(
+        "<p>{} results, {} with every check passing. Lines and dots are simulated; hollow squares are the published points.</p>\n<ul>\n",
+        results.len(),
+        passed
+    );
+    for r in &results {
+        let mark = if r.passed() {
+            "<span class=pass>pass</span>"
+        } else {
+            "<span class=fail>FAIL</span>"
+        };
+        h += &format!(
+            "<li><a href=\"#{0}\">{0}</a>: {1} ({mark})</li>\n",
+            esc(&r.id),
+            esc(&r.title)
+        );
+    }
+    h += "</ul>\n";
+    for r in &results {
+        h += &format!(
+            "<section id=\"{id}\"><h2>{id}: {title}</h2>\n<p>{source}. Profile <code>{profile}</code>, seed {seed}{quick}. \
+             Data: <a href=\"{id}.json\">JSON</a>, <a href=\"{id}.csv\">CSV</a>.</p>\n<img src=\"{id}.svg\" alt=\"{id}\">\n",
+            id = esc(&r.id),
+            title = esc(&r.title),
+            source = esc(&r.source),
+            profile = esc(&r.profile),
+            seed = r.seed,
+            quick = if r.quick { ", quick form" } else { "" }
+        );
+        h += &summary_table(r);
+        h += "<table><tr><th>check</th><th>verdict</th><th>computed</th></tr>\n";
+        for c in &r.checks {
+            let v = if c.pass {
+                "<span class=pass>pass</span>"
+            } else {
+                "<span class=fail>FAIL</span>"
+            };
+            h += &format!(
+                "<tr><td>{}</td><td>{v}</td><td>{}</td></tr>\n",
+                esc(&c.name),
+                esc(&c.detail)
+            );
+        }
+        h += "</table></section>\n";
+    }
+    h += "</body></html>\n";
+    std::fs::write(dir.join("index.html"), h)
+}
+
+/// A small table per series: peak, MLFRR and the value at the highest x,
+/// with the published points beside them.
+fn summary_table(r: &ResultFile) -> String {
+    let mut h = format!(
+        "<table><tr><th>series</th><th>peak {y}</th><th>MLFRR</th><th>{y} at highest {x}</th><th>published points [x, y]</th></tr>\n",
+        y = esc(&r.y.metric),
+        x = esc(&r.x.metric)
+    );
+    for s in &r.series {
+        let c = curve(r, &s.label);
+        let peak = c.iter().map(|p| p.1).fold(f64::MIN, f64::max);
+        let last = c.last().map_or(0.0, |p| p.1);
+        let m = crate::checks::mlfrr(r, &s.label);
+        let refs: Vec<String> = r
+            .reference
+            .iter()
+            .filter(|rf| rf.series == s.label)
+            .flat_map(|rf| rf.points.iter().map(|p| format!("[{}, {}]", p[0], p[1])))
+            .collect();
+        h += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            esc(&s.label),
+            fmt_num(peak),
+            if s.points.iter().any(|p| p.get("drops").is_some()) {
+                fmt_num(m)
+            } else {
+                "–".into()
+            },
+            fmt_num(last),
+            refs.join(" ")
+        );
+    }
+    h + "</table>\n"
+}
+
+fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        "–".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}

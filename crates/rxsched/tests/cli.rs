@@ -1,0 +1,178 @@
+//! The command line: bad input exits 2 with file, line and key; good input works.
+
+use std::process::{Command, Output};
+
+fn rxsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rxsched"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn scenario(name: &str, body: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rxsched-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const GOOD: &str = "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nquota = 10\n[[traffic]]\nrate_pps = 3000\n[run]\nduration_ms = 100\n";
+
+#[test]
+fn unknown_experiment_exits_2() {
+    let o = rxsched(&["reproduce", "no-such-figure"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no-such-figure"));
+}
+
+#[test]
+fn unknown_key_exits_2_naming_file_line_key() {
+    let p = scenario(
+        "unknown.toml",
+        "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nquotta = 5\n",
+    );
+    let o = rxsched(&["sim", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("unknown.toml:4") && e.contains("quotta"), "{e}");
+}
+
+#[test]
+fn out_of_range_values_exit_2_naming_line_and_key() {
+    for (name, body, line, key) in [
+        (
+            "neg.toml",
+            "profile = \"dec3000-300\"\n[[traffic]]\nrate_pps = -1\n",
+            3,
+            "traffic.0.rate_pps",
+        ),
+        (
+            "zero.toml",
+            "profile = \"dec3000-300\"\n[kernel]\noutput_queue_limit = 0\n",
+            3,
+            "kernel.output_queue_limit",
+        ),
+        (
+            "wm.toml",
+            "profile = \"dec3000-300\"\n\n[kernel.feedback]\nhigh_pct = 150\n",
+            4,
+            "kernel.feedback.high_pct",
+        ),
+    ] {
+        let p = scenario(name, body);
+        let o = rxsched(&["sim", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!("{name}:{line}")) && e.contains(key),
+            "{name}: {e}"
+        );
+    }
+}
+
+#[test]
+fn malformed_scenario_and_bad_overrides_exit_2() {
+    let p = scenario("broken.toml", "profile = \"dec3000-300\"\n[kernel\n");
+    let o = rxsched(&["sim", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("broken.toml:2"), "{}", stderr(&o));
+    let p = scenario("good.toml", GOOD);
+    let o = rxsched(&["sim", p.to_str().unwrap(), "--set", "kernel.quota=0"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = rxsched(&["sim", p.to_str().unwrap(), "--set", "kernel.kind=warp"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = rxsched(&["sim", p.to_str().unwrap(), "--set", "profile=nowhere"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown profile"));
+    let o = rxsched(&["sim", "/nonexistent/x.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn sim_prints_a_conserving_metrics_record() {
+    let p = scenario("good2.toml", GOOD);
+    let o = rxsched(&[
+        "sim",
+        p.to_str().unwrap(),
+        "--json",
+        "--set",
+        "traffic.rate_pps=9000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let drops: u64 = m["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        m["arrived"].as_u64().unwrap(),
+        m["delivered"].as_u64().unwrap() + drops + m["in_flight"].as_u64().unwrap()
+    );
+    assert!(drops > 0, "9000 pkts/s should overload the polling kernel");
+    let cpu: f64 = m["cpu"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap())
+        .sum();
+    assert!((cpu - 1.0).abs() < 1e-9);
+    for k in [
+        "offered_pps",
+        "delivered_pps",
+        "interrupts",
+        "latency_us",
+        "inhibits",
+        "events",
+        "wall_ms",
+    ] {
+        assert!(m.get(k).is_some(), "missing {k}");
+    }
+    let o = rxsched(&["sim", p.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("delivered"));
+}
+
+#[test]
+fn sweep_writes_a_figure() {
+    let p = scenario("sweep.toml", GOOD);
+    let out = std::env::temp_dir().join(format!("rxsched-sweep-{}", std::process::id()));
+    let o = rxsched(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--vary",
+        "traffic.rate_pps=1000:9000:2000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep-sweep.json")).unwrap())
+            .unwrap();
+    let pts = r["series"][0]["points"].as_array().unwrap();
+    assert_eq!(pts.len(), 5);
+    assert!(out.join("sweep-sweep.svg").exists() && out.join("index.html").exists());
+    let o = rxsched(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--vary",
+        "traffic.rate_pps=5:1:1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn profiles_show_their_sources() {
+    let o = rxsched(&["profiles"]);
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("dec3000-300") && s.contains("dec3100-ultrix"));
+    assert!(s.contains("calibrated from") && s.contains("trace"));
+}
