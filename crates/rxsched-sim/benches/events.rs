@@ -18,7 +18,11 @@ fn scenario(sets: &[&str]) -> rxsched_sim::Scenario {
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("simulator");
     for (name, kind) in [("polling-quota-10", "polling"), ("unmodified", "bsd")] {
-        let s = scenario(&[&format!("kernel.kind={kind}"), "kernel.quota=10", "traffic.rate_pps=12000"]);
+        let s = scenario(&[
+            &format!("kernel.kind={kind}"),
+            "kernel.quota=10",
+            "traffic.rate_pps=12000",
+        ]);
         let (m, _) = rxsched_sim::run(&s, None).unwrap();
         eprintln!(
             "{name}: {} events per run; single run {:.2} ms wall = {:.1} M events/s",

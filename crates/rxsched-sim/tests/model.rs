@@ -84,7 +84,10 @@ fn preemption_charges_exactly_the_modelled_costs() {
     let (m, _) = run(&s, None).unwrap();
     let expected = 1.0 - 500.0 * per_packet as f64 / 1e9;
     let got = m.cpu["user:compute"];
-    assert!((got - expected).abs() < 2e-4, "compute share {got}, expected {expected}");
+    assert!(
+        (got - expected).abs() < 2e-4,
+        "compute share {got}, expected {expected}"
+    );
     assert_eq!(m.drops.values().sum::<u64>(), 0);
     assert_eq!(m.interrupts.rx, m.arrived);
 }
@@ -94,7 +97,14 @@ fn preemption_charges_exactly_the_modelled_costs() {
 fn deterministic_by_seed() {
     let src = "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\n[[traffic]]\nkind = \"poisson\"\nrate_pps = 6000\n[[process]]\nkind = \"screend\"\n[run]\nduration_ms = 300\n";
     let once = |seed: &str| {
-        let (mut m, s) = run(&scenario(src, &[("run.seed", seed), ("kernel.feedback.enabled", "true")]), None).unwrap();
+        let (mut m, s) = run(
+            &scenario(
+                src,
+                &[("run.seed", seed), ("kernel.feedback.enabled", "true")],
+            ),
+            None,
+        )
+        .unwrap();
         m.wall_ms = 0.0;
         (serde_json::to_string(&m).unwrap(), s.latency_ns)
     };
@@ -111,11 +121,21 @@ fn deterministic_by_seed() {
 #[test]
 fn livelock_and_cure() {
     let at = |kind: &str, rate: &str| {
-        let s = scenario(BASE, &[("kernel.kind", kind), ("traffic.rate_pps", rate), ("run.duration_ms", "300")]);
+        let s = scenario(
+            BASE,
+            &[
+                ("kernel.kind", kind),
+                ("traffic.rate_pps", rate),
+                ("run.duration_ms", "300"),
+            ],
+        );
         run(&s, None).unwrap().0.delivered_pps
     };
     let (bsd_mid, bsd_high) = (at("bsd", "6000"), at("bsd", "12000"));
     let (poll_mid, poll_high) = (at("polling", "8000"), at("polling", "12000"));
     assert!(bsd_high < 0.8 * bsd_mid, "bsd {bsd_mid} -> {bsd_high}");
-    assert!(poll_high > 0.95 * poll_mid, "polling {poll_mid} -> {poll_high}");
+    assert!(
+        poll_high > 0.95 * poll_mid,
+        "polling {poll_mid} -> {poll_high}"
+    );
 }

@@ -492,7 +492,8 @@ fn profiles() -> Result<ExitCode, Failure> {
                     .map(|s| s.trim().trim_start_matches('#').trim().to_string())
                     .unwrap_or_default();
                 let val = v.as_value().map(|v| v.to_string()).unwrap_or_default();
-                println!("    {section}.{k:<20} {:>12}   {comment}", val.trim());
+                let val = val.split('#').next().unwrap_or("").trim().to_string();
+                println!("    {:<26} {val:>12}   {comment}", format!("{section}.{k}"));
             }
         }
         println!();

@@ -132,6 +132,15 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             x1 = x0 + 1.0;
         }
         let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+        let integral = curves
+            .iter()
+            .flat_map(|(_, c)| c.iter())
+            .all(|p| p.0.fract() == 0.0);
+        if integral && x1 - x0 <= 20.0 {
+            // Room around the first and last whole-number points.
+            x0 -= 0.25;
+            x1 += 0.25;
+        }
         let title = format!("{}: {}", r.id, r.title);
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
@@ -139,7 +148,16 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             .x_label_area_size(45)
             .y_label_area_size(70)
             .build_cartesian_2d(x0..x1 * 1.02, 0.0..y1)?;
-        let fx = move |v: &f64| tick(*v, x1 - x0);
+        // Discrete x (packet numbers, burst sizes) gets whole-number ticks only.
+        let fx = move |v: &f64| {
+            if integral && (v - v.round()).abs() > 1e-9 {
+                String::new()
+            } else if integral {
+                format!("{v:.0}")
+            } else {
+                tick(*v, x1 - x0)
+            }
+        };
         let fy = move |v: &f64| tick(*v, y1);
         chart
             .configure_mesh()
@@ -157,7 +175,9 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
                 });
-            chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
+            if c.len() <= 60 {
+                chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
+            }
             let refs: Vec<(f64, f64)> = r
                 .reference
                 .iter()
