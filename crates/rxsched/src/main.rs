@@ -217,12 +217,12 @@ fn run_plans(plans: &[Plan], jobs: Option<usize>) -> Result<Vec<(ResultFile, f64
 fn summary(r: &ResultFile, wall_ms: f64, out: &Path) -> String {
     let failed = r.checks.iter().filter(|c| !c.pass).count();
     let mut s = format!(
-        "{}: {} series, {} checks passed, {} failed ({:.1} s simulated work) -> {}",
+        "{}: {} series, {} checks passed, {} failed ({:.0} ms of simulation) -> {}",
         r.id,
         r.series.len(),
         r.checks.len() - failed,
         failed,
-        wall_ms / 1e3,
+        wall_ms,
         out.join(format!("{}.json", r.id)).display()
     );
     for c in r.checks.iter().filter(|c| !c.pass) {
