@@ -579,8 +579,11 @@ fn set_in(t: &mut toml::Table, parts: &[&str], value: toml::Value) -> Result<(),
     }
 }
 
+/// The longest time any setting may name, in µs: 1,000 s of virtual time.
+const MAX_US: f64 = 1e9;
+
 fn positive(v: f64) -> bool {
-    v.is_finite() && v > 0.0
+    v.is_finite() && v > 0.0 && v <= MAX_US
 }
 
 impl Scenario {
@@ -618,20 +621,32 @@ impl Scenario {
             return err("kernel.feedback.min_free", "must be smaller than the queue");
         }
         if !positive(f.timeout_us) {
-            return err("kernel.feedback.timeout_us", "must be a positive time");
+            return err(
+                "kernel.feedback.timeout_us",
+                "must be a positive time of at most 1e9 µs",
+            );
         }
         let c = &k.cycle_limit;
         if !(c.percent > 0.0 && c.percent <= 100.0) {
             return err("kernel.cycle_limit.percent", "must be in (0, 100]");
         }
         if !positive(c.period_us) {
-            return err("kernel.cycle_limit.period_us", "must be a positive time");
+            return err(
+                "kernel.cycle_limit.period_us",
+                "must be a positive time of at most 1e9 µs",
+            );
         }
         if k.breaker.batch == 0 {
             return err("kernel.breaker.batch", "must be at least 1");
         }
         if !positive(k.breaker.off_us) {
-            return err("kernel.breaker.off_us", "must be a positive time");
+            return err(
+                "kernel.breaker.off_us",
+                "must be a positive time of at most 1e9 µs",
+            );
+        }
+        if self.traffic.len() > 16 {
+            return err("traffic", "at most 16 traffic sources");
         }
         for (i, t) in self.traffic.iter().enumerate() {
             if !(t.rate_pps.is_finite() && t.rate_pps >= 0.0) {
@@ -649,11 +664,14 @@ impl Scenario {
             if t.burst == 0 {
                 return err(&format!("traffic.{i}.burst"), "must be at least 1");
             }
-            if !(t.spacing_us.is_finite() && t.spacing_us >= 0.0) {
-                return err(&format!("traffic.{i}.spacing_us"), "must not be negative");
+            if !(t.spacing_us >= 0.0 && t.spacing_us <= MAX_US) {
+                return err(
+                    &format!("traffic.{i}.spacing_us"),
+                    "must be from 0 to 1e9 µs",
+                );
             }
-            if !(t.start_us.is_finite() && t.start_us >= 0.0) {
-                return err(&format!("traffic.{i}.start_us"), "must not be negative");
+            if !(t.start_us >= 0.0 && t.start_us <= MAX_US) {
+                return err(&format!("traffic.{i}.start_us"), "must be from 0 to 1e9 µs");
             }
         }
         let consumers = self
@@ -665,14 +683,20 @@ impl Scenario {
             return err("process", "at most one screend or reader process");
         }
         let r = &self.run;
-        if !positive(r.duration_ms) {
-            return err("run.duration_ms", "must be a positive time");
+        if !positive(r.duration_ms * 1e3) {
+            return err(
+                "run.duration_ms",
+                "must be a positive time of at most 1e6 ms",
+            );
         }
-        if !(r.warmup_ms.is_finite() && r.warmup_ms >= 0.0) {
-            return err("run.warmup_ms", "must not be negative");
+        if !(r.warmup_ms >= 0.0 && r.warmup_ms * 1e3 <= MAX_US) {
+            return err("run.warmup_ms", "must be from 0 to 1e6 ms");
         }
-        if !positive(r.quantum_ms) {
-            return err("run.quantum_ms", "must be a positive time");
+        if !positive(r.quantum_ms * 1e3) {
+            return err(
+                "run.quantum_ms",
+                "must be a positive time of at most 1e6 ms",
+            );
         }
         Ok(())
     }
@@ -737,6 +761,14 @@ mod tests {
             .with(&[parse_set("traffic.0.rate_pps=-1").unwrap()])
             .unwrap_err();
         assert_eq!(e.file, "--set");
+        let e = l
+            .with(&[parse_set("run.duration_ms=1e300").unwrap()])
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("run.duration_ms"));
+        let e = l
+            .with(&[parse_set("kernel.breaker.off_us=nan").unwrap()])
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("kernel.breaker.off_us"));
         let e = l.with(&[parse_set("kernel.nope=1").unwrap()]).unwrap_err();
         assert!(e.msg.contains("nope"), "{e}");
     }
