@@ -10,16 +10,20 @@ pub mod cycle_limit;
 pub mod drops;
 pub mod feedback;
 pub mod interrupt;
+pub mod napi;
 pub mod polling;
 pub mod quota;
+pub mod tx_reclaim;
 
 pub use breaker::CircuitBreaker;
 pub use cycle_limit::CycleLimit;
 pub use drops::{DropCounts, DropPoint};
 pub use feedback::QueueFeedback;
 pub use interrupt::{BatchStep, InterruptBatch};
+pub use napi::{Napi, NapiAction, NapiConfig};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
 pub use quota::Quota;
+pub use tx_reclaim::TxReclaim;
 
 /// Virtual or real time in nanoseconds, always passed in by the caller.
 pub type Nanos = u64;

@@ -51,6 +51,8 @@ pub struct Metrics {
     pub delivered_pps: f64,
     /// Packets that arrived, over the whole run.
     pub arrived: u64,
+    /// Packets the host took off the wire (arrived less NIC ring drops).
+    pub received: u64,
     /// Packets delivered, over the whole run.
     pub delivered: u64,
     /// Packets still inside the host at the end.
@@ -76,6 +78,9 @@ pub struct Metrics {
     pub events: u64,
     /// Wall time, in ms; the one field that differs between identical runs.
     pub wall_ms: f64,
+    /// Figure-specific numbers (e.g. an RFC 2544 search's throughput).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, f64>,
 }
 
 /// Per-packet samples some figures need; not part of the record.

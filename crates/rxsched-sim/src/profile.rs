@@ -13,6 +13,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "dec3100-ultrix",
         include_str!("../../../profiles/dec3100-ultrix.toml"),
     ),
+    (
+        "mpc8250-linux",
+        include_str!("../../../profiles/mpc8250-linux.toml"),
+    ),
 ];
 
 /// The link the host's interfaces sit on.
@@ -95,6 +99,32 @@ pub struct Costs {
     pub clock_hz: u64,
 }
 
+/// Per-packet costs of the Linux forwarding path, named after Spanos et
+/// al.'s decomposition of T_const, in nanoseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LinuxCosts {
+    /// Context switch into the interrupt service routine.
+    pub t_cs_in: u64,
+    /// Context switch out of it.
+    pub t_cs_out: u64,
+    /// Receive bookkeeping per packet (descriptor, skb).
+    pub t_rx: u64,
+    /// Copy, per byte of frame.
+    pub t_copy_per_byte: f64,
+    /// IP processing and forwarding decision.
+    pub t_ip: u64,
+    /// Transmit bookkeeping per packet (driver start_xmit).
+    pub t_tx: u64,
+    /// Freeing a transmitted socket buffer whose lines are still cached.
+    pub t_skb: u64,
+    /// Extra cost of freeing one whose lines have been evicted.
+    pub t_skb_cold: u64,
+    /// How many later frames a buffer survives in the cache: a buffer
+    /// reclaimed after more than this many other frames were sent is cold.
+    pub cache_buffers: u64,
+}
+
 /// A testbed's cost profile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,7 +140,11 @@ pub struct Profile {
     /// The interface.
     pub nic: Nic,
     /// CPU costs.
+    #[serde(default)]
     pub cost: Costs,
+    /// The Linux forwarding path's costs, for `kernel.kind = "linux"`.
+    #[serde(default)]
+    pub linux: Option<LinuxCosts>,
 }
 
 impl Profile {

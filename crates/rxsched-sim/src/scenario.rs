@@ -18,7 +18,21 @@ pub enum KernelKind {
     Emulated,
     /// M2: interrupt-initiated polling, with M3/M4 as options.
     Polling,
+    /// Linux 2.6: hard interrupts, the NET_RX softirq, optional NAPI (M7)
+    /// and transmit-reclaim modes (M8).
+    Linux,
 }
+
+/// The six driver variants of Spanos et al. 2008, as presets of
+/// `kernel.napi` and `kernel.tx_reclaim`.
+pub const VARIANTS: &[(&str, bool, &str)] = &[
+    ("ORIGINAL", false, "per-packet"),
+    ("TX-128", false, "every-128"),
+    ("TX-OFF", false, "before-send"),
+    ("NAPI", true, "per-packet"),
+    ("NAPI-TX-128", true, "every-128"),
+    ("NAPI-TX-OFF", true, "before-send"),
+];
 
 /// Where IP input runs in the interrupt-driven kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -133,6 +147,42 @@ pub struct KernelCfg {
     pub cycle_limit: CycleLimitCfg,
     /// M5.
     pub breaker: BreakerCfg,
+    /// Linux: a driver variant preset (`ORIGINAL`, `TX-128`, `TX-OFF`,
+    /// `NAPI`, `NAPI-TX-128`, `NAPI-TX-OFF`); sets `napi` and `tx_reclaim`.
+    pub variant: Option<String>,
+    /// Linux: receive through NAPI (M7).
+    pub napi: Option<bool>,
+    /// Linux: `per-packet`, `every-N` or `before-send` (M8).
+    pub tx_reclaim: Option<String>,
+    /// Linux NAPI: packets per device per poll turn.
+    pub napi_weight: u32,
+    /// Linux NAPI: packets per softirq run.
+    pub napi_budget: u32,
+    /// Linux NAPI: time per softirq run, in µs.
+    pub napi_budget_us: f64,
+    /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`).
+    pub backlog_limit: u32,
+}
+
+impl KernelCfg {
+    /// The Linux receive and reclaim modes, from the preset or the explicit keys.
+    pub fn linux_modes(&self) -> (bool, rxsched_core::TxReclaim) {
+        let (mut napi, mut reclaim) = (false, "per-packet".to_string());
+        if let Some(v) = &self.variant {
+            if let Some((_, n, r)) = VARIANTS.iter().find(|(name, _, _)| name == v) {
+                napi = *n;
+                reclaim = r.to_string();
+            }
+        }
+        if let Some(n) = self.napi {
+            napi = n;
+        }
+        if let Some(r) = &self.tx_reclaim {
+            reclaim = r.clone();
+        }
+        let reclaim = rxsched_core::TxReclaim::parse(&reclaim).unwrap_or(rxsched_core::TxReclaim::PerPacket);
+        (napi, reclaim)
+    }
 }
 
 impl Default for KernelCfg {
@@ -151,6 +201,15 @@ impl Default for KernelCfg {
             feedback: FeedbackCfg::default(),
             cycle_limit: CycleLimitCfg::default(),
             breaker: BreakerCfg::default(),
+            variant: None,
+            napi: None,
+            tx_reclaim: None,
+            // Spanos et al. 2008: NAPI weight 32; Linux's budget of 300 packets or 2 ms.
+            napi_weight: 32,
+            napi_budget: 300,
+            napi_budget_us: 2000.0,
+            // Linux 2.6.9: netdev_max_backlog = 300.
+            backlog_limit: 300,
         }
     }
 }
@@ -186,6 +245,8 @@ pub struct TrafficCfg {
     pub count: u64,
     /// When the first packet starts, in µs.
     pub start_us: f64,
+    /// The interface it arrives on (0 or 1); a router forwards to the other.
+    pub port: u8,
 }
 
 impl Default for TrafficCfg {
@@ -198,6 +259,7 @@ impl Default for TrafficCfg {
             spacing_us: 0.0,
             count: 0,
             start_us: 0.0,
+            port: 0,
         }
     }
 }
@@ -277,6 +339,29 @@ pub enum FigureKind {
     Cdf,
     /// One run per series; one point per packet of a burst.
     Burst,
+    /// One RFC 2544 throughput search per value of `vary`: the highest
+    /// per-source rate at which a trial loses nothing.
+    Throughput,
+}
+
+/// An RFC 2544 throughput search: binary search on `traffic.rate_pps` (of
+/// every source) between 0 and the line rate, with trials of fixed length.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchCfg {
+    /// Stop when the bracket is narrower than this fraction of the line rate.
+    pub resolution: f64,
+    /// The length of one trial, in ms (after `run.warmup_ms`).
+    pub trial_ms: f64,
+}
+
+impl Default for SearchCfg {
+    fn default() -> Self {
+        SearchCfg {
+            resolution: 0.002,
+            trial_ms: 100.0,
+        }
+    }
 }
 
 /// `[figure]`: how `reproduce` and `sweep` turn runs into a figure.
@@ -305,6 +390,9 @@ pub struct FigureCfg {
     /// For `cdf`: which sample (`ipin_latency`, `latency`).
     #[serde(default)]
     pub sample: Option<String>,
+    /// For `throughput`: the search.
+    #[serde(default)]
+    pub search: SearchCfg,
 }
 
 /// `[[series]]`: one curve, as overrides of the base scenario.
@@ -636,6 +724,35 @@ impl Scenario {
                 "must be a positive time of at most 1e9 µs",
             );
         }
+        if let Some(v) = &k.variant {
+            if !VARIANTS.iter().any(|(n, _, _)| n == v) {
+                let names: Vec<_> = VARIANTS.iter().map(|(n, _, _)| *n).collect();
+                return err("kernel.variant", &format!("unknown variant {v:?}; known: {}", names.join(", ")));
+            }
+        }
+        if let Some(r) = &k.tx_reclaim {
+            if rxsched_core::TxReclaim::parse(r).is_none() {
+                return err("kernel.tx_reclaim", "must be per-packet, every-N (N >= 1) or before-send");
+            }
+        }
+        if k.napi_weight == 0 || k.napi_budget == 0 {
+            return err("kernel.napi_weight", "NAPI weight and budget must be at least 1");
+        }
+        if !positive(k.napi_budget_us) {
+            return err("kernel.napi_budget_us", "must be a positive time of at most 1e9 µs");
+        }
+        if k.backlog_limit == 0 {
+            return err("kernel.backlog_limit", "a queue must hold at least one packet");
+        }
+        if let Some(f) = &self.figure {
+            let r = f.search.resolution;
+            if !(r > 0.0 && r < 1.0) {
+                return err("figure.search.resolution", "must be a fraction of the line rate in (0, 1)");
+            }
+            if !positive(f.search.trial_ms * 1e3) {
+                return err("figure.search.trial_ms", "must be a positive time of at most 1e6 ms");
+            }
+        }
         if k.breaker.batch == 0 {
             return err("kernel.breaker.batch", "must be at least 1");
         }
@@ -672,6 +789,12 @@ impl Scenario {
             }
             if !(t.start_us >= 0.0 && t.start_us <= MAX_US) {
                 return err(&format!("traffic.{i}.start_us"), "must be from 0 to 1e9 µs");
+            }
+            if t.port > 1 {
+                return err(&format!("traffic.{i}.port"), "a host has ports 0 and 1");
+            }
+            if t.port == 1 && self.process.iter().any(|p| p.kind == ProcessKind::Reader) {
+                return err(&format!("traffic.{i}.port"), "a receiving host (with a reader) has only port 0");
             }
         }
         let consumers = self

@@ -1,43 +1,24 @@
 //! The experiments `reproduce` knows, compiled in from `experiments/`.
 
+/// Pairs each id with its scenario file's text, compiled in.
+macro_rules! experiments {
+    ($($id:literal),* $(,)?) => {
+        &[$(($id, include_str!(concat!("../../../experiments/", $id, ".toml")))),*]
+    };
+}
+
 /// Every experiment: its id and scenario text, in `reproduce all` order.
-pub const ALL: &[(&str, &str)] = &[
-    (
-        "mogul-fig4-2",
-        include_str!("../../../experiments/mogul-fig4-2.toml"),
-    ),
-    (
-        "mogul-fig6-1",
-        include_str!("../../../experiments/mogul-fig6-1.toml"),
-    ),
-    (
-        "mogul-fig6-3",
-        include_str!("../../../experiments/mogul-fig6-3.toml"),
-    ),
-    (
-        "mogul-fig6-4",
-        include_str!("../../../experiments/mogul-fig6-4.toml"),
-    ),
-    (
-        "mogul-fig6-5",
-        include_str!("../../../experiments/mogul-fig6-5.toml"),
-    ),
-    (
-        "mogul-fig6-6",
-        include_str!("../../../experiments/mogul-fig6-6.toml"),
-    ),
-    (
-        "mogul-fig7-1",
-        include_str!("../../../experiments/mogul-fig7-1.toml"),
-    ),
-    (
-        "mogul-fig7-6",
-        include_str!("../../../experiments/mogul-fig7-6.toml"),
-    ),
-    (
-        "mogul-fig7-8",
-        include_str!("../../../experiments/mogul-fig7-8.toml"),
-    ),
+pub const ALL: &[(&str, &str)] = experiments![
+    "mogul-fig4-2",
+    "mogul-fig6-1",
+    "mogul-fig6-3",
+    "mogul-fig6-4",
+    "mogul-fig6-5",
+    "mogul-fig6-6",
+    "mogul-fig7-1",
+    "mogul-fig7-6",
+    "mogul-fig7-8",
+    "spanos-table1",
 ];
 
 /// The scenario text of experiment `id`.

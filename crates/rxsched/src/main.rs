@@ -448,6 +448,7 @@ fn sweep(
         quick_values: Vec::new(),
         quick_set: Default::default(),
         sample: None,
+        search: Default::default(),
     };
     l.scenario.id = Some(format!("{}-sweep", l.scenario.id.clone().unwrap_or(stem)));
     let opts = Options {

@@ -11,6 +11,7 @@
 use crate::metrics::{Interrupts, Latency, Metrics, Samples};
 use crate::profile::Profile;
 use crate::scenario::{IpLayer, KernelKind, ProcessKind, Scenario, TrafficKind};
+use linux::LinuxState;
 use crate::SimError;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -20,6 +21,8 @@ use rxsched_core::{
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+
+mod linux;
 
 /// How many packets at the start of a run have their hand-to-device time kept.
 const TRACE_PACKETS: u32 = 64;
@@ -38,6 +41,10 @@ struct Packet {
     id: u32,
     bytes: u32,
     arrived: Nanos,
+    /// The port it arrived on; a router sends it out of the other.
+    port: u8,
+    /// When it was handed to a device, in frames handed over so far.
+    seq: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -55,6 +62,8 @@ enum IntrSrc {
     Rx(u8),
     Tx(u8),
     Poll(u8, Dir),
+    /// Linux: a port's one interrupt line, for receive and transmit events.
+    Port(u8),
     Clock,
 }
 
@@ -62,7 +71,8 @@ enum IntrSrc {
 enum Step {
     IntrEnter(IntrSrc),
     RxLink(Packet),
-    TxReclaim(u8),
+    /// Reclaim one transmitted buffer (already delivered).
+    TxReclaim(u8, Packet),
     Load(u8),
     IpSwitch,
     IpInput(Packet),
@@ -76,6 +86,12 @@ enum Step {
     Screen(Packet),
     AppRead(Packet),
     Compute,
+    /// Linux: receive bookkeeping and copy, in the ISR or a NAPI poll.
+    RxLinux(Packet),
+    /// Linux: IP forwarding, then onto the output queue.
+    IpLinux(Packet),
+    /// Linux: the driver hands a frame to the device.
+    Xmit(u8, Packet),
 }
 
 impl Step {
@@ -87,7 +103,10 @@ impl Step {
             | Step::UdpInput(p)
             | Step::PollRx(p)
             | Step::Screen(p)
-            | Step::AppRead(p) => Some(p),
+            | Step::AppRead(p)
+            | Step::RxLinux(p)
+            | Step::IpLinux(p)
+            | Step::Xmit(_, p) => Some(p),
             _ => None,
         }
     }
@@ -121,9 +140,14 @@ struct Nic {
     tx_ring: VecDeque<Packet>,
     tx_cap: usize,
     wire: Option<Packet>,
-    tx_done: u32,
+    /// Transmitted frames whose buffers are not yet reclaimed.
+    done_q: VecDeque<Packet>,
     oactive: bool,
     loading: usize,
+    /// Linux: the line is raised for transmit completions.
+    tx_irq_pending: bool,
+    /// Linux: completions since the last transmit interrupt.
+    since_irq: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +184,7 @@ struct Source {
     bytes: u32,
     count: u64,
     sent: u64,
+    port: u8,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -199,12 +224,13 @@ pub struct Host {
     ip_requested: bool,
     ip_active: bool,
     poll: Option<Poller>,
+    linux: Option<LinuxState>,
     users: Vec<User>,
     cur_user: Option<usize>,
     user_since: Nanos,
     quantum: Nanos,
     sources: Vec<Source>,
-    wire_free: Nanos,
+    wire_free: Vec<Nanos>,
     next_id: u32,
     // measurement
     end: Nanos,
@@ -273,9 +299,22 @@ impl Host {
             });
         }
         let mut poll = None;
+        let mut linux = None;
         let n_nics = if consumer == Consumer::Reader { 1 } else { 2 };
         let mut devs = Vec::new();
-        if k.kind == KernelKind::Polling {
+        if k.kind == KernelKind::Linux {
+            let (napi, reclaim) = k.linux_modes();
+            let cfg = rxsched_core::NapiConfig {
+                weight: k.napi_weight,
+                budget_packets: k.napi_budget,
+                budget_ns: (k.napi_budget_us * 1e3) as Nanos,
+            };
+            let mut l = LinuxState::new(p.linux.clone().unwrap_or_default(), napi, cfg, reclaim, k.backlog_limit);
+            for i in 0..n_nics {
+                devs.push(l.napi.as_mut().map_or(DeviceId(i), |n| n.register()));
+            }
+            linux = Some(l);
+        } else if k.kind == KernelKind::Polling {
             let mut fac = PollingFacility::new(k.quota);
             if k.feedback.enabled {
                 let t = (k.feedback.timeout_us * 1e3) as Nanos;
@@ -322,9 +361,11 @@ impl Host {
                 tx_ring: VecDeque::new(),
                 tx_cap: p.nic.tx_ring as usize,
                 wire: None,
-                tx_done: 0,
+                done_q: VecDeque::new(),
                 oactive: false,
                 loading: 0,
+                tx_irq_pending: false,
+                since_irq: 0,
             })
             .collect();
         let batch = if k.breaker.enabled && k.kind != KernelKind::Polling {
@@ -351,6 +392,7 @@ impl Host {
                     bytes: t.frame_bytes,
                     count: t.count,
                     sent: 0,
+                    port: t.port,
                 }
             })
             .collect();
@@ -389,12 +431,13 @@ impl Host {
             ip_requested: false,
             ip_active: false,
             poll,
+            linux,
             users,
             cur_user: None,
             user_since: 0,
             quantum: (s.run.quantum_ms * 1e6) as Nanos,
             sources,
-            wire_free: 0,
+            wire_free: vec![0; 2],
             next_id: 0,
             end,
             w0,
@@ -628,6 +671,9 @@ impl Host {
     }
 
     fn cost(&self, step: Step) -> Nanos {
+        if self.linux.is_some() {
+            return self.linux_cost(step);
+        }
         let c = &self.p.cost;
         let bytes = |p: Packet, per: f64| (p.bytes as f64 * per).round() as Nanos;
         match step {
@@ -639,9 +685,10 @@ impl Host {
             Step::IntrEnter(IntrSrc::Rx(_) | IntrSrc::Tx(_)) => c.intr_dispatch,
             Step::IntrEnter(IntrSrc::Poll(..)) => c.poll_intr,
             Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
+            Step::IntrEnter(IntrSrc::Port(_)) => 0, // only the Linux kernel has ports' lines
             Step::RxLink(p) => c.rx_copy + bytes(p, c.rx_copy_per_byte) + c.rx_link + c.ipintrq,
             Step::PollRx(p) => c.rx_copy + bytes(p, c.rx_copy_per_byte) + c.rx_link,
-            Step::TxReclaim(_) => c.tx_reclaim,
+            Step::TxReclaim(..) => c.tx_reclaim,
             // The driver prepares a packet for the device when `ip_output`
             // hands it over; loading prepared packets onto the ring is free.
             Step::Load(_) => 0,
@@ -656,6 +703,7 @@ impl Host {
             Step::Screen(_) => c.screend,
             Step::AppRead(p) => c.app_read + bytes(p, c.app_read_per_byte),
             Step::Compute => COMPUTE_SLICE,
+            Step::RxLinux(_) | Step::IpLinux(_) | Step::Xmit(..) => 0,
         }
     }
 
@@ -677,6 +725,7 @@ impl Host {
         }
         match c {
             INTR => self.next_intr(),
+            SOFT if self.linux.is_some() => self.next_softirq_linux(),
             SOFT | KTHREAD if c == self.ip_ctx && self.poll.is_none() => self.next_ip(),
             KTHREAD if self.poll.is_some() => self.next_poll(),
             SOFT | KTHREAD => None,
@@ -704,6 +753,9 @@ impl Host {
                         self.nics[n].in_service[d] = true;
                     }
                     self.intr_cur = Some(src);
+                    if let IntrSrc::Port(n) = src {
+                        self.enter_isr_linux(n);
+                    }
                     return Some(Step::IntrEnter(src));
                 }
                 Some(IntrSrc::Rx(n)) => {
@@ -720,8 +772,15 @@ impl Host {
                         rxsched_core::BatchStep::Exit => {}
                     }
                 }
-                Some(IntrSrc::Tx(n)) if self.nics[n as usize].tx_done > 0 => {
-                    return Some(Step::TxReclaim(n));
+                Some(IntrSrc::Tx(n)) => {
+                    if let Some(p) = self.nics[n as usize].done_q.pop_front() {
+                        return Some(Step::TxReclaim(n, p));
+                    }
+                }
+                Some(IntrSrc::Port(n)) => {
+                    if let Some(step) = self.next_isr_linux(n) {
+                        return Some(step);
+                    }
                 }
                 Some(_) => {}
             }
@@ -738,7 +797,8 @@ impl Host {
         }
         match src {
             IntrSrc::Rx(n) if !self.nics[n as usize].rx.is_empty() => self.post(src),
-            IntrSrc::Tx(n) if self.nics[n as usize].tx_done > 0 => self.post(src),
+            IntrSrc::Tx(n) if !self.nics[n as usize].done_q.is_empty() => self.post(src),
+            IntrSrc::Port(n) => self.exit_isr_linux(n),
             _ => {}
         }
     }
@@ -778,7 +838,7 @@ impl Host {
                     let nic = &mut self.nics[job.dev.0];
                     let more = match job.dir {
                         Dir::Rx => !nic.rx.is_empty(),
-                        Dir::Tx => nic.tx_done > 0,
+                        Dir::Tx => !nic.done_q.is_empty(),
                     };
                     let go = more
                         && !job.quota.exhausted(job.done)
@@ -788,7 +848,10 @@ impl Host {
                         p.job = Some(job);
                         return Some(match job.dir {
                             Dir::Rx => Step::PollRx(nic.rx.pop_front().expect("ring has a packet")),
-                            Dir::Tx => Step::TxReclaim(job.dev.0 as u8),
+                            Dir::Tx => Step::TxReclaim(
+                                job.dev.0 as u8,
+                                nic.done_q.pop_front().expect("a completed frame"),
+                            ),
                         });
                     }
                     p.fac.poll_done(job.dev, job.dir, job.done, more);
@@ -842,6 +905,9 @@ impl Host {
 
     /// Applies a completed step's effect.
     fn complete(&mut self, c: usize, step: Step) {
+        if self.linux.is_some() && !matches!(step, Step::IntrEnter(_)) {
+            return self.complete_linux(c, step);
+        }
         match step {
             Step::IntrEnter(src) => match src {
                 IntrSrc::Rx(_) => {
@@ -860,7 +926,7 @@ impl Host {
                     }
                     self.wake_poll();
                 }
-                IntrSrc::Clock => {}
+                IntrSrc::Clock | IntrSrc::Port(_) => {}
             },
             Step::RxLink(p) => {
                 self.batch.handled(self.now);
@@ -871,9 +937,8 @@ impl Host {
                     self.ip_requested = true;
                 }
             }
-            Step::TxReclaim(n) => {
+            Step::TxReclaim(n, _) => {
                 let nic = &mut self.nics[n as usize];
-                nic.tx_done -= 1;
                 // The driver learns that the transmitter went idle only by
                 // processing a completion: until then packets wait on the
                 // output queue (P3).
@@ -904,12 +969,13 @@ impl Host {
                 }
             },
             Step::IpOutput(p) => {
-                let nic = &mut self.nics[1];
+                let out = 1 - p.port;
+                let nic = &mut self.nics[out as usize];
                 if nic.out_q.len() >= nic.out_cap {
                     self.drops.add(DropPoint::OutputQueue);
                 } else {
                     nic.out_q.push_back(p);
-                    self.try_start(c, 1);
+                    self.try_start(c, out);
                 }
             }
             Step::UdpInput(p) => {
@@ -929,7 +995,7 @@ impl Host {
                 let nic = &self.nics[n as usize];
                 let pending = match dir {
                     Dir::Rx => !nic.rx.is_empty(),
-                    Dir::Tx => nic.tx_done > 0,
+                    Dir::Tx => !nic.done_q.is_empty(),
                 };
                 let dev = nic.dev;
                 if let Some(p) = &mut self.poll {
@@ -945,7 +1011,10 @@ impl Host {
             | Step::PollSwitch
             | Step::PollCallback
             | Step::CtxSwitch
-            | Step::Compute => {}
+            | Step::Compute
+            | Step::RxLinux(_)
+            | Step::IpLinux(_)
+            | Step::Xmit(..) => {}
         }
     }
 
@@ -984,10 +1053,12 @@ impl Host {
 
     fn tx_wire_done(&mut self, n: usize) {
         let p = self.nics[n].wire.take().expect("a frame was on the wire");
-        self.nics[n].tx_done += 1;
+        self.nics[n].done_q.push_back(p);
         self.deliver(p);
         self.kick(n);
-        if self.poll.is_some() {
+        if self.linux.is_some() {
+            self.linux_tx_done(n);
+        } else if self.poll.is_some() {
             self.post(IntrSrc::Poll(n as u8, Dir::Tx));
         } else {
             self.post(IntrSrc::Tx(n as u8));
@@ -1041,6 +1112,7 @@ impl Host {
             }
             let enabled = match src {
                 IntrSrc::Rx(_) => nic.rx_intr_enabled,
+                IntrSrc::Port(_) => true,
                 IntrSrc::Poll(_, dir) => self
                     .poll
                     .as_ref()
@@ -1064,9 +1136,10 @@ impl Host {
         }
         src.sent += 1;
         let frame = self.p.wire.frame_ns(src.bytes);
-        let start = (src.next_start.round() as Nanos).max(self.wire_free);
+        let port = src.port as usize;
+        let start = (src.next_start.round() as Nanos).max(self.wire_free[port]);
         let done = start + frame;
-        self.wire_free = done;
+        self.wire_free[port] = done;
         match src.kind {
             TrafficKind::Constant => src.next_start += src.gap_ns,
             TrafficKind::Poisson => {
@@ -1088,10 +1161,13 @@ impl Host {
     }
 
     fn arrive(&mut self, s: usize) {
+        let port = self.sources[s].port;
         let p = Packet {
             id: self.next_id,
             bytes: self.sources[s].bytes,
             arrived: self.now,
+            port,
+            seq: 0,
         };
         self.next_id = self.next_id.wrapping_add(1);
         self.arrived += 1;
@@ -1099,15 +1175,19 @@ impl Host {
         if self.now >= self.w0 {
             self.arrived_w += 1;
         }
-        let nic = &mut self.nics[0];
+        let nic = &mut self.nics[port as usize];
         if nic.rx.len() >= nic.rx_cap {
             self.drops.add(DropPoint::NicRxRing);
         } else {
             nic.rx.push_back(p);
-            if self.poll.is_some() {
-                self.post(IntrSrc::Poll(0, Dir::Rx));
+            if self.linux.is_some() {
+                if self.linux_rx_irq_enabled(port as usize) {
+                    self.post(IntrSrc::Port(port));
+                }
+            } else if self.poll.is_some() {
+                self.post(IntrSrc::Poll(port, Dir::Rx));
             } else {
-                self.post(IntrSrc::Rx(0));
+                self.post(IntrSrc::Rx(port));
             }
         }
         self.schedule_source(s);
@@ -1117,6 +1197,7 @@ impl Host {
 
     fn in_flight(&self) -> u64 {
         let mut n = (self.ipintrq.len() + self.screen_q.len() + self.sock_q.len()) as u64;
+        n += self.linux.as_ref().map_or(0, |l| l.backlog.len() as u64);
         for nic in &self.nics {
             n += (nic.rx.len() + nic.out_q.len() + nic.tx_ring.len()) as u64;
             n += nic.wire.is_some() as u64;
@@ -1164,6 +1245,7 @@ impl Host {
             offered_pps: self.arrived_w as f64 / secs,
             delivered_pps: self.delivered_w as f64 / secs,
             arrived: self.arrived,
+            received: self.arrived - self.drops.get(DropPoint::NicRxRing),
             delivered: self.delivered,
             in_flight,
             drops: self.drops.to_map(),
@@ -1176,6 +1258,7 @@ impl Host {
             x: None,
             events: self.events,
             wall_ms,
+            extra: BTreeMap::new(),
         };
         Ok((m, self.samples))
     }
@@ -1183,7 +1266,7 @@ impl Host {
 
 fn src_slot(src: IntrSrc) -> Option<(usize, usize)> {
     match src {
-        IntrSrc::Rx(n) | IntrSrc::Poll(n, Dir::Rx) => Some((n as usize, 0)),
+        IntrSrc::Rx(n) | IntrSrc::Poll(n, Dir::Rx) | IntrSrc::Port(n) => Some((n as usize, 0)),
         IntrSrc::Tx(n) | IntrSrc::Poll(n, Dir::Tx) => Some((n as usize, 1)),
         IntrSrc::Clock => None,
     }
