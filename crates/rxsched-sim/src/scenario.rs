@@ -180,7 +180,8 @@ impl KernelCfg {
         if let Some(r) = &self.tx_reclaim {
             reclaim = r.clone();
         }
-        let reclaim = rxsched_core::TxReclaim::parse(&reclaim).unwrap_or(rxsched_core::TxReclaim::PerPacket);
+        let reclaim =
+            rxsched_core::TxReclaim::parse(&reclaim).unwrap_or(rxsched_core::TxReclaim::PerPacket);
         (napi, reclaim)
     }
 }
@@ -393,6 +394,13 @@ pub struct FigureCfg {
     /// For `throughput`: the search.
     #[serde(default)]
     pub search: SearchCfg,
+    /// Metrics to show as a table in the report, one row per point.
+    #[serde(default)]
+    pub table: Vec<String>,
+    /// Where the plot's legend goes: `upper-right` (default), `upper-left`,
+    /// `lower-right` or `lower-left`.
+    #[serde(default)]
+    pub legend: Option<String>,
 }
 
 /// `[[series]]`: one curve, as overrides of the base scenario.
@@ -727,30 +735,60 @@ impl Scenario {
         if let Some(v) = &k.variant {
             if !VARIANTS.iter().any(|(n, _, _)| n == v) {
                 let names: Vec<_> = VARIANTS.iter().map(|(n, _, _)| *n).collect();
-                return err("kernel.variant", &format!("unknown variant {v:?}; known: {}", names.join(", ")));
+                return err(
+                    "kernel.variant",
+                    &format!("unknown variant {v:?}; known: {}", names.join(", ")),
+                );
             }
         }
         if let Some(r) = &k.tx_reclaim {
             if rxsched_core::TxReclaim::parse(r).is_none() {
-                return err("kernel.tx_reclaim", "must be per-packet, every-N (N >= 1) or before-send");
+                return err(
+                    "kernel.tx_reclaim",
+                    "must be per-packet, every-N (N >= 1) or before-send",
+                );
             }
         }
         if k.napi_weight == 0 || k.napi_budget == 0 {
-            return err("kernel.napi_weight", "NAPI weight and budget must be at least 1");
+            return err(
+                "kernel.napi_weight",
+                "NAPI weight and budget must be at least 1",
+            );
         }
         if !positive(k.napi_budget_us) {
-            return err("kernel.napi_budget_us", "must be a positive time of at most 1e9 µs");
+            return err(
+                "kernel.napi_budget_us",
+                "must be a positive time of at most 1e9 µs",
+            );
         }
         if k.backlog_limit == 0 {
-            return err("kernel.backlog_limit", "a queue must hold at least one packet");
+            return err(
+                "kernel.backlog_limit",
+                "a queue must hold at least one packet",
+            );
         }
         if let Some(f) = &self.figure {
+            if let Some(l) = &f.legend {
+                if !["upper-right", "upper-left", "lower-right", "lower-left"].contains(&l.as_str())
+                {
+                    return err(
+                        "figure.legend",
+                        "must be upper-right, upper-left, lower-right or lower-left",
+                    );
+                }
+            }
             let r = f.search.resolution;
             if !(r > 0.0 && r < 1.0) {
-                return err("figure.search.resolution", "must be a fraction of the line rate in (0, 1)");
+                return err(
+                    "figure.search.resolution",
+                    "must be a fraction of the line rate in (0, 1)",
+                );
             }
             if !positive(f.search.trial_ms * 1e3) {
-                return err("figure.search.trial_ms", "must be a positive time of at most 1e6 ms");
+                return err(
+                    "figure.search.trial_ms",
+                    "must be a positive time of at most 1e6 ms",
+                );
             }
         }
         if k.breaker.batch == 0 {
@@ -794,7 +832,10 @@ impl Scenario {
                 return err(&format!("traffic.{i}.port"), "a host has ports 0 and 1");
             }
             if t.port == 1 && self.process.iter().any(|p| p.kind == ProcessKind::Reader) {
-                return err(&format!("traffic.{i}.port"), "a receiving host (with a reader) has only port 0");
+                return err(
+                    &format!("traffic.{i}.port"),
+                    "a receiving host (with a reader) has only port 0",
+                );
             }
         }
         let consumers = self

@@ -25,6 +25,8 @@ const RULES: &[(&str, &[&str])] = &[
     ("spread_order", &["series", "other"]),
     ("point_diff", &["series", "other", "at"]),
     ("drop_share", &["series", "point", "min"]),
+    ("fit", &["series", "tolerance"]),
+    ("fit_slope", &["series", "max"]),
 ];
 
 /// Checks that every `[[check]]` names a known rule, known series and the
@@ -145,6 +147,46 @@ fn nearest(c: &[(f64, f64)], x: f64) -> Option<f64> {
     c.iter()
         .min_by(|a, b| (a.0 - x).abs().total_cmp(&(b.0 - x).abs()))
         .map(|p| p.1)
+}
+
+/// Least-squares line `y = a + b x` through the points.
+pub fn line_fit(c: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = c.len() as f64;
+    if n < 2.0 {
+        return None;
+    }
+    let (mx, my) = (
+        c.iter().map(|p| p.0).sum::<f64>() / n,
+        c.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = c.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        return None;
+    }
+    let b = c.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    Some((my - b * mx, b))
+}
+
+/// A series' points below the line rate (a throughput search's CPU-bound points).
+fn cpu_bound(r: &ResultFile, label: &str) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = r
+        .series
+        .iter()
+        .filter(|s| s.label == label)
+        .flat_map(|s| s.points.iter())
+        .filter(|p| value(p, "line_limited").unwrap_or(0.0) == 0.0)
+        .filter_map(|p| Some((value(p, &r.x.metric)?, value(p, &r.y.metric)?)))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+fn reference_points(r: &ResultFile, label: &str) -> Vec<(f64, f64)> {
+    r.reference
+        .iter()
+        .filter(|rf| rf.series == label)
+        .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1])))
+        .collect()
 }
 
 fn r2(c: &[(f64, f64)]) -> f64 {
@@ -429,6 +471,28 @@ fn rule(c: &CheckCfg, r: &ResultFile) -> (bool, String) {
                     share * 100.0
                 ),
             )
+        }),
+        "fit" | "fit_slope" => each(&|s, _| match (
+            line_fit(&cpu_bound(r, s)),
+            line_fit(&reference_points(r, s)),
+        ) {
+            (Some((a, b)), Some((ra, rb))) => {
+                if c.kind == "fit" {
+                    let err = (a - ra).abs() / ra.abs().max(1e-12);
+                    let tol = c.tolerance.unwrap_or(0.15);
+                    (err <= tol, format!("fitted T_const {a:.2}, k {b:.4}; published {ra:.2}, {rb:.4} ({:.1}% off)", err * 100.0))
+                } else {
+                    let d = (b - rb).abs();
+                    (
+                        d <= c.max.unwrap_or(0.0),
+                        format!("fitted k {b:.4} vs published {rb:.4}"),
+                    )
+                }
+            }
+            _ => (
+                false,
+                "fewer than two CPU-bound points or reference points".to_string(),
+            ),
         }),
         k => (false, format!("unknown check kind {k:?}")),
     }

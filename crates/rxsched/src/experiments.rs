@@ -19,6 +19,10 @@ pub const ALL: &[(&str, &str)] = experiments![
     "mogul-fig7-6",
     "mogul-fig7-8",
     "spanos-table1",
+    "spanos-fig5-64",
+    "spanos-fig5-256",
+    "spanos-table3",
+    "spanos-model",
 ];
 
 /// The scenario text of experiment `id`.

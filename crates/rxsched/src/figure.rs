@@ -78,6 +78,12 @@ pub struct ResultFile {
     pub reference: Vec<RefOut>,
     /// Verdicts computed from the points.
     pub checks: Vec<CheckOut>,
+    /// Metrics the report shows as a table, one row per point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<String>,
+    /// Where the plot's legend goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legend: Option<String>,
 }
 
 impl ResultFile {
@@ -284,14 +290,24 @@ pub fn rfc2544(
             None => (0.0, trial(0.0)?),
         }
     };
-    let ports = base.traffic.iter().map(|t| t.port).collect::<std::collections::BTreeSet<_>>().len().max(1);
-    let wire_bits = (bytes.max(profile.wire.min_frame_bytes) + profile.wire.framing_bytes) as f64 * 8.0;
+    let ports = base
+        .traffic
+        .iter()
+        .map(|t| t.port)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        .max(1);
+    let wire_bits =
+        (bytes.max(profile.wire.min_frame_bytes) + profile.wire.framing_bytes) as f64 * 8.0;
     m.extra.insert("throughput_pps_per_port".into(), rate);
-    m.extra.insert("throughput_mbps_per_port".into(), rate * wire_bits / 1e6);
+    m.extra
+        .insert("throughput_mbps_per_port".into(), rate * wire_bits / 1e6);
     m.extra.insert("line_rate_pct".into(), 100.0 * rate / line);
-    m.extra.insert("line_limited".into(), if rate >= line { 1.0 } else { 0.0 });
+    m.extra
+        .insert("line_limited".into(), if rate >= line { 1.0 } else { 0.0 });
     if rate > 0.0 {
-        m.extra.insert("t_per_packet_us".into(), 1e6 / (rate * ports as f64));
+        m.extra
+            .insert("t_per_packet_us".into(), 1e6 / (rate * ports as f64));
     }
     m.extra.insert("trials".into(), trials as f64);
     Ok((m, samples))
@@ -384,6 +400,8 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
         series,
         reference,
         checks: Vec::new(),
+        table: f.table.clone(),
+        legend: f.legend.clone(),
     };
     result.checks = s
         .check

@@ -1,15 +1,11 @@
 //! `rxsched`: reproduce the receive-livelock papers, simulate your own
 //! scenarios, and (later) run the policies on real interfaces.
 
-mod checks;
-mod experiments;
-mod figure;
-mod report;
-
 use clap::{Parser, Subcommand};
-use figure::{Options, Plan, ResultFile};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
+use rxsched::figure::{self, Options, Plan, ResultFile};
+use rxsched::{experiments, report};
 use rxsched_sim::scenario::{parse_set, Axis, FigureCfg, FigureKind};
 use rxsched_sim::{InputError, Loaded, SimError};
 use std::io::IsTerminal;
@@ -80,6 +76,16 @@ enum Cmd {
         /// Simulations run in parallel.
         #[arg(long)]
         jobs: Option<usize>,
+        /// At each value, search for the RFC 2544 throughput (the highest
+        /// rate per source with zero loss) instead of running once.
+        #[arg(long)]
+        throughput: bool,
+        /// Search resolution, as a fraction of the line rate.
+        #[arg(long, default_value_t = 0.002)]
+        resolution: f64,
+        /// Length of one search trial, in ms.
+        #[arg(long, default_value_t = 100.0)]
+        trial_ms: f64,
     },
     /// List the machine profiles and what each cost was calibrated from.
     Profiles,
@@ -135,7 +141,16 @@ fn main() -> ExitCode {
             sets,
             out,
             jobs,
-        } => sweep(&scenario, &vary, y, &sets, &out, jobs),
+            throughput,
+            resolution,
+            trial_ms,
+        } => {
+            let search = throughput.then_some(rxsched_sim::scenario::SearchCfg {
+                resolution,
+                trial_ms,
+            });
+            sweep(&scenario, &vary, y, &sets, &out, jobs, search)
+        }
         Cmd::Profiles => profiles(),
     };
     match r {
@@ -406,6 +421,7 @@ fn sweep(
     sets: &[String],
     out: &Path,
     jobs: Option<usize>,
+    search: Option<rxsched_sim::scenario::SearchCfg>,
 ) -> Result<ExitCode, Failure> {
     let mut l = Loaded::read(path)?;
     let (key, values) = parse_vary(vary)?;
@@ -425,7 +441,15 @@ fn sweep(
             unit: String::new(),
         }
     };
-    let base_y = l.scenario.figure.as_ref().map(|f| f.y.clone());
+    let base_y = if search.is_some() {
+        Some(Axis {
+            metric: "throughput_mbps_per_port".into(),
+            label: "RFC 2544 throughput per port".into(),
+            unit: "Mb/s".into(),
+        })
+    } else {
+        l.scenario.figure.as_ref().map(|f| f.y.clone())
+    };
     let y = match (y, base_y) {
         (Some(m), _) => Axis {
             label: m.clone(),
@@ -440,7 +464,11 @@ fn sweep(
         },
     };
     let fig = FigureCfg {
-        kind: FigureKind::Sweep,
+        kind: if search.is_some() {
+            FigureKind::Throughput
+        } else {
+            FigureKind::Sweep
+        },
         x,
         y,
         vary: Some(key),
@@ -448,9 +476,18 @@ fn sweep(
         quick_values: Vec::new(),
         quick_set: Default::default(),
         sample: None,
-        search: Default::default(),
+        search: search.unwrap_or_default(),
+        table: Vec::new(),
+        legend: None,
     };
     l.scenario.id = Some(format!("{}-sweep", l.scenario.id.clone().unwrap_or(stem)));
+    // The file's own checks and references belong to its own figure.
+    l.scenario.check.clear();
+    l.scenario.reference.clear();
+    l.scenario.figure = Some(fig.clone());
+    l.scenario
+        .validate()
+        .map_err(|(k, m)| Failure::Input(format!("{}: {k}: {m}", path.display())))?;
     let opts = Options {
         quick: false,
         seed: None,

@@ -200,7 +200,12 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
+            .position(match r.legend.as_deref() {
+                Some("upper-left") => SeriesLabelPosition::UpperLeft,
+                Some("lower-right") => SeriesLabelPosition::LowerRight,
+                Some("lower-left") => SeriesLabelPosition::LowerLeft,
+                _ => SeriesLabelPosition::UpperRight,
+            })
             .draw()?;
         root.present()?;
     }
@@ -281,6 +286,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
             quick = if r.quick { ", quick form" } else { "" }
         );
         h += &summary_table(r);
+        h += &values_table(r);
         h += "<table><tr><th>check</th><th>verdict</th><th>computed</th></tr>\n";
         for c in &r.checks {
             let v = if c.pass {
@@ -331,6 +337,62 @@ fn summary_table(r: &ResultFile) -> String {
             fmt_num(last),
             refs.join(" ")
         );
+    }
+    h + "</table>\n"
+}
+
+/// Small results as tables: the chosen metrics per point, or, where the
+/// published values sit at the same x, ours beside theirs.
+fn values_table(r: &ResultFile) -> String {
+    use crate::figure::value;
+    if !r.table.is_empty() {
+        let mut h = String::from("<table><tr><th>series</th>");
+        for m in &r.table {
+            h += &format!("<th>{}</th>", esc(m));
+        }
+        h += "</tr>\n";
+        for s in &r.series {
+            for p in &s.points {
+                h += &format!("<tr><td>{}</td>", esc(&s.label));
+                for m in &r.table {
+                    h += &format!("<td>{}</td>", value(p, m).map_or("–".into(), fmt_num));
+                }
+                h += "</tr>\n";
+            }
+        }
+        return h + "</table>\n";
+    }
+    let xs: BTreeSet<u64> = r
+        .reference
+        .iter()
+        .flat_map(|rf| rf.points.iter().map(|p| p[0].to_bits()))
+        .collect();
+    let many = r.series.iter().any(|s| s.points.len() > 16);
+    if xs.len() < 2 || many {
+        return String::new();
+    }
+    let mut h = format!("<table><tr><th>{}</th>", esc(&r.x.metric));
+    for s in &r.series {
+        h += &format!("<th>{} ours / published</th>", esc(&s.label));
+    }
+    h += "</tr>\n";
+    let mut xs: Vec<f64> = xs.into_iter().map(f64::from_bits).collect();
+    xs.sort_by(f64::total_cmp);
+    for x in xs {
+        h += &format!("<tr><td>{}</td>", fmt_num(x));
+        for s in &r.series {
+            let ours = curve(r, &s.label).iter().find(|p| p.0 == x).map(|p| p.1);
+            let theirs = r
+                .reference
+                .iter()
+                .filter(|rf| rf.series == s.label)
+                .flat_map(|rf| rf.points.iter())
+                .find(|p| p[0] == x)
+                .map(|p| p[1]);
+            let cell = |v: Option<f64>| v.map_or("–".to_string(), fmt_num);
+            h += &format!("<td>{} / {}</td>", cell(ours), cell(theirs));
+        }
+        h += "</tr>\n";
     }
     h + "</table>\n"
 }

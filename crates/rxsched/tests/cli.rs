@@ -176,3 +176,39 @@ fn profiles_show_their_sources() {
     assert!(s.contains("dec3000-300") && s.contains("dec3100-ultrix"));
     assert!(s.contains("calibrated from") && s.contains("trace"));
 }
+
+#[test]
+fn throughput_search_is_available_to_users() {
+    let p = scenario(
+        "rfc.toml",
+        "profile = \"mpc8250-linux\"\n[kernel]\nkind = \"linux\"\nvariant = \"NAPI-TX-OFF\"\n[[traffic]]\nport = 0\n[[traffic]]\nport = 1\n[run]\nwarmup_ms = 5\n",
+    );
+    let out = std::env::temp_dir().join(format!("rxsched-rfc-{}", std::process::id()));
+    let o = rxsched(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--throughput",
+        "--trial-ms",
+        "30",
+        "--vary",
+        "traffic.frame_bytes=64,1518",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("rfc-sweep.json")).unwrap())
+            .unwrap();
+    let pts = r["series"][0]["points"].as_array().unwrap();
+    let small = pts[0]["throughput_mbps_per_port"].as_f64().unwrap();
+    let large = pts[1]["throughput_mbps_per_port"].as_f64().unwrap();
+    // Small frames are CPU-bound; full-size frames reach the line rate.
+    assert!(small > 1.0 && small < 99.0, "{small}");
+    assert_eq!(large, 100.0);
+    assert_eq!(
+        pts[0]["drops"].as_object().unwrap().len(),
+        0,
+        "the reported trial lost nothing"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

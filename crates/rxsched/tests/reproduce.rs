@@ -70,6 +70,11 @@ experiments! {
     mogul_fig7_1 => "mogul-fig7-1",
     mogul_fig7_6 => "mogul-fig7-6",
     mogul_fig7_8 => "mogul-fig7-8",
+    spanos_table1 => "spanos-table1",
+    spanos_fig5_64 => "spanos-fig5-64",
+    spanos_fig5_256 => "spanos-fig5-256",
+    spanos_table3 => "spanos-table3",
+    spanos_model => "spanos-model",
 }
 
 /// Strips the one field allowed to differ between identical runs.

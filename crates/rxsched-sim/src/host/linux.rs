@@ -5,7 +5,7 @@
 
 use super::{Host, IntrSrc, Packet, Step, SOFT};
 use crate::profile::LinuxCosts;
-use rxsched_core::{DeviceId, DropPoint, Napi, NapiAction, NapiConfig, Nanos, TxReclaim};
+use rxsched_core::{DeviceId, DropPoint, Nanos, Napi, NapiAction, NapiConfig, TxReclaim};
 use std::collections::VecDeque;
 
 /// A NAPI poll in progress.
@@ -40,7 +40,13 @@ pub(super) struct LinuxState {
 }
 
 impl LinuxState {
-    pub(super) fn new(c: LinuxCosts, napi: bool, cfg: NapiConfig, reclaim: TxReclaim, backlog_cap: u32) -> Self {
+    pub(super) fn new(
+        c: LinuxCosts,
+        napi: bool,
+        cfg: NapiConfig,
+        reclaim: TxReclaim,
+        backlog_cap: u32,
+    ) -> Self {
         LinuxState {
             c,
             napi: napi.then(|| Napi::new(cfg)),
@@ -66,7 +72,9 @@ impl Host {
     /// Whether port `n` would raise its interrupt for a receive event now.
     pub(super) fn linux_rx_irq_enabled(&self, n: usize) -> bool {
         let l = self.linux.as_ref().expect("the Linux kernel is configured");
-        l.napi.as_ref().is_none_or(|napi| !napi.masked(self.nics[n].dev))
+        l.napi
+            .as_ref()
+            .is_none_or(|napi| !napi.masked(self.nics[n].dev))
     }
 
     /// A frame finished on port `n`'s wire: maybe a transmit interrupt.
@@ -83,15 +91,27 @@ impl Host {
 
     /// The cost of a Linux step.
     pub(super) fn linux_cost(&self, step: Step) -> Nanos {
-        let c = &self.linux.as_ref().expect("the Linux kernel is configured").c;
+        let c = &self
+            .linux
+            .as_ref()
+            .expect("the Linux kernel is configured")
+            .c;
         match step {
             Step::IntrEnter(_) => c.t_cs_in + c.t_cs_out,
             Step::RxLinux(p) => c.t_rx + (p.bytes as f64 * c.t_copy_per_byte).round() as Nanos,
             Step::IpLinux(_) => c.t_ip,
             Step::Xmit(..) => c.t_tx,
             Step::TxReclaim(_, p) => {
-                let age = self.linux.as_ref().map_or(0, |l| l.xmit_seq.saturating_sub(p.seq));
-                c.t_skb + if age > c.cache_buffers { c.t_skb_cold } else { 0 }
+                let age = self
+                    .linux
+                    .as_ref()
+                    .map_or(0, |l| l.xmit_seq.saturating_sub(p.seq));
+                c.t_skb
+                    + if age > c.cache_buffers {
+                        c.t_skb_cold
+                    } else {
+                        0
+                    }
             }
             _ => 0,
         }
@@ -211,7 +231,10 @@ impl Host {
                     let drained = self.nics[ni].rx.is_empty();
                     let l = self.lx();
                     l.job = None;
-                    let unmask = l.napi.as_mut().is_some_and(|napi| napi.poll_done(job.dev, job.done, drained));
+                    let unmask = l
+                        .napi
+                        .as_mut()
+                        .is_some_and(|napi| napi.poll_done(job.dev, job.done, drained));
                     if unmask && !self.nics[ni].rx.is_empty() {
                         self.post(IntrSrc::Port(job.port));
                     }
@@ -220,8 +243,18 @@ impl Host {
                     let l = self.lx();
                     match l.napi.as_mut().map(|napi| napi.next(now)) {
                         Some(NapiAction::Poll { dev, limit }) => {
-                            let port = self.nics.iter().position(|x| x.dev == dev).expect("a registered device") as u8;
-                            self.lx().job = Some(PollJob { port, dev, limit, done: 0 });
+                            let port = self
+                                .nics
+                                .iter()
+                                .position(|x| x.dev == dev)
+                                .expect("a registered device")
+                                as u8;
+                            self.lx().job = Some(PollJob {
+                                port,
+                                dev,
+                                limit,
+                                done: 0,
+                            });
                         }
                         Some(NapiAction::Yield) => {
                             // Budget spent: end this run, and raise the softirq again.
@@ -285,4 +318,3 @@ impl Host {
         }
     }
 }
-

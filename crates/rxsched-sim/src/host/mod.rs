@@ -11,8 +11,8 @@
 use crate::metrics::{Interrupts, Latency, Metrics, Samples};
 use crate::profile::Profile;
 use crate::scenario::{IpLayer, KernelKind, ProcessKind, Scenario, TrafficKind};
-use linux::LinuxState;
 use crate::SimError;
+use linux::LinuxState;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::{
@@ -309,7 +309,13 @@ impl Host {
                 budget_packets: k.napi_budget,
                 budget_ns: (k.napi_budget_us * 1e3) as Nanos,
             };
-            let mut l = LinuxState::new(p.linux.clone().unwrap_or_default(), napi, cfg, reclaim, k.backlog_limit);
+            let mut l = LinuxState::new(
+                p.linux.clone().unwrap_or_default(),
+                napi,
+                cfg,
+                reclaim,
+                k.backlog_limit,
+            );
             for i in 0..n_nics {
                 devs.push(l.napi.as_mut().map_or(DeviceId(i), |n| n.register()));
             }
