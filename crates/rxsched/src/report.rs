@@ -329,7 +329,7 @@ fn summary_table(r: &ResultFile) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
             esc(&s.label),
             fmt_num(peak),
-            if s.points.iter().any(|p| p.get("drops").is_some()) {
+            if r.x.metric == "offered_pps" {
                 fmt_num(m)
             } else {
                 "–".into()
@@ -400,9 +400,9 @@ fn values_table(r: &ResultFile) -> String {
 fn fmt_num(v: f64) -> String {
     if !v.is_finite() {
         "–".into()
-    } else if v.abs() >= 100.0 {
+    } else if v.abs() >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
-        format!("{v:.3}")
+        format!("{v:.2}")
     }
 }
