@@ -1,1 +1,5 @@
-//! placeholder
+//! rxsched on real interfaces: AF_PACKET rings behind a small backend trait,
+//! the lab of network namespaces, a traffic generator and sink, and a router
+//! whose receive scheduling comes from `rxsched-core`.
+
+pub mod wire;
