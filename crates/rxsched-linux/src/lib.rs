@@ -3,3 +3,9 @@
 //! whose receive scheduling comes from `rxsched-core`.
 
 pub mod wire;
+pub mod ring;
+pub mod sys;
+pub mod lab;
+pub mod traffic;
+pub mod route;
+pub mod spin;

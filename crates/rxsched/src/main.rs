@@ -1,6 +1,8 @@
 //! `rxsched`: reproduce the receive-livelock papers, simulate your own
 //! scenarios, and (later) run the policies on real interfaces.
 
+mod real;
+
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -89,6 +91,26 @@ enum Cmd {
     },
     /// List the machine profiles and what each cost was calibrated from.
     Profiles,
+    /// The lab of network namespaces (root).
+    Lab {
+        #[command(subcommand)]
+        cmd: real::LabCmd,
+    },
+    /// Send rate-controlled UDP with sequence numbers and send times.
+    Gen(real::GenArgs),
+    /// Receive the generator's UDP: loss, reordering, latency.
+    Sink(real::SinkArgs),
+    /// Forward IPv4 between interfaces with interrupt-driven or polled receive.
+    Route(real::RouteArgs),
+    /// A compute-bound process that reports the CPU share it got.
+    Spin {
+        /// Pin to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+    },
 }
 
 /// What went wrong, and which exit status it earns.
@@ -108,6 +130,15 @@ impl From<SimError> for Failure {
         match e {
             SimError::Input(e) => Failure::Input(e.to_string()),
             e => Failure::Run(e.to_string()),
+        }
+    }
+}
+
+impl From<real::RealError> for Failure {
+    fn from(e: real::RealError) -> Self {
+        match e {
+            real::RealError::Input(m) => Failure::Input(m),
+            real::RealError::Run(m) => Failure::Run(m),
         }
     }
 }
@@ -152,6 +183,11 @@ fn main() -> ExitCode {
             sweep(&scenario, &vary, y, &sets, &out, jobs, search)
         }
         Cmd::Profiles => profiles(),
+        Cmd::Lab { cmd } => real::lab_cmd(cmd).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
+        Cmd::Gen(a) => real::gen(a).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
+        Cmd::Sink(a) => real::sink(a).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
+        Cmd::Route(a) => real::route(a).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
+        Cmd::Spin { cpu, duration } => real::spin(cpu, duration).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
     };
     match r {
         Ok(code) => code,

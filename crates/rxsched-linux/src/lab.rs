@@ -1,0 +1,343 @@
+//! The lab: three network namespaces joined by veth pairs, in the
+//! benchmarking range 198.18.0.0/15 (RFC 2544) only.
+//!
+//! ```text
+//!  rxs-gen [g0] 198.18.0.1/24 ─── 198.18.0.2/24 [d0] rxs-dut [d1] 198.19.0.2/24 ─── 198.19.0.1/24 [s0] rxs-sink
+//! ```
+//!
+//! The DUT's receive softirq is steered to the DUT CPU with RPS on `d0` and
+//! `d1` (veth would otherwise process a frame on the sender's CPU); the
+//! generator and sink sides are steered to the generator CPU.
+
+use crate::wire::Mac;
+use std::process::Command;
+
+/// The three hosts of the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The traffic generator.
+    Gen,
+    /// The device under test.
+    Dut,
+    /// The sink.
+    Sink,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 3] = [Role::Gen, Role::Dut, Role::Sink];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Role::Gen => "gen",
+            Role::Dut => "dut",
+            Role::Sink => "sink",
+        }
+    }
+}
+
+/// The lab `rxsched lab` manages: namespaces `rxs-gen`, `rxs-dut`, `rxs-sink`.
+pub const STANDARD: &str = "rxs";
+/// The CPU the generator and sink run on.
+pub const GEN_CPU: usize = 0;
+/// The CPU the DUT runs on.
+pub const DUT_CPU: usize = 1;
+
+/// One end of a lab link.
+#[derive(Debug, Clone, Copy)]
+pub struct End {
+    /// Which host.
+    pub role: Role,
+    /// Interface.
+    pub iface: &'static str,
+    /// Fixed, locally administered MAC, so no ARP is needed.
+    pub mac: Mac,
+    /// Address.
+    pub ip: [u8; 4],
+}
+
+/// The generator's interface.
+pub const G0: End = End { role: Role::Gen, iface: "g0", mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x01]), ip: [198, 18, 0, 1] };
+/// The DUT's input interface.
+pub const D0: End = End { role: Role::Dut, iface: "d0", mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x02]), ip: [198, 18, 0, 2] };
+/// The DUT's output interface.
+pub const D1: End = End { role: Role::Dut, iface: "d1", mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x02]), ip: [198, 19, 0, 2] };
+/// The sink's interface.
+pub const S0: End = End { role: Role::Sink, iface: "s0", mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x01]), ip: [198, 19, 0, 1] };
+
+/// The user-space router's own address on the generator link. The generator
+/// sends to it, not to `d0`'s kernel address, so the DUT kernel drops each
+/// frame at once as "for another host" after the packet socket has its copy,
+/// instead of running IP input on it.
+pub const ROUTER_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 0, 0xf2]);
+/// The address the DUT forwards to on the sink link, for the same reason:
+/// the sink's packet socket sees every frame and its kernel drops them early
+/// (rather than answering each UDP probe with an ICMP error).
+pub const SINK_TAP_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 1, 0xf1]);
+
+
+/// Socket send buffers large enough that a generator is not throttled by
+/// RPS back-pressure (REAL.md, "Sender back-pressure with RPS").
+const WMEM: u64 = 16 * 1024 * 1024;
+
+/// A lab step that failed: the command and what it said.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// Not root.
+    #[error("the lab needs root (CAP_NET_ADMIN): run it with sudo")]
+    NotRoot,
+    /// A command failed.
+    #[error("`{cmd}` failed: {msg}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// Its error output.
+        msg: String,
+    },
+}
+
+fn ip4(a: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+/// Runs a command; returns its standard output.
+pub fn run(prog: &str, args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(prog).args(args).output().map_err(|e| LabError::Command {
+        cmd: format!("{prog} {}", args.join(" ")),
+        msg: e.to_string(),
+    })?;
+    if !out.status.success() {
+        return Err(LabError::Command {
+            cmd: format!("{prog} {}", args.join(" ")),
+            msg: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `ip netns exec NS prog args...`.
+pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<String, LabError> {
+    let mut a = vec!["netns", "exec", ns, prog];
+    a.extend_from_slice(args);
+    run("ip", &a)
+}
+
+/// A lab: three namespaces named `<prefix>-gen`, `<prefix>-dut`, `<prefix>-sink`.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    prefix: String,
+}
+
+impl Lab {
+    /// The lab with namespaces `<prefix>-gen`, `-dut`, `-sink`.
+    pub fn new(prefix: &str) -> Lab {
+        Lab { prefix: prefix.to_string() }
+    }
+
+    /// The lab `rxsched lab` manages.
+    pub fn standard() -> Lab {
+        Lab::new(STANDARD)
+    }
+
+    /// The namespace of a role.
+    pub fn ns(&self, r: Role) -> String {
+        format!("{}-{}", self.prefix, r.suffix())
+    }
+
+    fn state_file(&self) -> String {
+        format!("/run/rxsched-lab-{}.state", self.prefix)
+    }
+
+    /// Runs a command in a role's namespace.
+    pub fn exec(&self, r: Role, prog: &str, args: &[&str]) -> Result<String, LabError> {
+        in_ns(&self.ns(r), prog, args)
+    }
+
+    /// The lab's namespaces that exist now.
+    pub fn existing(&self) -> Vec<String> {
+        let mine: Vec<String> = Role::ALL.iter().map(|r| self.ns(*r)).collect();
+        run("ip", &["netns", "list"])
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| mine.iter().any(|m| m == n))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether the whole lab is up.
+    pub fn is_up(&self) -> bool {
+        self.existing().len() == Role::ALL.len()
+    }
+
+    fn write_sysfs(&self, r: Role, path: &str, value: &str) -> Result<(), LabError> {
+        self.exec(r, "sh", &["-c", &format!("echo {value} > {path}")]).map(|_| ())
+    }
+
+    /// Builds the lab (after clearing any leftovers of an earlier one).
+    pub fn up(&self) -> Result<(), LabError> {
+        if !crate::sys::is_root() {
+            return Err(LabError::NotRoot);
+        }
+        self.down()?;
+        for r in Role::ALL {
+            run("ip", &["netns", "add", &self.ns(r)])?;
+            self.exec(r, "ip", &["link", "set", "lo", "up"])?;
+            // No IPv6 chatter (router solicitations, DAD) on the benchmark links.
+            self.exec(r, "sysctl", &["-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])?;
+            self.exec(r, "sysctl", &["-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        }
+        for (a, b) in [(G0, D0), (D1, S0)] {
+            run(
+                "ip",
+                &["link", "add", a.iface, "netns", &self.ns(a.role), "type", "veth", "peer", "name", b.iface, "netns", &self.ns(b.role)],
+            )?;
+        }
+        for e in [G0, D0, D1, S0] {
+            self.exec(e.role, "ip", &["link", "set", e.iface, "address", &e.mac.to_string()])?;
+            self.exec(e.role, "ip", &["addr", "add", &format!("{}/24", ip4(e.ip)), "dev", e.iface])?;
+            self.exec(e.role, "ip", &["link", "set", e.iface, "up"])?;
+        }
+        // Routes and static neighbours: nothing depends on ARP.
+        self.exec(Role::Gen, "ip", &["route", "add", "198.19.0.0/24", "via", &ip4(D0.ip)])?;
+        self.exec(Role::Sink, "ip", &["route", "add", "198.18.0.0/24", "via", &ip4(D1.ip)])?;
+        for (from, to, mac) in [(G0, D0, D0.mac), (D0, G0, G0.mac), (D1, S0, SINK_TAP_MAC), (S0, D1, D1.mac)] {
+            self.exec(from.role, "ip", &["neigh", "replace", &ip4(to.ip), "lladdr", &mac.to_string(), "dev", from.iface, "nud", "permanent"])?;
+        }
+        // The DUT kernel forwards only when a benchmark asks for it.
+        self.set_kernel_forwarding(false)?;
+        for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
+            self.write_sysfs(e.role, &format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface), &cpu_mask(cpu))?;
+        }
+        // Save and raise the send-buffer limits (writable only in the initial namespace).
+        let state = self.state_file();
+        if !std::path::Path::new(&state).exists() {
+            let saved = ["net.core.wmem_max", "net.core.wmem_default"]
+                .iter()
+                .filter_map(|k| sysctl_get(k).map(|v| format!("{k}={v}\n")))
+                .collect::<String>();
+            std::fs::write(&state, saved).map_err(|e| LabError::Command { cmd: format!("write {state}"), msg: e.to_string() })?;
+        }
+        sysctl_set("net.core.wmem_max", &WMEM.to_string())?;
+        sysctl_set("net.core.wmem_default", &WMEM.to_string())?;
+        Ok(())
+    }
+
+    /// Turns the DUT kernel's own IPv4 forwarding on or off.
+    pub fn set_kernel_forwarding(&self, on: bool) -> Result<(), LabError> {
+        self.exec(Role::Dut, "sysctl", &["-q", "-w", &format!("net.ipv4.ip_forward={}", on as u8)]).map(|_| ())
+    }
+
+    /// Removes everything the lab made; harmless when nothing is there.
+    pub fn down(&self) -> Result<(), LabError> {
+        if !crate::sys::is_root() {
+            return Err(LabError::NotRoot);
+        }
+        for ns in self.existing() {
+            // Deleting a namespace deletes its veth ends with it.
+            run("ip", &["netns", "del", &ns])?;
+        }
+        let state = self.state_file();
+        if let Ok(saved) = std::fs::read_to_string(&state) {
+            for line in saved.lines() {
+                if let Some((k, v)) = line.split_once('=') {
+                    sysctl_set(k, v)?;
+                }
+            }
+            let _ = std::fs::remove_file(&state);
+        }
+        Ok(())
+    }
+
+    /// A human-readable account of what exists.
+    pub fn status(&self) -> String {
+        let mut s = String::new();
+        let ex = self.existing();
+        if ex.is_empty() {
+            s += &format!("lab: down (no {}-* namespaces)\n", self.prefix);
+        }
+        for r in Role::ALL {
+            let ns = self.ns(r);
+            if !ex.contains(&ns) {
+                continue;
+            }
+            s += &format!("namespace {ns}\n");
+            if let Ok(out) = self.exec(r, "ip", &["-br", "addr", "show"]) {
+                for l in out.lines().filter(|l| !l.starts_with("lo ")) {
+                    s += &format!("  {l}\n");
+                }
+            }
+            for e in [G0, D0, D1, S0].iter().filter(|e| e.role == r) {
+                let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface);
+                if let Ok(m) = self.exec(r, "cat", &[&path]) {
+                    s += &format!("  {} receive work steered to CPU mask {}\n", e.iface, m.trim());
+                }
+            }
+            if r == Role::Dut {
+                if let Ok(f) = self.exec(r, "sysctl", &["-n", "net.ipv4.ip_forward"]) {
+                    s += &format!("  kernel forwarding (ip_forward): {}\n", f.trim());
+                }
+            }
+        }
+        let c = cpu_net();
+        s += "per CPU: NET_RX softirqs / packets processed / backlog drops\n";
+        for (i, n) in c.net_rx.iter().enumerate() {
+            s += &format!(
+                "  cpu{i}: {n} / {} / {}\n",
+                c.processed.get(i).copied().unwrap_or(0),
+                c.backlog_drops.get(i).copied().unwrap_or(0)
+            );
+        }
+        if let Some(w) = sysctl_get("net.core.wmem_max") {
+            s += &format!("net.core.wmem_max = {w}\n");
+        }
+        s
+    }
+}
+
+/// Per-CPU counters of the receive path.
+#[derive(Debug, Clone, Default)]
+pub struct CpuNet {
+    /// NET_RX softirqs run, per CPU (/proc/softirqs).
+    pub net_rx: Vec<u64>,
+    /// Packets processed, per CPU (/proc/net/softnet_stat column 1).
+    pub processed: Vec<u64>,
+    /// Packets dropped at the backlog, per CPU (column 2).
+    pub backlog_drops: Vec<u64>,
+}
+
+/// Reads the per-CPU receive counters.
+pub fn cpu_net() -> CpuNet {
+    let mut c = CpuNet::default();
+    if let Ok(s) = std::fs::read_to_string("/proc/softirqs") {
+        if let Some(l) = s.lines().find(|l| l.trim_start().starts_with("NET_RX:")) {
+            c.net_rx = l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        }
+    }
+    if let Ok(s) = std::fs::read_to_string("/proc/net/softnet_stat") {
+        for l in s.lines() {
+            let f: Vec<u64> = l.split_whitespace().filter_map(|x| u64::from_str_radix(x, 16).ok()).collect();
+            c.processed.push(f.first().copied().unwrap_or(0));
+            c.backlog_drops.push(f.get(1).copied().unwrap_or(0));
+        }
+    }
+    c
+}
+
+
+fn cpu_mask(cpu: usize) -> String {
+    format!("{:x}", 1u64 << cpu)
+}
+
+fn sysctl_get(key: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/")))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn sysctl_set(key: &str, v: &str) -> Result<(), LabError> {
+    std::fs::write(format!("/proc/sys/{}", key.replace('.', "/")), v).map_err(|e| LabError::Command {
+        cmd: format!("sysctl {key}={v}"),
+        msg: e.to_string(),
+    })
+}

@@ -1,0 +1,42 @@
+//! A compute-bound process whose progress is measured: the user work that
+//! receive livelock starves.
+
+use crate::sys::{self, mono_ns, SysResult};
+use serde::Serialize;
+
+/// How much CPU the spinner got.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpinReport {
+    /// Wall time it ran, in seconds.
+    pub duration_s: f64,
+    /// CPU time it got, in seconds.
+    pub cpu_s: f64,
+    /// `cpu_s / duration_s`: its share of the CPU it is pinned to.
+    pub cpu_share: f64,
+    /// Loop iterations completed (progress).
+    pub iterations: u64,
+}
+
+/// Spins on `cpu` for `duration_s` seconds (bounded) and reports its share.
+pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
+    if let Some(c) = cpu {
+        sys::pin_to_cpu(c)?;
+    }
+    let t0 = mono_ns();
+    let c0 = sys::thread_cpu_ns();
+    let end = t0 + (duration_s.clamp(0.0, 3600.0) * 1e9) as u64;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut iterations = 0u64;
+    while mono_ns() < end && !sys::signals::stopping() {
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        iterations += 1;
+    }
+    std::hint::black_box(x);
+    let wall = (mono_ns() - t0) as f64 / 1e9;
+    let cpu_s = (sys::thread_cpu_ns() - c0) as f64 / 1e9;
+    Ok(SpinReport { duration_s: wall, cpu_s, cpu_share: cpu_s / wall.max(1e-9), iterations })
+}

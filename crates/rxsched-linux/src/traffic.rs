@@ -1,0 +1,248 @@
+//! `rxsched gen` and `rxsched sink`: rate-controlled UDP with sequence
+//! numbers and send times, and the receiving end that measures loss,
+//! reordering and one-way latency (both ends read CLOCK_MONOTONIC).
+
+use crate::ring::{PacketRing, PacketTx, RingConfig, RxBackend, TxBackend};
+use crate::sys::{self, mono_ns, SysResult};
+use crate::wire::{build_udp_frame, parse_probe, Mac};
+use serde::Serialize;
+
+/// What to send.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    /// Interface to send on.
+    pub iface: String,
+    /// Source MAC (default: the interface's own).
+    pub src_mac: Option<Mac>,
+    /// Destination MAC: the next hop.
+    pub dst_mac: Mac,
+    /// Source address.
+    pub src_ip: [u8; 4],
+    /// Destination address.
+    pub dst_ip: [u8; 4],
+    /// Frames per second wanted.
+    pub rate_pps: f64,
+    /// Frame size in bytes (without CRC; at least 60).
+    pub frame_bytes: usize,
+    /// Stop after this many frames (0: no limit).
+    pub count: u64,
+    /// Stop after this many seconds.
+    pub duration_s: f64,
+    /// Pin to this CPU.
+    pub cpu: Option<usize>,
+}
+
+/// What the generator really did.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenReport {
+    /// Frames the kernel took.
+    pub sent: u64,
+    /// From the first to the last send, in seconds.
+    pub duration_s: f64,
+    /// The rate wanted.
+    pub requested_pps: f64,
+    /// The rate achieved: this is the offered rate a benchmark uses.
+    pub achieved_pps: f64,
+    /// Times the send queue was full and the generator waited.
+    pub waits: u64,
+}
+
+/// Frames per `sendmmsg`.
+const BATCH: usize = 32;
+
+/// Sends until the count or the time is reached; never longer than `duration_s`.
+pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
+    if let Some(c) = cfg.cpu {
+        sys::pin_to_cpu(c)?;
+    }
+    let mut tx = PacketTx::open(&cfg.iface)?;
+    let src_mac = match cfg.src_mac {
+        Some(m) => m,
+        None => sys::mac_of(&cfg.iface)?,
+    };
+    let mut bufs = vec![[0u8; 2048]; BATCH];
+    let t0 = mono_ns();
+    let end = t0 + (cfg.duration_s * 1e9) as u64;
+    let gap = if cfg.rate_pps > 0.0 { 1e9 / cfg.rate_pps } else { f64::INFINITY };
+    let (mut seq, mut waits) = (0u64, 0u64);
+    let mut last_send = t0;
+    'outer: while cfg.count == 0 || seq < cfg.count {
+        // Pace: the next frame is due at t0 + seq * gap.
+        let due = t0 as f64 + seq as f64 * gap;
+        loop {
+            let now = mono_ns();
+            if now >= end {
+                break 'outer;
+            }
+            if now as f64 >= due {
+                break;
+            }
+            let wait = due - now as f64;
+            if wait > 200_000.0 {
+                std::thread::sleep(std::time::Duration::from_nanos((wait - 100_000.0) as u64));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        // As many frames as are due now, up to a batch.
+        let now = mono_ns();
+        let due_now = ((now - t0) as f64 / gap).floor() as u64 + 1;
+        let mut n = (due_now.saturating_sub(seq) as usize).clamp(1, BATCH);
+        if cfg.count > 0 {
+            n = n.min((cfg.count - seq) as usize);
+        }
+        let lens: Vec<usize> = (0..n)
+            .map(|i| {
+                build_udp_frame(&mut bufs[i], cfg.frame_bytes, src_mac, cfg.dst_mac, cfg.src_ip, cfg.dst_ip, (9000, 9001), seq + i as u64, now)
+            })
+            .collect();
+        let mut done = 0;
+        while done < n {
+            let frames: Vec<&[u8]> = (done..n).map(|i| &bufs[i][..lens[i]]).collect();
+            let k = tx.send(&frames)?;
+            done += k;
+            if k == 0 {
+                // Back-pressure: wait for room rather than give up.
+                waits += 1;
+                if mono_ns() >= end {
+                    break;
+                }
+                sys::poll_fds(&[tx.fd()], libc::POLLOUT, 10)?;
+            }
+        }
+        seq += done as u64;
+        last_send = mono_ns();
+    }
+    let duration_s = (last_send.max(t0 + 1) - t0) as f64 / 1e9;
+    Ok(GenReport {
+        sent: seq,
+        duration_s,
+        requested_pps: cfg.rate_pps,
+        achieved_pps: seq as f64 / duration_s,
+        waits,
+    })
+}
+
+/// How long to listen.
+#[derive(Debug, Clone)]
+pub struct SinkConfig {
+    /// Interface to receive on.
+    pub iface: String,
+    /// Stop after this many seconds at most.
+    pub duration_s: f64,
+    /// Stop this long after the last frame, once frames have come.
+    pub idle_s: f64,
+    /// Pin to this CPU.
+    pub cpu: Option<usize>,
+}
+
+/// Latency percentiles in µs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LatencyUs {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// What arrived.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SinkReport {
+    /// Probe frames received.
+    pub received: u64,
+    /// Other frames seen (not from the generator).
+    pub other: u64,
+    /// Probes missing up to the highest sequence number seen.
+    pub lost: u64,
+    /// Probes that came after a higher-numbered one.
+    pub reordered: u64,
+    /// Probes seen twice.
+    pub duplicates: u64,
+    /// The highest sequence number seen.
+    pub max_seq: u64,
+    /// One-way latency.
+    pub latency_us: LatencyUs,
+    /// From the first to the last probe, in seconds.
+    pub duration_s: f64,
+    /// Probes per second over that time.
+    pub rate_pps: f64,
+    /// Frames the kernel dropped on the sink's own ring.
+    pub ring_drops: u64,
+}
+
+/// At most this many latency samples are kept.
+const MAX_SAMPLES: usize = 4_000_000;
+
+/// Receives until the time is up or the traffic has stopped.
+pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
+    if let Some(c) = cfg.cpu {
+        sys::pin_to_cpu(c)?;
+    }
+    let mut ring = PacketRing::open(&cfg.iface, RingConfig { block_nr: 1024, ..RingConfig::default() })?;
+    let start = mono_ns();
+    let end = start + (cfg.duration_s * 1e9) as u64;
+    let mut seen: Vec<u64> = Vec::new();
+    let mut r = SinkReport::default();
+    let mut lat: Vec<u64> = Vec::new();
+    let (mut first, mut last) = (0u64, 0u64);
+    let mut max_seen: Option<u64> = None;
+    loop {
+        let now = mono_ns();
+        if now >= end || sys::signals::stopping() {
+            break;
+        }
+        if r.received > 0 && now.saturating_sub(last) as f64 > cfg.idle_s * 1e9 {
+            break;
+        }
+        sys::poll_fds(&[ring.fd()], libc::POLLIN, 50)?;
+        ring.recv(usize::MAX, &mut |f| {
+            let now = mono_ns();
+            let Some((seq, sent)) = parse_probe(f) else {
+                r.other += 1;
+                return;
+            };
+            let (w, b) = ((seq / 64) as usize, seq % 64);
+            if w >= seen.len() {
+                if w > 1 << 26 {
+                    r.other += 1;
+                    return;
+                }
+                seen.resize(w + 1, 0);
+            }
+            if seen[w] & (1 << b) != 0 {
+                r.duplicates += 1;
+                return;
+            }
+            seen[w] |= 1 << b;
+            r.received += 1;
+            if r.received == 1 {
+                first = now;
+            }
+            last = now;
+            if max_seen.is_some_and(|m| seq < m) {
+                r.reordered += 1;
+            }
+            max_seen = Some(max_seen.map_or(seq, |m| m.max(seq)));
+            if lat.len() < MAX_SAMPLES {
+                lat.push(now.saturating_sub(sent));
+            }
+        });
+    }
+    r.max_seq = max_seen.unwrap_or(0);
+    if let Some(m) = max_seen {
+        r.lost = (m + 1).saturating_sub(r.received);
+    }
+    r.duration_s = (last.saturating_sub(first)) as f64 / 1e9;
+    r.rate_pps = if r.duration_s > 0.0 { r.received as f64 / r.duration_s } else { 0.0 };
+    lat.sort_unstable();
+    if !lat.is_empty() {
+        let q = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
+        r.latency_us = LatencyUs { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: q(1.0) };
+    }
+    r.ring_drops = ring.ring_drops()?;
+    Ok(r)
+}

@@ -1,0 +1,279 @@
+//! The Linux dataplane commands: `lab`, `gen`, `sink`, `route`, `spin`.
+
+use clap::{Args, Subcommand};
+use rxsched_core::Quota;
+use rxsched_linux::lab::{self, D0, D1, G0, S0};
+use rxsched_linux::route::{Mode, Route, RouterConfig};
+use rxsched_linux::sys::SysError;
+use rxsched_linux::traffic::{GenConfig, SinkConfig};
+use rxsched_linux::wire::Mac;
+
+/// `rxsched lab ...`
+#[derive(Subcommand)]
+pub enum LabCmd {
+    /// Build the three namespaces and their links (clears leftovers first).
+    Up,
+    /// Remove everything the lab made; harmless if nothing is there.
+    Down,
+    /// Show what exists, where receive work is steered, and per-CPU NET_RX counts.
+    Status,
+}
+
+/// `rxsched gen`
+#[derive(Args)]
+pub struct GenArgs {
+    /// Interface to send on.
+    #[arg(long, default_value = "g0")]
+    pub iface: String,
+    /// Next hop's MAC (default: the lab's user-space router on the d0 link).
+    #[arg(long)]
+    pub dst_mac: Option<String>,
+    /// Source address (default: the lab generator's).
+    #[arg(long)]
+    pub src_ip: Option<std::net::Ipv4Addr>,
+    /// Destination address (default: the lab sink's).
+    #[arg(long)]
+    pub dst_ip: Option<std::net::Ipv4Addr>,
+    /// Frames per second.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub rate: f64,
+    /// Frame size in bytes (without CRC; at least 60).
+    #[arg(long, default_value_t = 60)]
+    pub size: usize,
+    /// Stop after this many frames (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub count: u64,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Pin to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// `rxsched sink`
+#[derive(Args)]
+pub struct SinkArgs {
+    /// Interface to receive on.
+    #[arg(long, default_value = "s0")]
+    pub iface: String,
+    /// Stop after this many seconds at most.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Stop this long after the last frame.
+    #[arg(long, default_value_t = 1.0)]
+    pub idle: f64,
+    /// Pin to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// `rxsched route`
+#[derive(Args)]
+pub struct RouteArgs {
+    /// The interfaces to forward between.
+    #[arg(long, value_delimiter = ',', default_value = "d0,d1")]
+    pub ports: Vec<String>,
+    /// `PREFIX/LEN=IFACE@NEXTHOP_MAC`, repeatable (default: the lab's two networks).
+    #[arg(long = "route")]
+    pub routes: Vec<String>,
+    /// `interrupt` (M1 baseline) or `polling` (M2).
+    #[arg(long, default_value = "polling")]
+    pub mode: String,
+    /// Polling: packets per callback, or `unlimited`.
+    #[arg(long, default_value = "32")]
+    pub quota: String,
+    /// Polling, M3: `HIGH,LOW` fractions of the output queue at which input
+    /// stops and resumes, e.g. `0.75,0.25`.
+    #[arg(long)]
+    pub feedback: Option<String>,
+    /// Polling, M4: percentage of each 10 ms that input may use.
+    #[arg(long)]
+    pub cycle_limit: Option<f64>,
+    /// Pin every thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub duration: f64,
+    /// Print live counters this often, in seconds (0: only on SIGUSR1).
+    #[arg(long, default_value_t = 0.0)]
+    pub stats_every: f64,
+}
+
+/// An error from the dataplane: bad input (exit 2) or a failure (exit 1).
+pub enum RealError {
+    /// The user must fix something.
+    Input(String),
+    /// Something failed while running.
+    Run(String),
+}
+
+impl From<SysError> for RealError {
+    fn from(e: SysError) -> Self {
+        // A missing interface or missing privilege is the user's to fix.
+        match e.source.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) | Some(libc::EPERM) | Some(libc::EACCES) => {
+                RealError::Input(e.to_string())
+            }
+            _ => RealError::Run(e.to_string()),
+        }
+    }
+}
+
+impl From<lab::LabError> for RealError {
+    fn from(e: lab::LabError) -> Self {
+        match e {
+            lab::LabError::NotRoot => RealError::Input(e.to_string()),
+            e => RealError::Run(e.to_string()),
+        }
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<(), RealError> {
+    println!("{}", serde_json::to_string(v).map_err(|e| RealError::Run(e.to_string()))?);
+    Ok(())
+}
+
+/// Runs a lab command.
+pub fn lab_cmd(c: LabCmd) -> Result<(), RealError> {
+    match c {
+        LabCmd::Up => {
+            let l = lab::Lab::standard();
+            l.up()?;
+            eprintln!(
+                "lab up: {}, {}, {}; generator on CPU {}, DUT receive work on CPU {}",
+                l.ns(lab::Role::Gen),
+                l.ns(lab::Role::Dut),
+                l.ns(lab::Role::Sink),
+                lab::GEN_CPU,
+                lab::DUT_CPU
+            );
+        }
+        LabCmd::Down => {
+            lab::Lab::standard().down()?;
+            eprintln!("lab down");
+        }
+        LabCmd::Status => print!("{}", lab::Lab::standard().status()),
+    }
+    Ok(())
+}
+
+fn positive(name: &str, v: f64) -> Result<(), RealError> {
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(())
+    } else {
+        Err(RealError::Input(format!("--{name}: must be a positive number of seconds (at most a day), got {v}")))
+    }
+}
+
+/// `rxsched gen`
+pub fn gen(a: GenArgs) -> Result<(), RealError> {
+    positive("duration", a.duration)?;
+    if !(a.rate.is_finite() && a.rate > 0.0) {
+        return Err(RealError::Input(format!("--rate: must be a positive rate, got {}", a.rate)));
+    }
+    if !(60..=2048).contains(&a.size) {
+        return Err(RealError::Input(format!("--size: must be 60 to 2048 bytes, got {}", a.size)));
+    }
+    let dst_mac = match &a.dst_mac {
+        Some(m) => Mac::parse(m).ok_or_else(|| RealError::Input(format!("--dst-mac: {m:?} is not a MAC address")))?,
+        None => lab::ROUTER_MAC,
+    };
+    let cfg = GenConfig {
+        iface: a.iface,
+        src_mac: None,
+        dst_mac,
+        src_ip: a.src_ip.map_or(G0.ip, |i| i.octets()),
+        dst_ip: a.dst_ip.map_or(S0.ip, |i| i.octets()),
+        rate_pps: a.rate,
+        frame_bytes: a.size,
+        count: a.count,
+        duration_s: a.duration,
+        cpu: a.cpu,
+    };
+    json(&rxsched_linux::traffic::generate(&cfg)?)
+}
+
+/// `rxsched sink`
+pub fn sink(a: SinkArgs) -> Result<(), RealError> {
+    positive("duration", a.duration)?;
+    positive("idle", a.idle)?;
+    rxsched_linux::sys::signals::install();
+    json(&rxsched_linux::traffic::sink(&SinkConfig { iface: a.iface, duration_s: a.duration, idle_s: a.idle, cpu: a.cpu })?)
+}
+
+/// The lab's routes, for `route` without `--route`.
+pub fn lab_routes(ports: &[String]) -> Vec<Route> {
+    [format!("198.19.0.0/24={}@{}", D1.iface, lab::SINK_TAP_MAC), format!("198.18.0.0/24={}@{}", D0.iface, G0.mac)]
+        .iter()
+        .filter_map(|r| Route::parse(r, ports).ok())
+        .collect()
+}
+
+/// Parses `route`'s arguments.
+pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
+    positive("duration", a.duration)?;
+    let mode = match a.mode.as_str() {
+        "interrupt" => Mode::Interrupt,
+        "polling" => Mode::Polling,
+        m => return Err(RealError::Input(format!("--mode: {m:?} is neither interrupt nor polling"))),
+    };
+    let quota = Quota::parse(&a.quota).ok_or_else(|| RealError::Input(format!("--quota: {:?} is not a positive count or unlimited", a.quota)))?;
+    let routes = if a.routes.is_empty() {
+        lab_routes(&a.ports)
+    } else {
+        a.routes
+            .iter()
+            .map(|r| Route::parse(r, &a.ports).map_err(|e| RealError::Input(format!("--route {r:?}: {e}"))))
+            .collect::<Result<_, _>>()?
+    };
+    if routes.is_empty() {
+        return Err(RealError::Input("no routes: give --route PREFIX/LEN=IFACE@MAC".into()));
+    }
+    let feedback = match &a.feedback {
+        None => None,
+        Some(s) => {
+            let v: Vec<f64> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            match v[..] {
+                [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Some((hi, lo)),
+                _ => return Err(RealError::Input(format!("--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"))),
+            }
+        }
+    };
+    if let Some(p) = a.cycle_limit {
+        if !(p > 0.0 && p <= 100.0) {
+            return Err(RealError::Input(format!("--cycle-limit: {p} is not a percentage in (0, 100]")));
+        }
+    }
+    if mode == Mode::Interrupt && (feedback.is_some() || a.cycle_limit.is_some()) {
+        return Err(RealError::Input("--feedback and --cycle-limit belong to --mode polling".into()));
+    }
+    Ok(RouterConfig {
+        ports: a.ports.clone(),
+        routes,
+        mode,
+        quota,
+        feedback,
+        cycle_limit: a.cycle_limit.map(|p| p / 100.0),
+        cpu: a.cpu,
+        duration_s: a.duration,
+        stats_every_s: a.stats_every.max(0.0),
+        // 4.2BSD's ipintrq limit.
+        input_queue: 50,
+        out_queue: 256,
+    })
+}
+
+/// `rxsched route`
+pub fn route(a: RouteArgs) -> Result<(), RealError> {
+    let cfg = router_config(&a)?;
+    json(&rxsched_linux::route::run(&cfg)?)
+}
+
+/// `rxsched spin`
+pub fn spin(cpu: Option<usize>, duration: f64) -> Result<(), RealError> {
+    positive("duration", duration)?;
+    rxsched_linux::sys::signals::install();
+    json(&rxsched_linux::spin::spin(cpu, duration)?)
+}
