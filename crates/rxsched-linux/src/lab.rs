@@ -57,13 +57,33 @@ pub struct End {
 }
 
 /// The generator's interface.
-pub const G0: End = End { role: Role::Gen, iface: "g0", mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x01]), ip: [198, 18, 0, 1] };
+pub const G0: End = End {
+    role: Role::Gen,
+    iface: "g0",
+    mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x01]),
+    ip: [198, 18, 0, 1],
+};
 /// The DUT's input interface.
-pub const D0: End = End { role: Role::Dut, iface: "d0", mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x02]), ip: [198, 18, 0, 2] };
+pub const D0: End = End {
+    role: Role::Dut,
+    iface: "d0",
+    mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x02]),
+    ip: [198, 18, 0, 2],
+};
 /// The DUT's output interface.
-pub const D1: End = End { role: Role::Dut, iface: "d1", mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x02]), ip: [198, 19, 0, 2] };
+pub const D1: End = End {
+    role: Role::Dut,
+    iface: "d1",
+    mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x02]),
+    ip: [198, 19, 0, 2],
+};
 /// The sink's interface.
-pub const S0: End = End { role: Role::Sink, iface: "s0", mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x01]), ip: [198, 19, 0, 1] };
+pub const S0: End = End {
+    role: Role::Sink,
+    iface: "s0",
+    mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x01]),
+    ip: [198, 19, 0, 1],
+};
 
 /// The user-space router's own address on the generator link. The generator
 /// sends to it, not to `d0`'s kernel address, so the DUT kernel drops each
@@ -74,7 +94,6 @@ pub const ROUTER_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 0, 0xf2]);
 /// the sink's packet socket sees every frame and its kernel drops them early
 /// (rather than answering each UDP probe with an ICMP error).
 pub const SINK_TAP_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 1, 0xf1]);
-
 
 /// Socket send buffers large enough that a generator is not throttled by
 /// RPS back-pressure (REAL.md, "Sender back-pressure with RPS").
@@ -102,10 +121,13 @@ fn ip4(a: [u8; 4]) -> String {
 
 /// Runs a command; returns its standard output.
 pub fn run(prog: &str, args: &[&str]) -> Result<String, LabError> {
-    let out = Command::new(prog).args(args).output().map_err(|e| LabError::Command {
-        cmd: format!("{prog} {}", args.join(" ")),
-        msg: e.to_string(),
-    })?;
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Command {
+            cmd: format!("{prog} {}", args.join(" ")),
+            msg: e.to_string(),
+        })?;
     if !out.status.success() {
         return Err(LabError::Command {
             cmd: format!("{prog} {}", args.join(" ")),
@@ -131,7 +153,9 @@ pub struct Lab {
 impl Lab {
     /// The lab with namespaces `<prefix>-gen`, `-dut`, `-sink`.
     pub fn new(prefix: &str) -> Lab {
-        Lab { prefix: prefix.to_string() }
+        Lab {
+            prefix: prefix.to_string(),
+        }
     }
 
     /// The lab `rxsched lab` manages.
@@ -171,7 +195,8 @@ impl Lab {
     }
 
     fn write_sysfs(&self, r: Role, path: &str, value: &str) -> Result<(), LabError> {
-        self.exec(r, "sh", &["-c", &format!("echo {value} > {path}")]).map(|_| ())
+        self.exec(r, "sh", &["-c", &format!("echo {value} > {path}")])
+            .map(|_| ())
     }
 
     /// Builds the lab (after clearing any leftovers of an earlier one).
@@ -184,30 +209,90 @@ impl Lab {
             run("ip", &["netns", "add", &self.ns(r)])?;
             self.exec(r, "ip", &["link", "set", "lo", "up"])?;
             // No IPv6 chatter (router solicitations, DAD) on the benchmark links.
-            self.exec(r, "sysctl", &["-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"])?;
-            self.exec(r, "sysctl", &["-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"])?;
+            self.exec(
+                r,
+                "sysctl",
+                &["-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"],
+            )?;
+            self.exec(
+                r,
+                "sysctl",
+                &["-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"],
+            )?;
         }
         for (a, b) in [(G0, D0), (D1, S0)] {
             run(
                 "ip",
-                &["link", "add", a.iface, "netns", &self.ns(a.role), "type", "veth", "peer", "name", b.iface, "netns", &self.ns(b.role)],
+                &[
+                    "link",
+                    "add",
+                    a.iface,
+                    "netns",
+                    &self.ns(a.role),
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    b.iface,
+                    "netns",
+                    &self.ns(b.role),
+                ],
             )?;
         }
         for e in [G0, D0, D1, S0] {
-            self.exec(e.role, "ip", &["link", "set", e.iface, "address", &e.mac.to_string()])?;
-            self.exec(e.role, "ip", &["addr", "add", &format!("{}/24", ip4(e.ip)), "dev", e.iface])?;
+            self.exec(
+                e.role,
+                "ip",
+                &["link", "set", e.iface, "address", &e.mac.to_string()],
+            )?;
+            self.exec(
+                e.role,
+                "ip",
+                &["addr", "add", &format!("{}/24", ip4(e.ip)), "dev", e.iface],
+            )?;
             self.exec(e.role, "ip", &["link", "set", e.iface, "up"])?;
         }
         // Routes and static neighbours: nothing depends on ARP.
-        self.exec(Role::Gen, "ip", &["route", "add", "198.19.0.0/24", "via", &ip4(D0.ip)])?;
-        self.exec(Role::Sink, "ip", &["route", "add", "198.18.0.0/24", "via", &ip4(D1.ip)])?;
-        for (from, to, mac) in [(G0, D0, D0.mac), (D0, G0, G0.mac), (D1, S0, SINK_TAP_MAC), (S0, D1, D1.mac)] {
-            self.exec(from.role, "ip", &["neigh", "replace", &ip4(to.ip), "lladdr", &mac.to_string(), "dev", from.iface, "nud", "permanent"])?;
+        self.exec(
+            Role::Gen,
+            "ip",
+            &["route", "add", "198.19.0.0/24", "via", &ip4(D0.ip)],
+        )?;
+        self.exec(
+            Role::Sink,
+            "ip",
+            &["route", "add", "198.18.0.0/24", "via", &ip4(D1.ip)],
+        )?;
+        for (from, to, mac) in [
+            (G0, D0, D0.mac),
+            (D0, G0, G0.mac),
+            (D1, S0, SINK_TAP_MAC),
+            (S0, D1, D1.mac),
+        ] {
+            self.exec(
+                from.role,
+                "ip",
+                &[
+                    "neigh",
+                    "replace",
+                    &ip4(to.ip),
+                    "lladdr",
+                    &mac.to_string(),
+                    "dev",
+                    from.iface,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
         }
         // The DUT kernel forwards only when a benchmark asks for it.
         self.set_kernel_forwarding(false)?;
         for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
-            self.write_sysfs(e.role, &format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface), &cpu_mask(cpu))?;
+            self.write_sysfs(
+                e.role,
+                &format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface),
+                &cpu_mask(cpu),
+            )?;
         }
         // Save and raise the send-buffer limits (writable only in the initial namespace).
         let state = self.state_file();
@@ -216,7 +301,10 @@ impl Lab {
                 .iter()
                 .filter_map(|k| sysctl_get(k).map(|v| format!("{k}={v}\n")))
                 .collect::<String>();
-            std::fs::write(&state, saved).map_err(|e| LabError::Command { cmd: format!("write {state}"), msg: e.to_string() })?;
+            std::fs::write(&state, saved).map_err(|e| LabError::Command {
+                cmd: format!("write {state}"),
+                msg: e.to_string(),
+            })?;
         }
         sysctl_set("net.core.wmem_max", &WMEM.to_string())?;
         sysctl_set("net.core.wmem_default", &WMEM.to_string())?;
@@ -225,7 +313,12 @@ impl Lab {
 
     /// Turns the DUT kernel's own IPv4 forwarding on or off.
     pub fn set_kernel_forwarding(&self, on: bool) -> Result<(), LabError> {
-        self.exec(Role::Dut, "sysctl", &["-q", "-w", &format!("net.ipv4.ip_forward={}", on as u8)]).map(|_| ())
+        self.exec(
+            Role::Dut,
+            "sysctl",
+            &["-q", "-w", &format!("net.ipv4.ip_forward={}", on as u8)],
+        )
+        .map(|_| ())
     }
 
     /// Removes everything the lab made; harmless when nothing is there.
@@ -270,7 +363,11 @@ impl Lab {
             for e in [G0, D0, D1, S0].iter().filter(|e| e.role == r) {
                 let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface);
                 if let Ok(m) = self.exec(r, "cat", &[&path]) {
-                    s += &format!("  {} receive work steered to CPU mask {}\n", e.iface, m.trim());
+                    s += &format!(
+                        "  {} receive work steered to CPU mask {}\n",
+                        e.iface,
+                        m.trim()
+                    );
                 }
             }
             if r == Role::Dut {
@@ -311,19 +408,25 @@ pub fn cpu_net() -> CpuNet {
     let mut c = CpuNet::default();
     if let Ok(s) = std::fs::read_to_string("/proc/softirqs") {
         if let Some(l) = s.lines().find(|l| l.trim_start().starts_with("NET_RX:")) {
-            c.net_rx = l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+            c.net_rx = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
         }
     }
     if let Ok(s) = std::fs::read_to_string("/proc/net/softnet_stat") {
         for l in s.lines() {
-            let f: Vec<u64> = l.split_whitespace().filter_map(|x| u64::from_str_radix(x, 16).ok()).collect();
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| u64::from_str_radix(x, 16).ok())
+                .collect();
             c.processed.push(f.first().copied().unwrap_or(0));
             c.backlog_drops.push(f.get(1).copied().unwrap_or(0));
         }
     }
     c
 }
-
 
 fn cpu_mask(cpu: usize) -> String {
     format!("{:x}", 1u64 << cpu)
@@ -336,8 +439,10 @@ fn sysctl_get(key: &str) -> Option<String> {
 }
 
 fn sysctl_set(key: &str, v: &str) -> Result<(), LabError> {
-    std::fs::write(format!("/proc/sys/{}", key.replace('.', "/")), v).map_err(|e| LabError::Command {
-        cmd: format!("sysctl {key}={v}"),
-        msg: e.to_string(),
+    std::fs::write(format!("/proc/sys/{}", key.replace('.', "/")), v).map_err(|e| {
+        LabError::Command {
+            cmd: format!("sysctl {key}={v}"),
+            msg: e.to_string(),
+        }
     })
 }

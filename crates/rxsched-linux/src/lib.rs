@@ -2,10 +2,10 @@
 //! the lab of network namespaces, a traffic generator and sink, and a router
 //! whose receive scheduling comes from `rxsched-core`.
 
-pub mod wire;
-pub mod ring;
-pub mod sys;
 pub mod lab;
-pub mod traffic;
+pub mod ring;
 pub mod route;
 pub mod spin;
+pub mod sys;
+pub mod traffic;
+pub mod wire;

@@ -115,9 +115,23 @@ impl PacketRing {
     pub fn open(iface: &str, cfg: RingConfig) -> SysResult<PacketRing> {
         let fd = packet_socket(iface, ETH_P_ALL)?;
         let raw = fd.as_raw_fd();
-        setsockopt(raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V3, iface, "setsockopt(PACKET_VERSION)")?;
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_VERSION,
+            &TPACKET_V3,
+            iface,
+            "setsockopt(PACKET_VERSION)",
+        )?;
         // Our own transmissions on this interface are not input.
-        setsockopt(raw, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32, iface, "setsockopt(PACKET_IGNORE_OUTGOING)")?;
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_IGNORE_OUTGOING,
+            &1i32,
+            iface,
+            "setsockopt(PACKET_IGNORE_OUTGOING)",
+        )?;
         let req = TpacketReq3 {
             block_size: cfg.block_size,
             block_nr: cfg.block_nr,
@@ -127,7 +141,14 @@ impl PacketRing {
             sizeof_priv: 0,
             feature_req_word: 0,
         };
-        setsockopt(raw, SOL_PACKET, PACKET_RX_RING, &req, iface, "setsockopt(PACKET_RX_RING)")?;
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_RX_RING,
+            &req,
+            iface,
+            "setsockopt(PACKET_RX_RING)",
+        )?;
         let map_len = cfg.block_size as usize * cfg.block_nr as usize;
         // SAFETY: mapping the ring the kernel just allocated for this socket.
         let map = unsafe {
@@ -224,7 +245,10 @@ impl RxBackend for PacketRing {
                 let len = Self::read_u32(h, PKT_SNAPLEN) as usize;
                 let bound = self.cfg.block_size as usize - self.next;
                 let len = len.min(bound.saturating_sub(mac));
-                (std::slice::from_raw_parts(h.add(mac), len), Self::read_u32(h, PKT_NEXT) as usize)
+                (
+                    std::slice::from_raw_parts(h.add(mac), len),
+                    Self::read_u32(h, PKT_NEXT) as usize,
+                )
             };
             f(frame);
             n += 1;
@@ -282,8 +306,18 @@ impl PacketTx {
     /// Opens a transmit socket on `iface`, bypassing the qdisc.
     pub fn open(iface: &str) -> SysResult<PacketTx> {
         let fd = packet_socket(iface, 0)?;
-        setsockopt(fd.as_raw_fd(), SOL_PACKET, PACKET_QDISC_BYPASS, &1i32, iface, "setsockopt(PACKET_QDISC_BYPASS)")?;
-        Ok(PacketTx { fd, iface: iface.to_string() })
+        setsockopt(
+            fd.as_raw_fd(),
+            SOL_PACKET,
+            PACKET_QDISC_BYPASS,
+            &1i32,
+            iface,
+            "setsockopt(PACKET_QDISC_BYPASS)",
+        )?;
+        Ok(PacketTx {
+            fd,
+            iface: iface.to_string(),
+        })
     }
 }
 
@@ -294,7 +328,10 @@ impl TxBackend for PacketTx {
         }
         let mut iov: Vec<libc::iovec> = frames
             .iter()
-            .map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() })
+            .map(|f| libc::iovec {
+                iov_base: f.as_ptr() as *mut libc::c_void,
+                iov_len: f.len(),
+            })
             .collect();
         // SAFETY: mmsghdr is plain data; zeroed is valid, and each points at one iovec above.
         let mut msgs: Vec<libc::mmsghdr> = iov
@@ -307,12 +344,23 @@ impl TxBackend for PacketTx {
             })
             .collect();
         // SAFETY: msgs and the iovecs they point to live across the call.
-        let r = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs.as_mut_ptr(), msgs.len() as u32, libc::MSG_DONTWAIT) };
+        let r = unsafe {
+            libc::sendmmsg(
+                self.fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                msgs.len() as u32,
+                libc::MSG_DONTWAIT,
+            )
+        };
         if r < 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => Ok(0),
-                _ => Err(SysError { what: self.iface.clone(), syscall: "sendmmsg", source: e }),
+                _ => Err(SysError {
+                    what: self.iface.clone(),
+                    syscall: "sendmmsg",
+                    source: e,
+                }),
             };
         }
         Ok(r as usize)

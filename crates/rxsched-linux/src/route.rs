@@ -29,17 +29,37 @@ impl Route {
     /// among `ports`.
     pub fn parse(s: &str, ports: &[String]) -> Result<Route, String> {
         let (net, rest) = s.split_once('=').ok_or("expected PREFIX/LEN=IFACE@MAC")?;
-        let (iface, mac) = rest.split_once('@').ok_or("expected PREFIX/LEN=IFACE@MAC")?;
+        let (iface, mac) = rest
+            .split_once('@')
+            .ok_or("expected PREFIX/LEN=IFACE@MAC")?;
         let (addr, len) = net.split_once('/').unwrap_or((net, "32"));
-        let prefix: std::net::Ipv4Addr = addr.parse().map_err(|_| format!("{addr:?} is not an IPv4 address"))?;
-        let len: u8 = len.parse().ok().filter(|l| *l <= 32).ok_or(format!("bad prefix length {len:?}"))?;
-        let port = ports.iter().position(|p| p == iface).ok_or(format!("{iface:?} is not one of the router's interfaces"))?;
+        let prefix: std::net::Ipv4Addr = addr
+            .parse()
+            .map_err(|_| format!("{addr:?} is not an IPv4 address"))?;
+        let len: u8 = len
+            .parse()
+            .ok()
+            .filter(|l| *l <= 32)
+            .ok_or(format!("bad prefix length {len:?}"))?;
+        let port = ports
+            .iter()
+            .position(|p| p == iface)
+            .ok_or(format!("{iface:?} is not one of the router's interfaces"))?;
         let next_hop = Mac::parse(mac).ok_or(format!("{mac:?} is not a MAC address"))?;
-        Ok(Route { prefix: prefix.octets(), len, port, next_hop })
+        Ok(Route {
+            prefix: prefix.octets(),
+            len,
+            port,
+            next_hop,
+        })
     }
 
     fn matches(&self, ip: [u8; 4]) -> bool {
-        let mask = if self.len == 0 { 0 } else { u32::MAX << (32 - self.len as u32) };
+        let mask = if self.len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - self.len as u32)
+        };
         u32::from_be_bytes(ip) & mask == u32::from_be_bytes(self.prefix) & mask
     }
 }
@@ -66,7 +86,11 @@ impl Refused {
 /// The forwarding decision and rewrite, shared by both modes: check the
 /// frame, find the route, rewrite both MACs, decrement the TTL with an
 /// incremental checksum update. Returns the output port.
-pub fn forward_in_place(frame: &mut [u8], routes: &[Route], port_macs: &[Mac]) -> Result<usize, Refused> {
+pub fn forward_in_place(
+    frame: &mut [u8],
+    routes: &[Route],
+    port_macs: &[Mac],
+) -> Result<usize, Refused> {
     let mut eth = EthernetFrame::new_checked(&mut *frame).map_err(Refused::Malformed)?;
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Err(Refused::Malformed(Malformed::NotIpv4));
@@ -154,7 +178,14 @@ pub struct Counters {
 }
 
 /// Refusal reasons in counter order.
-pub const REASONS: [&str; 6] = ["truncated", "not_ipv4", "bad_ihl", "bad_checksum", "ttl_expired", "no_route"];
+pub const REASONS: [&str; 6] = [
+    "truncated",
+    "not_ipv4",
+    "bad_ihl",
+    "bad_checksum",
+    "ttl_expired",
+    "no_route",
+];
 
 impl Counters {
     fn refuse(&self, r: Refused) {
@@ -217,7 +248,12 @@ impl OutQueue {
         while sent < max && !self.frames.is_empty() {
             let n = self.frames.len().min(max - sent).min(64);
             let (a, b) = self.frames.as_slices();
-            let frames: Vec<&[u8]> = a.iter().chain(b.iter()).take(n).map(|v| v.as_slice()).collect();
+            let frames: Vec<&[u8]> = a
+                .iter()
+                .chain(b.iter())
+                .take(n)
+                .map(|v| v.as_slice())
+                .collect();
             let k = tx.send(&frames)?;
             for _ in 0..k {
                 if let Some(f) = self.frames.pop_front() {
@@ -248,7 +284,13 @@ fn open_ports(cfg: &RouterConfig) -> SysResult<Vec<Port>> {
         .collect()
 }
 
-fn report(cfg: &RouterConfig, c: &Counters, ports: &mut [Port], secs: f64, cpu_s: f64) -> SysResult<RouterReport> {
+fn report(
+    cfg: &RouterConfig,
+    c: &Counters,
+    ports: &mut [Port],
+    secs: f64,
+    cpu_s: f64,
+) -> SysResult<RouterReport> {
     let mut drops = BTreeMap::new();
     let mut ring = 0;
     for p in ports.iter_mut() {
@@ -264,7 +306,11 @@ fn report(cfg: &RouterConfig, c: &Counters, ports: &mut [Port], secs: f64, cpu_s
     inhibits.insert("queue_feedback".to_string(), c.inhibits[0].load(Relaxed));
     inhibits.insert("cycle_limit".to_string(), c.inhibits[1].load(Relaxed));
     Ok(RouterReport {
-        mode: if cfg.mode == Mode::Polling { "polling" } else { "interrupt" },
+        mode: if cfg.mode == Mode::Polling {
+            "polling"
+        } else {
+            "interrupt"
+        },
         duration_s: secs,
         rx: c.rx.load(Relaxed),
         forwarded: c.forwarded.load(Relaxed),
@@ -361,13 +407,19 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
         let now = now_abs - t0;
         let inhibited = fac.input_inhibited(now);
         if inhibited.is_some() && !inhibited_before {
-            let i = if inhibited == Some(rxsched_core::InhibitCause::QueueFeedback) { 0 } else { 1 };
+            let i = if inhibited == Some(rxsched_core::InhibitCause::QueueFeedback) {
+                0
+            } else {
+                1
+            };
             c.inhibits[i].fetch_add(1, Relaxed);
         }
         inhibited_before = inhibited.is_some();
         match fac.next_action(now) {
             rxsched_core::Action::Poll { dev, dir, quota } => {
-                let cpu_start = thread_cpu_ns();
+                // M4 reads a cycle counter around each pass: wall time, so
+                // that interrupt work landing inside the pass counts too.
+                let pass_start = mono_ns();
                 let d = dev.0;
                 let (handled, more) = match dir {
                     Dir::Rx => {
@@ -393,17 +445,16 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
                         (n, ports[d].rx.pending())
                     }
                     Dir::Tx => {
+                        // A full device keeps its frames queued for the next
+                        // turn; when the queue is full, input drops at it.
                         let n = outq[d].flush(&mut ports[d].tx, quota.as_count() as usize, &c)?;
                         fac.queue_level(outq[d].frames.len() as u32, now);
-                        if n == 0 && !outq[d].frames.is_empty() {
-                            // The device is full: wait for room briefly rather than spin.
-                            sys::poll_fds(&[ports[d].tx.fd()], libc::POLLOUT, 1)?;
-                        }
                         (n, !outq[d].frames.is_empty())
                     }
                 };
                 fac.poll_done(dev, dir, handled as u32, more);
-                fac.charge(mono_ns() - t0, thread_cpu_ns() - cpu_start);
+                let pass_end = mono_ns();
+                fac.charge(pass_end - t0, pass_end - pass_start);
             }
             rxsched_core::Action::EnableInterrupts { dev, dir } => {
                 let pending = match dir {
@@ -423,7 +474,9 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
                 }
                 let limit = end.min(next_stats).saturating_sub(now_abs);
                 let wait_ns = until.map_or(limit, |u| u.saturating_sub(now).min(limit));
-                let armed: Vec<usize> = (0..ports.len()).filter(|&i| fac.interrupts_enabled(devs[i], Dir::Rx)).collect();
+                let armed: Vec<usize> = (0..ports.len())
+                    .filter(|&i| fac.interrupts_enabled(devs[i], Dir::Rx))
+                    .collect();
                 let fds: Vec<_> = armed.iter().map(|&i| ports[i].rx.fd()).collect();
                 let ms = wait_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
                 let ready = sys::poll_fds(&fds, libc::POLLIN, ms)?;
@@ -445,7 +498,8 @@ fn run_interrupt(cfg: &RouterConfig) -> SysResult<RouterReport> {
     let ports = open_ports(cfg)?;
     let macs: Vec<Mac> = ports.iter().map(|p| p.mac).collect();
     let c = Arc::new(Counters::default());
-    let queue: Arc<(Mutex<VecDeque<Vec<u8>>>, Condvar)> = Arc::new((Mutex::new(VecDeque::new()), Condvar::new()));
+    let queue: Arc<(Mutex<VecDeque<Vec<u8>>>, Condvar)> =
+        Arc::new((Mutex::new(VecDeque::new()), Condvar::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let (mut rxs, mut txs): (Vec<PacketRing>, Vec<PacketTx>) = (Vec::new(), Vec::new());
     let names: Vec<String> = ports.iter().map(|p| p.name.clone()).collect();
@@ -519,7 +573,10 @@ fn run_interrupt(cfg: &RouterConfig) -> SysResult<RouterReport> {
                         let (lock, cv) = &*queue;
                         let mut q = lock.lock().expect("queue lock");
                         if q.is_empty() && outq.iter().all(|o| o.frames.is_empty()) {
-                            q = cv.wait_timeout(q, std::time::Duration::from_millis(50)).expect("queue lock").0;
+                            q = cv
+                                .wait_timeout(q, std::time::Duration::from_millis(50))
+                                .expect("queue lock")
+                                .0;
                         }
                         std::mem::swap(&mut *q, &mut work);
                     }
@@ -544,7 +601,11 @@ fn run_interrupt(cfg: &RouterConfig) -> SysResult<RouterReport> {
     let every = (cfg.stats_every_s * 1e9) as u64;
     let mut next_stats = if every > 0 { t0 + every } else { u64::MAX };
     let mut prev = (0, 0, t0);
-    while mono_ns() < end && !sys::signals::stopping() && !rx_thread.is_finished() && !fw_thread.is_finished() {
+    while mono_ns() < end
+        && !sys::signals::stopping()
+        && !rx_thread.is_finished()
+        && !fw_thread.is_finished()
+    {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let now = mono_ns();
         if now >= next_stats || sys::signals::take_usr1() {
@@ -563,7 +624,12 @@ fn run_interrupt(cfg: &RouterConfig) -> SysResult<RouterReport> {
         .into_iter()
         .zip(names)
         .map(|(rx, name)| {
-            Ok(Port { tx: PacketTx::open(&name)?, mac: sys::mac_of(&name)?, name, rx })
+            Ok(Port {
+                tx: PacketTx::open(&name)?,
+                mac: sys::mac_of(&name)?,
+                name,
+                rx,
+            })
         })
         .collect::<SysResult<_>>()?;
     report(cfg, &c, &mut ports, secs, (rx_cpu + fw_cpu) as f64 / 1e9)
@@ -585,7 +651,17 @@ mod tests {
 
     fn frame(ttl: u8, dst: [u8; 4]) -> Vec<u8> {
         let mut b = vec![0u8; 128];
-        let n = build_udp_frame(&mut b, 64, Mac([2; 6]), Mac([2, 0, 0, 0, 0, 2]), [198, 18, 0, 1], dst, (1, 2), 0, 0);
+        let n = build_udp_frame(
+            &mut b,
+            64,
+            Mac([2; 6]),
+            Mac([2, 0, 0, 0, 0, 2]),
+            [198, 18, 0, 1],
+            dst,
+            (1, 2),
+            0,
+            0,
+        );
         b.truncate(n);
         b[ETH_TTL] = ttl;
         let mut ip = Ipv4Packet::new_checked(&mut b[14..]).unwrap();
@@ -613,19 +689,34 @@ mod tests {
         let (r, macs) = table();
         let mut short = frame(64, [198, 19, 0, 1]);
         short.truncate(20);
-        assert_eq!(forward_in_place(&mut short, &r, &macs), Err(Refused::Malformed(Malformed::Truncated)));
+        assert_eq!(
+            forward_in_place(&mut short, &r, &macs),
+            Err(Refused::Malformed(Malformed::Truncated))
+        );
         let mut arp = frame(64, [198, 19, 0, 1]);
         arp[12] = 0x08;
         arp[13] = 0x06;
-        assert_eq!(forward_in_place(&mut arp, &r, &macs), Err(Refused::Malformed(Malformed::NotIpv4)));
+        assert_eq!(
+            forward_in_place(&mut arp, &r, &macs),
+            Err(Refused::Malformed(Malformed::NotIpv4))
+        );
         let mut ihl = frame(64, [198, 19, 0, 1]);
         ihl[14] = 0x44;
-        assert_eq!(forward_in_place(&mut ihl, &r, &macs), Err(Refused::Malformed(Malformed::BadIhl)));
+        assert_eq!(
+            forward_in_place(&mut ihl, &r, &macs),
+            Err(Refused::Malformed(Malformed::BadIhl))
+        );
         let mut sum = frame(64, [198, 19, 0, 1]);
         sum[14 + 10] ^= 0xff;
-        assert_eq!(forward_in_place(&mut sum, &r, &macs), Err(Refused::Malformed(Malformed::BadChecksum)));
+        assert_eq!(
+            forward_in_place(&mut sum, &r, &macs),
+            Err(Refused::Malformed(Malformed::BadChecksum))
+        );
         let mut ttl = frame(1, [198, 19, 0, 1]);
-        assert_eq!(forward_in_place(&mut ttl, &r, &macs), Err(Refused::Malformed(Malformed::TtlExpired)));
+        assert_eq!(
+            forward_in_place(&mut ttl, &r, &macs),
+            Err(Refused::Malformed(Malformed::TtlExpired))
+        );
         let mut far = frame(64, [198, 20, 0, 1]);
         assert_eq!(forward_in_place(&mut far, &r, &macs), Err(Refused::NoRoute));
     }

@@ -38,5 +38,10 @@ pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
     std::hint::black_box(x);
     let wall = (mono_ns() - t0) as f64 / 1e9;
     let cpu_s = (sys::thread_cpu_ns() - c0) as f64 / 1e9;
-    Ok(SpinReport { duration_s: wall, cpu_s, cpu_share: cpu_s / wall.max(1e-9), iterations })
+    Ok(SpinReport {
+        duration_s: wall,
+        cpu_s,
+        cpu_share: cpu_s / wall.max(1e-9),
+        iterations,
+    })
 }

@@ -64,7 +64,10 @@ pub fn mac_of(name: &str) -> SysResult<crate::wire::Mac> {
     crate::wire::Mac::parse(&s).ok_or_else(|| SysError {
         what: name.into(),
         syscall: "read(/sys/class/net/*/address)",
-        source: io::Error::new(io::ErrorKind::InvalidData, format!("not a MAC address: {s:?}")),
+        source: io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not a MAC address: {s:?}"),
+        ),
     })
 }
 
@@ -74,7 +77,13 @@ pub fn packet_socket(iface: &str, protocol: u16) -> SysResult<OwnedFd> {
     let idx = ifindex(iface)?;
     // SAFETY: plain socket(2) call.
     let fd = check(
-        unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (protocol as i32).to_be()) },
+        unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                (protocol as i32).to_be(),
+            )
+        },
         iface,
         "socket(AF_PACKET)",
     )?;
@@ -101,10 +110,25 @@ pub fn packet_socket(iface: &str, protocol: u16) -> SysResult<OwnedFd> {
 }
 
 /// `setsockopt` with a plain value.
-pub fn setsockopt<T>(fd: RawFd, level: i32, name: i32, val: &T, what: &str, syscall: &'static str) -> SysResult<()> {
+pub fn setsockopt<T>(
+    fd: RawFd,
+    level: i32,
+    name: i32,
+    val: &T,
+    what: &str,
+    syscall: &'static str,
+) -> SysResult<()> {
     // SAFETY: val points to a live T of the given size.
     check(
-        unsafe { libc::setsockopt(fd, level, name, val as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32) },
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                val as *const T as *const libc::c_void,
+                std::mem::size_of::<T>() as u32,
+            )
+        },
         what,
         syscall,
     )?;
@@ -128,7 +152,9 @@ pub fn pin_to_cpu(cpu: usize) -> SysResult<()> {
 
 /// Makes the calling thread SCHED_FIFO at `prio`.
 pub fn set_fifo(prio: i32) -> SysResult<()> {
-    let p = libc::sched_param { sched_priority: prio };
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
     // SAFETY: p is a valid sched_param.
     check(
         unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) },
@@ -160,7 +186,14 @@ pub fn thread_cpu_ns() -> u64 {
 /// `events`), for at most `timeout_ms` (-1: forever). Returns the ready mask
 /// per fd. EINTR counts as a timeout.
 pub fn poll_fds(fds: &[RawFd], events: i16, timeout_ms: i32) -> SysResult<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events, revents: 0 }).collect();
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
     // SAFETY: p is a valid array of pollfd of the given length.
     let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
     if r < 0 {
@@ -168,9 +201,33 @@ pub fn poll_fds(fds: &[RawFd], events: i16, timeout_ms: i32) -> SysResult<Vec<bo
         if e.kind() == io::ErrorKind::Interrupted {
             return Ok(vec![false; fds.len()]);
         }
-        return Err(SysError { what: "packet sockets".into(), syscall: "poll", source: e });
+        return Err(SysError {
+            what: "packet sockets".into(),
+            syscall: "poll",
+            source: e,
+        });
     }
-    Ok(p.iter().map(|x| x.revents & (events | libc::POLLERR) != 0).collect())
+    Ok(p.iter()
+        .map(|x| x.revents & (events | libc::POLLERR) != 0)
+        .collect())
+}
+
+/// Moves the calling thread into network namespace `name` (as made by
+/// `ip netns add`). Other threads stay where they are.
+pub fn enter_netns(name: &str) -> SysResult<()> {
+    let path = format!("/var/run/netns/{name}");
+    let f = std::fs::File::open(&path).map_err(|e| SysError {
+        what: path.clone(),
+        syscall: "open",
+        source: e,
+    })?;
+    // SAFETY: setns on a namespace file descriptor we hold open.
+    check(
+        unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) },
+        name,
+        "setns(CLONE_NEWNET)",
+    )?;
+    Ok(())
 }
 
 /// Whether the process runs as root (needed for packet sockets and namespaces).

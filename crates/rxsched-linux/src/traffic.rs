@@ -63,7 +63,11 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     let mut bufs = vec![[0u8; 2048]; BATCH];
     let t0 = mono_ns();
     let end = t0 + (cfg.duration_s * 1e9) as u64;
-    let gap = if cfg.rate_pps > 0.0 { 1e9 / cfg.rate_pps } else { f64::INFINITY };
+    let gap = if cfg.rate_pps > 0.0 {
+        1e9 / cfg.rate_pps
+    } else {
+        f64::INFINITY
+    };
     let (mut seq, mut waits) = (0u64, 0u64);
     let mut last_send = t0;
     'outer: while cfg.count == 0 || seq < cfg.count {
@@ -93,7 +97,17 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
         }
         let lens: Vec<usize> = (0..n)
             .map(|i| {
-                build_udp_frame(&mut bufs[i], cfg.frame_bytes, src_mac, cfg.dst_mac, cfg.src_ip, cfg.dst_ip, (9000, 9001), seq + i as u64, now)
+                build_udp_frame(
+                    &mut bufs[i],
+                    cfg.frame_bytes,
+                    src_mac,
+                    cfg.dst_mac,
+                    cfg.src_ip,
+                    cfg.dst_ip,
+                    (9000, 9001),
+                    seq + i as u64,
+                    now,
+                )
             })
             .collect();
         let mut done = 0;
@@ -172,6 +186,16 @@ pub struct SinkReport {
     pub rate_pps: f64,
     /// Frames the kernel dropped on the sink's own ring.
     pub ring_drops: u64,
+    /// Lowest and highest IPv4 TTL among the probes (a router decrements it).
+    pub ttl_min: u8,
+    /// Highest TTL.
+    pub ttl_max: u8,
+    /// Probes whose IPv4 header checksum did not verify.
+    pub bad_ip_checksum: u64,
+    /// Source MAC of the first probe (a router rewrites it).
+    pub src_mac: String,
+    /// Destination MAC of the first probe.
+    pub dst_mac: String,
 }
 
 /// At most this many latency samples are kept.
@@ -182,7 +206,13 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     if let Some(c) = cfg.cpu {
         sys::pin_to_cpu(c)?;
     }
-    let mut ring = PacketRing::open(&cfg.iface, RingConfig { block_nr: 1024, ..RingConfig::default() })?;
+    let mut ring = PacketRing::open(
+        &cfg.iface,
+        RingConfig {
+            block_nr: 1024,
+            ..RingConfig::default()
+        },
+    )?;
     let start = mono_ns();
     let end = start + (cfg.duration_s * 1e9) as u64;
     let mut seen: Vec<u64> = Vec::new();
@@ -205,6 +235,20 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
                 r.other += 1;
                 return;
             };
+            if let Ok(eth) = crate::wire::EthernetFrame::new_checked(f) {
+                if let Ok(ip) = crate::wire::Ipv4Packet::new_checked(eth.payload()) {
+                    if r.received == 0 {
+                        r.ttl_min = ip.ttl();
+                        r.src_mac = eth.src().to_string();
+                        r.dst_mac = eth.dst().to_string();
+                    }
+                    r.ttl_min = r.ttl_min.min(ip.ttl());
+                    r.ttl_max = r.ttl_max.max(ip.ttl());
+                    if !ip.verify_checksum() {
+                        r.bad_ip_checksum += 1;
+                    }
+                }
+            }
             let (w, b) = ((seq / 64) as usize, seq % 64);
             if w >= seen.len() {
                 if w > 1 << 26 {
@@ -237,11 +281,20 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
         r.lost = (m + 1).saturating_sub(r.received);
     }
     r.duration_s = (last.saturating_sub(first)) as f64 / 1e9;
-    r.rate_pps = if r.duration_s > 0.0 { r.received as f64 / r.duration_s } else { 0.0 };
+    r.rate_pps = if r.duration_s > 0.0 {
+        r.received as f64 / r.duration_s
+    } else {
+        0.0
+    };
     lat.sort_unstable();
     if !lat.is_empty() {
         let q = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
-        r.latency_us = LatencyUs { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: q(1.0) };
+        r.latency_us = LatencyUs {
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: q(1.0),
+        };
     }
     r.ring_drops = ring.ring_drops()?;
     Ok(r)

@@ -67,7 +67,11 @@ impl Mac {
 impl fmt::Display for Mac {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
     }
 }
 
@@ -378,23 +382,48 @@ mod tests {
 
     #[test]
     fn views_reject_each_malformed_class() {
-        assert_eq!(EthernetFrame::new_checked(&[0u8; 13][..]).err(), Some(Malformed::Truncated));
-        assert_eq!(Ipv4Packet::new_checked(&HDR[..19]).err(), Some(Malformed::Truncated));
+        assert_eq!(
+            EthernetFrame::new_checked(&[0u8; 13][..]).err(),
+            Some(Malformed::Truncated)
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&HDR[..19]).err(),
+            Some(Malformed::Truncated)
+        );
         let mut v6 = HDR;
         v6[0] = 0x65;
-        assert_eq!(Ipv4Packet::new_checked(&v6[..]).err(), Some(Malformed::NotIpv4));
+        assert_eq!(
+            Ipv4Packet::new_checked(&v6[..]).err(),
+            Some(Malformed::NotIpv4)
+        );
         let mut ihl = [0u8; 0x73];
         ihl[..20].copy_from_slice(&HDR);
         ihl[0] = 0x44;
-        assert_eq!(Ipv4Packet::new_checked(&ihl[..]).err(), Some(Malformed::BadIhl));
+        assert_eq!(
+            Ipv4Packet::new_checked(&ihl[..]).err(),
+            Some(Malformed::BadIhl)
+        );
         // Total length (0x73) longer than the buffer.
-        assert_eq!(Ipv4Packet::new_checked(&HDR[..]).err(), Some(Malformed::BadIhl));
+        assert_eq!(
+            Ipv4Packet::new_checked(&HDR[..]).err(),
+            Some(Malformed::BadIhl)
+        );
     }
 
     #[test]
     fn ttl_decrement_keeps_checksum_valid() {
         let mut buf = [0u8; 128];
-        let n = build_udp_frame(&mut buf, 64, Mac([2; 6]), Mac([3; 6]), [198, 18, 0, 1], [198, 19, 0, 1], (9, 9), 7, 99);
+        let n = build_udp_frame(
+            &mut buf,
+            64,
+            Mac([2; 6]),
+            Mac([3; 6]),
+            [198, 18, 0, 1],
+            [198, 19, 0, 1],
+            (9, 9),
+            7,
+            99,
+        );
         assert_eq!(n, 64);
         let mut ip = Ipv4Packet::new_checked(&mut buf[ETH_LEN..n]).unwrap();
         assert!(ip.verify_checksum());

@@ -27,6 +27,9 @@ const RULES: &[(&str, &[&str])] = &[
     ("drop_share", &["series", "point", "min"]),
     ("fit", &["series", "tolerance"]),
     ("fit_slope", &["series", "max"]),
+    ("last_over_mlfrr", &["series", "min"]),
+    ("range_over_mlfrr", &["series", "min"]),
+    ("first_ratio", &["series", "other"]),
 ];
 
 /// Checks that every `[[check]]` names a known rule, known series and the
@@ -472,6 +475,43 @@ fn rule(c: &CheckCfg, r: &ResultFile) -> (bool, String) {
                 ),
             )
         }),
+        "last_over_mlfrr" | "range_over_mlfrr" => each(&|s, cv| {
+            let m = mlfrr(r, s);
+            let v = if c.kind == "last_over_mlfrr" {
+                last(cv)
+            } else {
+                cv.last().map_or(0.0, |p| p.0)
+            };
+            let ratio = if m > 0.0 { v / m } else { 0.0 };
+            let what = if c.kind == "last_over_mlfrr" {
+                "delivered at the highest rate"
+            } else {
+                "highest offered rate"
+            };
+            (
+                within(ratio, c.min, c.max),
+                format!(
+                    "{what} {v:.0} / MLFRR {m:.0} = {ratio:.2} (want {})",
+                    bounds(c.min, c.max)
+                ),
+            )
+        }),
+        "first_ratio" => {
+            let (a, b) = (one(&s0).first().map(|p| p.1), one(&o0).first().map(|p| p.1));
+            match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => {
+                    let ratio = a / b;
+                    (
+                        within(ratio, c.min, c.max),
+                        format!(
+                            "at the lowest x: {s0} {a:.1}, {o0} {b:.1}, ratio {ratio:.2} (want {})",
+                            bounds(c.min, c.max)
+                        ),
+                    )
+                }
+                _ => (false, "no comparable first points".into()),
+            }
+        }
         "fit" | "fit_slope" => each(&|s, _| match (
             line_fit(&cpu_bound(r, s)),
             line_fit(&reference_points(r, s)),

@@ -3,6 +3,7 @@
 //! throughput searches), the checks computed from the points, and the
 //! report (JSON, CSV, SVG, HTML).
 
+pub mod bench;
 pub mod checks;
 pub mod experiments;
 pub mod figure;

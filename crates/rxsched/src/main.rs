@@ -102,6 +102,11 @@ enum Cmd {
     Sink(real::SinkArgs),
     /// Forward IPv4 between interfaces with interrupt-driven or polled receive.
     Route(real::RouteArgs),
+    /// Benchmarks: `bench real router` sweeps the real dataplane in the lab.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
     /// A compute-bound process that reports the CPU share it got.
     Spin {
         /// Pin to this CPU.
@@ -110,6 +115,28 @@ enum Cmd {
         /// Seconds to run.
         #[arg(long, default_value_t = 5.0)]
         duration: f64,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// On the real dataplane, in the lab (`rxsched lab up` first; root).
+    Real {
+        #[command(subcommand)]
+        which: RealBench,
+    },
+}
+
+#[derive(Subcommand)]
+enum RealBench {
+    /// Kernel, interrupt-driven and polling forwarding, swept over offered load.
+    Router {
+        /// Fewer points and shorter trials.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
     },
 }
 
@@ -183,11 +210,27 @@ fn main() -> ExitCode {
             sweep(&scenario, &vary, y, &sets, &out, jobs, search)
         }
         Cmd::Profiles => profiles(),
-        Cmd::Lab { cmd } => real::lab_cmd(cmd).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
-        Cmd::Gen(a) => real::gen(a).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
-        Cmd::Sink(a) => real::sink(a).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
-        Cmd::Route(a) => real::route(a).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
-        Cmd::Spin { cpu, duration } => real::spin(cpu, duration).map(|_| ExitCode::SUCCESS).map_err(Failure::from),
+        Cmd::Lab { cmd } => real::lab_cmd(cmd)
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Failure::from),
+        Cmd::Gen(a) => real::gen(a)
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Failure::from),
+        Cmd::Sink(a) => real::sink(a)
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Failure::from),
+        Cmd::Route(a) => real::route(a)
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Failure::from),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which: RealBench::Router { quick, out },
+                },
+        } => bench_router(quick, &out),
+        Cmd::Spin { cpu, duration } => real::spin(cpu, duration)
+            .map(|_| ExitCode::SUCCESS)
+            .map_err(Failure::from),
     };
     match r {
         Ok(code) => code,
@@ -536,6 +579,55 @@ fn sweep(
     report::write_index(out)?;
     println!("{}", summary(r, *wall, out));
     Ok(if r.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn bench_router(quick: bool, out: &Path) -> Result<ExitCode, Failure> {
+    if !rxsched_linux::sys::is_root() {
+        return Err(Failure::Input(
+            "bench real: needs root (CAP_NET_ADMIN and packet sockets): run it with sudo".into(),
+        ));
+    }
+    let lab = rxsched_linux::lab::Lab::standard();
+    if !lab.is_up() {
+        return Err(Failure::Input(
+            "bench real: the lab is not up: run `rxsched lab up` first".into(),
+        ));
+    }
+    let opts = rxsched::bench::BenchOpts {
+        quick,
+        out: out.to_path_buf(),
+        lab,
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        let b = ProgressBar::new_spinner();
+        b.enable_steady_tick(std::time::Duration::from_millis(200));
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let plain = !std::io::stderr().is_terminal();
+    let progress = |m: &str| {
+        if plain {
+            eprintln!("bench: {m}");
+        } else {
+            bar.set_message(m.to_string());
+        }
+    };
+    let results =
+        rxsched::bench::router(&opts, &progress).map_err(|e| Failure::Run(e.to_string()))?;
+    bar.finish_and_clear();
+    rxsched::bench::write(out, &results)?;
+    let mut ok = true;
+    for r in &results {
+        println!("{}", summary(r, 0.0, out));
+        ok &= r.passed();
+    }
+    println!("report: {}", out.join("index.html").display());
+    Ok(if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

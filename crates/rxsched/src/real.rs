@@ -131,7 +131,10 @@ impl From<lab::LabError> for RealError {
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<(), RealError> {
-    println!("{}", serde_json::to_string(v).map_err(|e| RealError::Run(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string(v).map_err(|e| RealError::Run(e.to_string()))?
+    );
     Ok(())
 }
 
@@ -163,7 +166,9 @@ fn positive(name: &str, v: f64) -> Result<(), RealError> {
     if v.is_finite() && v > 0.0 && v <= 86_400.0 {
         Ok(())
     } else {
-        Err(RealError::Input(format!("--{name}: must be a positive number of seconds (at most a day), got {v}")))
+        Err(RealError::Input(format!(
+            "--{name}: must be a positive number of seconds (at most a day), got {v}"
+        )))
     }
 }
 
@@ -171,13 +176,20 @@ fn positive(name: &str, v: f64) -> Result<(), RealError> {
 pub fn gen(a: GenArgs) -> Result<(), RealError> {
     positive("duration", a.duration)?;
     if !(a.rate.is_finite() && a.rate > 0.0) {
-        return Err(RealError::Input(format!("--rate: must be a positive rate, got {}", a.rate)));
+        return Err(RealError::Input(format!(
+            "--rate: must be a positive rate, got {}",
+            a.rate
+        )));
     }
     if !(60..=2048).contains(&a.size) {
-        return Err(RealError::Input(format!("--size: must be 60 to 2048 bytes, got {}", a.size)));
+        return Err(RealError::Input(format!(
+            "--size: must be 60 to 2048 bytes, got {}",
+            a.size
+        )));
     }
     let dst_mac = match &a.dst_mac {
-        Some(m) => Mac::parse(m).ok_or_else(|| RealError::Input(format!("--dst-mac: {m:?} is not a MAC address")))?,
+        Some(m) => Mac::parse(m)
+            .ok_or_else(|| RealError::Input(format!("--dst-mac: {m:?} is not a MAC address")))?,
         None => lab::ROUTER_MAC,
     };
     let cfg = GenConfig {
@@ -200,15 +212,23 @@ pub fn sink(a: SinkArgs) -> Result<(), RealError> {
     positive("duration", a.duration)?;
     positive("idle", a.idle)?;
     rxsched_linux::sys::signals::install();
-    json(&rxsched_linux::traffic::sink(&SinkConfig { iface: a.iface, duration_s: a.duration, idle_s: a.idle, cpu: a.cpu })?)
+    json(&rxsched_linux::traffic::sink(&SinkConfig {
+        iface: a.iface,
+        duration_s: a.duration,
+        idle_s: a.idle,
+        cpu: a.cpu,
+    })?)
 }
 
 /// The lab's routes, for `route` without `--route`.
 pub fn lab_routes(ports: &[String]) -> Vec<Route> {
-    [format!("198.19.0.0/24={}@{}", D1.iface, lab::SINK_TAP_MAC), format!("198.18.0.0/24={}@{}", D0.iface, G0.mac)]
-        .iter()
-        .filter_map(|r| Route::parse(r, ports).ok())
-        .collect()
+    [
+        format!("198.19.0.0/24={}@{}", D1.iface, lab::SINK_TAP_MAC),
+        format!("198.18.0.0/24={}@{}", D0.iface, G0.mac),
+    ]
+    .iter()
+    .filter_map(|r| Route::parse(r, ports).ok())
+    .collect()
 }
 
 /// Parses `route`'s arguments.
@@ -217,19 +237,33 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
     let mode = match a.mode.as_str() {
         "interrupt" => Mode::Interrupt,
         "polling" => Mode::Polling,
-        m => return Err(RealError::Input(format!("--mode: {m:?} is neither interrupt nor polling"))),
+        m => {
+            return Err(RealError::Input(format!(
+                "--mode: {m:?} is neither interrupt nor polling"
+            )))
+        }
     };
-    let quota = Quota::parse(&a.quota).ok_or_else(|| RealError::Input(format!("--quota: {:?} is not a positive count or unlimited", a.quota)))?;
+    let quota = Quota::parse(&a.quota).ok_or_else(|| {
+        RealError::Input(format!(
+            "--quota: {:?} is not a positive count or unlimited",
+            a.quota
+        ))
+    })?;
     let routes = if a.routes.is_empty() {
         lab_routes(&a.ports)
     } else {
         a.routes
             .iter()
-            .map(|r| Route::parse(r, &a.ports).map_err(|e| RealError::Input(format!("--route {r:?}: {e}"))))
+            .map(|r| {
+                Route::parse(r, &a.ports)
+                    .map_err(|e| RealError::Input(format!("--route {r:?}: {e}")))
+            })
             .collect::<Result<_, _>>()?
     };
     if routes.is_empty() {
-        return Err(RealError::Input("no routes: give --route PREFIX/LEN=IFACE@MAC".into()));
+        return Err(RealError::Input(
+            "no routes: give --route PREFIX/LEN=IFACE@MAC".into(),
+        ));
     }
     let feedback = match &a.feedback {
         None => None,
@@ -237,17 +271,25 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
             let v: Vec<f64> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
             match v[..] {
                 [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Some((hi, lo)),
-                _ => return Err(RealError::Input(format!("--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"))),
+                _ => {
+                    return Err(RealError::Input(format!(
+                        "--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"
+                    )))
+                }
             }
         }
     };
     if let Some(p) = a.cycle_limit {
         if !(p > 0.0 && p <= 100.0) {
-            return Err(RealError::Input(format!("--cycle-limit: {p} is not a percentage in (0, 100]")));
+            return Err(RealError::Input(format!(
+                "--cycle-limit: {p} is not a percentage in (0, 100]"
+            )));
         }
     }
     if mode == Mode::Interrupt && (feedback.is_some() || a.cycle_limit.is_some()) {
-        return Err(RealError::Input("--feedback and --cycle-limit belong to --mode polling".into()));
+        return Err(RealError::Input(
+            "--feedback and --cycle-limit belong to --mode polling".into(),
+        ));
     }
     Ok(RouterConfig {
         ports: a.ports.clone(),

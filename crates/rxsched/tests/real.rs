@@ -1,0 +1,264 @@
+//! The real dataplane in network namespaces this test makes and always
+//! removes. Needs root (CI runs as root). Without root these tests fail
+//! with a message saying so, unless RXSCHED_SKIP_NETNS=1 is set, in which
+//! case they say loudly that they were skipped.
+
+use rxsched_linux::lab::{self, Lab, Role, D1, ROUTER_MAC, SINK_TAP_MAC};
+use rxsched_linux::ring::{PacketTx, TxBackend};
+use rxsched_linux::wire::{build_udp_frame, Ipv4Packet, Mac, ETH_LEN};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Namespace tests share two CPUs: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A lab of this test's own, removed on drop even if the test panics.
+struct TestLab(Lab);
+
+impl TestLab {
+    fn new(tag: &str) -> Option<TestLab> {
+        if !rxsched_linux::sys::is_root() {
+            if std::env::var("RXSCHED_SKIP_NETNS").as_deref() == Ok("1") {
+                eprintln!("SKIPPED {tag}: not root and RXSCHED_SKIP_NETNS=1");
+                return None;
+            }
+            panic!("{tag} needs root to build network namespaces (set RXSCHED_SKIP_NETNS=1 to skip it, loudly)");
+        }
+        let l = Lab::new(&format!("rxt{}{tag}", std::process::id() % 100_000));
+        l.up().expect("lab up");
+        Some(TestLab(l))
+    }
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let _ = self.0.down();
+    }
+}
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_rxsched")
+}
+
+fn spawn(l: &Lab, role: Role, args: &[&str]) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", &l.ns(role), exe()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+fn report(c: Child) -> Value {
+    let o = c.wait_with_output().expect("wait");
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(out.lines().last().unwrap_or(""))
+        .unwrap_or_else(|_| panic!("no report: {}\n{}", out, String::from_utf8_lossy(&o.stderr)))
+}
+
+fn stop(c: &Child) {
+    // SAFETY: signalling a process this test started, by its pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+}
+
+#[test]
+fn lab_up_down_and_status() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("l") else { return };
+    assert!(t.0.is_up());
+    let st = t.0.status();
+    assert!(st.contains("d0 receive work steered to CPU mask 2"), "{st}");
+    assert!(st.contains("NET_RX"), "{st}");
+    t.0.down().unwrap();
+    t.0.down().unwrap(); // twice is harmless
+    assert!(t.0.existing().is_empty());
+    // Without root: one line, exit 2.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            exe(),
+            "lab",
+            "up",
+        ])
+        .output()
+        .expect("setpriv");
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("root"), "{e}");
+}
+
+#[test]
+fn forwarding_is_correct_at_the_sink() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("f") else { return };
+    let l = &t.0;
+    let route = spawn(
+        l,
+        Role::Dut,
+        &["route", "--mode", "polling", "--duration", "20"],
+    );
+    let sink = spawn(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
+    std::thread::sleep(Duration::from_millis(400));
+    let g = report(spawn(
+        l,
+        Role::Gen,
+        &[
+            "gen",
+            "--rate",
+            "20000",
+            "--count",
+            "2000",
+            "--duration",
+            "5",
+        ],
+    ));
+    assert_eq!(g["sent"], 2000);
+    let s = report(sink);
+    stop(&route);
+    let r = report(route);
+    assert_eq!(s["received"], 2000, "sink: {s}\nrouter: {r}");
+    assert_eq!(s["lost"], 0);
+    assert_eq!(s["ttl_min"], 63, "TTL decremented once");
+    assert_eq!(s["ttl_max"], 63);
+    assert_eq!(
+        s["bad_ip_checksum"], 0,
+        "incremental checksum update is valid"
+    );
+    assert_eq!(
+        s["src_mac"],
+        D1.mac.to_string(),
+        "source MAC rewritten to the output port's"
+    );
+    assert_eq!(
+        s["dst_mac"],
+        SINK_TAP_MAC.to_string(),
+        "destination MAC from the neighbour table"
+    );
+    assert_eq!(r["forwarded"], 2000);
+}
+
+/// Sends hand-made frames from the generator's namespace.
+fn inject(l: &Lab, frames: &[Vec<u8>]) {
+    let ns = l.ns(Role::Gen);
+    let frames = frames.to_vec();
+    std::thread::spawn(move || {
+        rxsched_linux::sys::enter_netns(&ns).expect("setns");
+        let mut tx = PacketTx::open("g0").expect("packet socket on g0");
+        for f in &frames {
+            while tx.send(&[f.as_slice()]).expect("send") == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    })
+    .join()
+    .expect("inject thread");
+}
+
+#[test]
+fn malformed_frames_are_counted_by_reason() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("m") else { return };
+    let l = &t.0;
+    let good = |ttl: u8| {
+        let mut b = vec![0u8; 2048];
+        let n = build_udp_frame(
+            &mut b,
+            64,
+            Mac([2, 0, 0, 0, 0, 9]),
+            ROUTER_MAC,
+            lab::G0.ip,
+            lab::S0.ip,
+            (1, 2),
+            0,
+            0,
+        );
+        b.truncate(n);
+        b[ETH_LEN + 8] = ttl;
+        Ipv4Packet::new_checked(&mut b[ETH_LEN..])
+            .unwrap()
+            .fill_checksum();
+        b
+    };
+    let mut frames = Vec::new();
+    for _ in 0..5 {
+        let mut truncated = good(64);
+        truncated.truncate(ETH_LEN + 10);
+        let mut ihl = good(64);
+        ihl[ETH_LEN] = 0x44;
+        let mut sum = good(64);
+        sum[ETH_LEN + 10] ^= 0x5a;
+        let ttl = good(1);
+        let mut arp = good(64);
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        frames.extend([truncated, ihl, sum, ttl, arp, good(64)]);
+    }
+    let route = spawn(
+        l,
+        Role::Dut,
+        &["route", "--mode", "interrupt", "--duration", "20"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    inject(l, &frames);
+    std::thread::sleep(Duration::from_millis(500));
+    stop(&route);
+    let r = report(route);
+    let d = &r["drops"];
+    for reason in [
+        "truncated",
+        "bad_ihl",
+        "bad_checksum",
+        "ttl_expired",
+        "not_ipv4",
+    ] {
+        assert_eq!(d[reason], 5, "{reason}: {r}");
+    }
+    assert_eq!(r["forwarded"], 5, "the good frames still go through: {r}");
+}
+
+#[test]
+fn polling_delivers_at_least_twice_interrupt_under_overload() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("o") else { return };
+    let l = &t.0;
+    let mut delivered = Vec::new();
+    for mode in ["interrupt", "polling"] {
+        let route = spawn(
+            l,
+            Role::Dut,
+            &["route", "--mode", mode, "--cpu", "1", "--duration", "20"],
+        );
+        let sink = spawn(
+            l,
+            Role::Sink,
+            &["sink", "--cpu", "0", "--duration", "10", "--idle", "0.5"],
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        // Far past both MLFRRs: as fast as one generator core goes, for 1 s.
+        let g = report(spawn(
+            l,
+            Role::Gen,
+            &["gen", "--cpu", "0", "--rate", "3000000", "--duration", "1"],
+        ));
+        let s = report(sink);
+        stop(&route);
+        let r = report(route);
+        eprintln!(
+            "{mode}: offered {} delivered {} router {r}",
+            g["achieved_pps"], s["received"]
+        );
+        delivered.push(s["received"].as_u64().unwrap());
+    }
+    assert!(
+        delivered[1] >= 2 * delivered[0].max(1),
+        "polling {} vs interrupt {}",
+        delivered[1],
+        delivered[0]
+    );
+}
