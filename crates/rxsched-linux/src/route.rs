@@ -393,10 +393,41 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
     let mut prev = (0, 0, t0);
     let mut buf = vec![0u8; 2048];
     let mut inhibited_before = false;
+    // With AF_PACKET part of input handling happens in the kernel's
+    // softirq on this CPU (steering, the copy into the ring, the drop when
+    // the ring is full). Under a cycle limit that work is charged too, read
+    // from /proc/stat every period, so that the limit bounds all the CPU
+    // that input costs, not only this thread's share of it.
+    // /proc/stat counts in clock ticks (10 ms), as lumpy as a whole period,
+    // so the charge is a smoothed share of each interval rather than the
+    // raw ticks.
+    let kernel_cpu = if cfg.cycle_limit.is_some() {
+        cfg.cpu
+    } else {
+        None
+    };
+    let mut irq_prev = kernel_cpu.and_then(sys::irq_time_ns);
+    let mut irq_at = t0;
+    let mut irq_share = 0.0f64;
+    let mut next_irq_read = t0;
     loop {
         let now_abs = mono_ns();
         if now_abs >= end || sys::signals::stopping() {
             break;
+        }
+        if let (Some(cpu), Some(prev)) = (kernel_cpu, irq_prev) {
+            if now_abs >= next_irq_read {
+                next_irq_read = now_abs + 10 * MS;
+                if let Some(t) = sys::irq_time_ns(cpu) {
+                    let dt = (now_abs - irq_at).max(1);
+                    let share = (t.saturating_sub(prev) as f64 / dt as f64).min(1.0);
+                    // Smoothing over about 200 ms.
+                    irq_share += (share - irq_share) * (dt as f64 / 200e6).min(1.0);
+                    fac.charge(now_abs - t0, (irq_share * dt as f64) as u64);
+                    irq_prev = Some(t);
+                    irq_at = now_abs;
+                }
+            }
         }
         if now_abs >= next_stats || sys::signals::take_usr1() {
             eprintln!("{}", live_line(Mode::Polling, &c, &mut prev, now_abs));
@@ -468,10 +499,9 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
                 }
             }
             rxsched_core::Action::Idle { until } => {
-                if until.is_none() {
-                    // Nothing to do and nothing inhibited: as the idle thread, re-enable (M4).
-                    fac.idle(now);
-                }
+                // M4 re-enables input when the idle thread runs. Blocking
+                // here is not that: another process (the compute process)
+                // may take the CPU, so only the period's end re-enables.
                 let limit = end.min(next_stats).saturating_sub(now_abs);
                 let wait_ns = until.map_or(limit, |u| u.saturating_sub(now).min(limit));
                 let armed: Vec<usize> = (0..ports.len())

@@ -289,6 +289,9 @@ fn point(
         }
     }
     drops.retain(|_, v| *v > 0);
+    // The compute process's share is its progress against its progress on
+    // an idle DUT: CPU time alone would flatter it, since interrupt and
+    // softirq work that lands while it runs is charged to it.
     let compute = (f(&sp, "iterations") / f(&sp, "duration_s").max(1e-9) / base).clamp(0.0, 1.0);
     let mut cpu = BTreeMap::new();
     cpu.insert("user:compute".to_string(), compute);
@@ -330,6 +333,8 @@ fn point(
         }
     }
     m.extra.insert("requested_pps".into(), rate);
+    m.extra
+        .insert("compute_cpu_time_share".into(), f(&sp, "cpu_share"));
     m.extra.insert("gen_waits".into(), f(&g, "waits"));
     m.extra
         .insert("latency_measured".into(), sk.is_some() as u8 as f64);
