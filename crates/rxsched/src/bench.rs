@@ -37,7 +37,8 @@ pub enum Series {
 }
 
 impl Series {
-    fn label(self) -> &'static str {
+    /// The series label in the result files.
+    pub fn label(self) -> &'static str {
         match self {
             Series::Kernel => "kernel",
             Series::Interrupt => "interrupt",
@@ -134,49 +135,24 @@ fn point(
     lab.set_kernel_forwarding(series == Series::Kernel)
         .map_err(io)?;
     let dut = DUT_CPU.to_string();
-    let router = match series {
-        Series::Kernel => None,
-        Series::Interrupt => Some(spawn(
-            lab,
-            Role::Dut,
-            &s(&[
-                "route",
-                "--mode",
-                "interrupt",
-                "--cpu",
-                &dut,
-                "--duration",
-                &(secs + 5.0).to_string(),
-            ]),
-        )?),
-        Series::Polling => Some(spawn(
-            lab,
-            Role::Dut,
-            &s(&[
-                "route",
-                "--mode",
-                "polling",
-                "--cpu",
-                &dut,
-                "--duration",
-                &(secs + 5.0).to_string(),
-            ]),
-        )?),
-        Series::PollingLimit50 => Some(spawn(
-            lab,
-            Role::Dut,
-            &s(&[
-                "route",
-                "--mode",
-                "polling",
-                "--cycle-limit",
-                "50",
-                "--cpu",
-                &dut,
-                "--duration",
-                &(secs + 5.0).to_string(),
-            ]),
-        )?),
+    let mode: &[&str] = match series {
+        Series::Kernel => &[],
+        Series::Interrupt => &["--mode", "interrupt"],
+        Series::Polling => &["--mode", "polling"],
+        Series::PollingLimit50 => &["--mode", "polling", "--cycle-limit", "50"],
+    };
+    let router = if mode.is_empty() {
+        None
+    } else {
+        let mut args = s(&[
+            "route",
+            "--cpu",
+            &dut,
+            "--duration",
+            &(secs + 5.0).to_string(),
+        ]);
+        args.extend(s(mode));
+        Some(spawn(lab, Role::Dut, &args)?)
     };
     let spin = spawn(
         lab,
