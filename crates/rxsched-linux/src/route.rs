@@ -393,41 +393,13 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
     let mut prev = (0, 0, t0);
     let mut buf = vec![0u8; 2048];
     let mut inhibited_before = false;
-    // With AF_PACKET part of input handling happens in the kernel's
-    // softirq on this CPU (steering, the copy into the ring, the drop when
-    // the ring is full). Under a cycle limit that work is charged too, read
-    // from /proc/stat every period, so that the limit bounds all the CPU
-    // that input costs, not only this thread's share of it.
-    // /proc/stat counts in clock ticks (10 ms), as lumpy as a whole period,
-    // so the charge is a smoothed share of each interval rather than the
-    // raw ticks.
-    let kernel_cpu = if cfg.cycle_limit.is_some() {
-        cfg.cpu
-    } else {
-        None
-    };
-    let mut irq_prev = kernel_cpu.and_then(sys::irq_time_ns);
-    let mut irq_at = t0;
-    let mut irq_share = 0.0f64;
-    let mut next_irq_read = t0;
     loop {
+        // M4's cycle counter is read around every turn of the loop: each
+        // turn's wall time, up to any sleep, is charged (so interrupt work
+        // landing inside a turn counts too).
         let now_abs = mono_ns();
         if now_abs >= end || sys::signals::stopping() {
             break;
-        }
-        if let (Some(cpu), Some(prev)) = (kernel_cpu, irq_prev) {
-            if now_abs >= next_irq_read {
-                next_irq_read = now_abs + 10 * MS;
-                if let Some(t) = sys::irq_time_ns(cpu) {
-                    let dt = (now_abs - irq_at).max(1);
-                    let share = (t.saturating_sub(prev) as f64 / dt as f64).min(1.0);
-                    // Smoothing over about 200 ms.
-                    irq_share += (share - irq_share) * (dt as f64 / 200e6).min(1.0);
-                    fac.charge(now_abs - t0, (irq_share * dt as f64) as u64);
-                    irq_prev = Some(t);
-                    irq_at = now_abs;
-                }
-            }
         }
         if now_abs >= next_stats || sys::signals::take_usr1() {
             eprintln!("{}", live_line(Mode::Polling, &c, &mut prev, now_abs));
@@ -448,9 +420,6 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
         inhibited_before = inhibited.is_some();
         match fac.next_action(now) {
             rxsched_core::Action::Poll { dev, dir, quota } => {
-                // M4 reads a cycle counter around each pass: wall time, so
-                // that interrupt work landing inside the pass counts too.
-                let pass_start = mono_ns();
                 let d = dev.0;
                 let (handled, more) = match dir {
                     Dir::Rx => {
@@ -484,8 +453,8 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
                     }
                 };
                 fac.poll_done(dev, dir, handled as u32, more);
-                let pass_end = mono_ns();
-                fac.charge(pass_end - t0, pass_end - pass_start);
+                let t = mono_ns();
+                fac.charge(t - t0, t - now_abs);
             }
             rxsched_core::Action::EnableInterrupts { dev, dir } => {
                 let pending = match dir {
@@ -497,6 +466,8 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
                 } else if dir == Dir::Rx {
                     c.mode_switches.fetch_add(1, Relaxed);
                 }
+                let t = mono_ns();
+                fac.charge(t - t0, t - now_abs);
             }
             rxsched_core::Action::Idle { until } => {
                 // M4 re-enables input when the idle thread runs. Blocking
@@ -509,6 +480,8 @@ fn run_polling(cfg: &RouterConfig) -> SysResult<RouterReport> {
                     .collect();
                 let fds: Vec<_> = armed.iter().map(|&i| ports[i].rx.fd()).collect();
                 let ms = wait_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+                let t = mono_ns();
+                fac.charge(t - t0, t - now_abs);
                 let ready = sys::poll_fds(&fds, libc::POLLIN, ms)?;
                 for (k, r) in ready.into_iter().enumerate() {
                     if r {

@@ -230,23 +230,6 @@ pub fn enter_netns(name: &str) -> SysResult<()> {
     Ok(())
 }
 
-/// Time CPU `cpu` has spent in hard and soft interrupts since boot, in ns
-/// (from /proc/stat, at the kernel's clock-tick resolution).
-pub fn irq_time_ns(cpu: usize) -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat
-        .lines()
-        .find(|l| l.starts_with(&format!("cpu{cpu} ")))?;
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some((f.get(5)? + f.get(6)?) * 1_000_000_000 / hz)
-}
-
 /// Whether the process runs as root (needed for packet sockets and namespaces).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
