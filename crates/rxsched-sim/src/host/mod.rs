@@ -1247,6 +1247,11 @@ impl Host {
             inhibits.insert("circuit_breaker".to_string(), self.batch.trips());
         }
         let mut lat = self.samples.latency_ns.clone();
+        let mut extra = BTreeMap::new();
+        if let Some(l) = &self.linux {
+            // Buffers freed after their lines were evicted (TX-128's cost).
+            extra.insert("cold_reclaims".to_string(), l.cold_reclaims as f64);
+        }
         let m = Metrics {
             offered_pps: self.arrived_w as f64 / secs,
             delivered_pps: self.delivered_w as f64 / secs,
@@ -1264,7 +1269,7 @@ impl Host {
             x: None,
             events: self.events,
             wall_ms,
-            extra: BTreeMap::new(),
+            extra,
         };
         Ok((m, self.samples))
     }
