@@ -95,7 +95,7 @@ pub fn forward_in_place(
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Err(Refused::Malformed(Malformed::NotIpv4));
     }
-    let (dst, route) = {
+    let route = {
         let ip = Ipv4Packet::new_checked(eth.payload()).map_err(Refused::Malformed)?;
         if !ip.verify_checksum() {
             return Err(Refused::Malformed(Malformed::BadChecksum));
@@ -104,15 +104,13 @@ pub fn forward_in_place(
             return Err(Refused::Malformed(Malformed::TtlExpired));
         }
         let dst = ip.dst();
-        let route = routes
+        routes
             .iter()
             .filter(|r| r.matches(dst))
             .max_by_key(|r| r.len)
             .copied()
-            .ok_or(Refused::NoRoute)?;
-        (dst, route)
+            .ok_or(Refused::NoRoute)?
     };
-    let _ = dst;
     eth.set_dst(route.next_hop);
     eth.set_src(port_macs[route.port]);
     let mut ip = Ipv4Packet::new_checked(eth.payload_mut()).map_err(Refused::Malformed)?;
