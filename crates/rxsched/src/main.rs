@@ -19,7 +19,7 @@ use std::time::Instant;
 #[command(
     name = "rxsched",
     version,
-    about = "Receive-livelock scheduling: simulator and reproductions"
+    about = "Receive-livelock scheduling: simulator, reproductions and a real dataplane"
 )]
 struct Cli {
     #[command(subcommand)]
