@@ -209,7 +209,7 @@ fn point(
     let g = finish(gen, "gen")?;
     std::thread::sleep(Duration::from_millis(300));
     let rx1 = counter(lab, Role::Sink, "s0", "rx_packets");
-    let veth_drops = counter(lab, Role::Dut, "d1", "tx_dropped") - drops0;
+    let veth_drops = counter(lab, Role::Dut, "d1", "tx_dropped").saturating_sub(drops0);
     let net1 = lab::cpu_net();
     let sp = finish(spin, "spin")?;
     let sk = match sink {
@@ -241,8 +241,12 @@ fn point(
             }
         }
     }
-    let backlog = net1.backlog_drops.get(DUT_CPU).copied().unwrap_or(0)
-        - net0.backlog_drops.get(DUT_CPU).copied().unwrap_or(0);
+    let backlog = net1
+        .backlog_drops
+        .get(DUT_CPU)
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(net0.backlog_drops.get(DUT_CPU).copied().unwrap_or(0));
     if backlog > 0 {
         drops.insert("backlog".into(), backlog);
     }
@@ -316,8 +320,11 @@ fn point(
         .insert("latency_measured".into(), sk.is_some() as u8 as f64);
     m.extra.insert(
         "dut_net_rx_softirqs".into(),
-        (net1.net_rx.get(DUT_CPU).copied().unwrap_or(0)
-            - net0.net_rx.get(DUT_CPU).copied().unwrap_or(0)) as f64,
+        net1.net_rx
+            .get(DUT_CPU)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(net0.net_rx.get(DUT_CPU).copied().unwrap_or(0)) as f64,
     );
     serde_json::to_value(&m).map_err(|e| BenchError(e.to_string()))
 }
