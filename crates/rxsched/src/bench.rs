@@ -227,7 +227,7 @@ fn point(
     // Delivered: the probes the sink read, or what reached s0 if no sink ran.
     let delivered = sk
         .as_ref()
-        .map_or(rx1 - rx0, |k| f(k, "received") as u64)
+        .map_or(rx1.saturating_sub(rx0), |k| f(k, "received") as u64)
         .min(sent);
     let dur = f(&g, "duration_s").max(1e-9);
     let mut drops: BTreeMap<String, u64> = BTreeMap::new();
