@@ -230,6 +230,92 @@ pub fn enter_netns(name: &str) -> SysResult<()> {
     Ok(())
 }
 
+/// An epoll set whose members can be armed (waited on) or disarmed: the
+/// user-space form of enabling and disabling a device's interrupt.
+pub struct Epoll {
+    fd: OwnedFd,
+    fds: Vec<RawFd>,
+    armed: Vec<bool>,
+}
+
+impl Epoll {
+    /// An empty set.
+    pub fn new() -> SysResult<Epoll> {
+        // SAFETY: plain epoll_create1(2).
+        let fd = check(
+            unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) },
+            "epoll",
+            "epoll_create1",
+        )?;
+        // SAFETY: fd was just returned and is owned here.
+        Ok(Epoll {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fds: Vec::new(),
+            armed: Vec::new(),
+        })
+    }
+
+    fn ctl(&self, op: i32, fd: RawFd, token: usize, events: u32) -> SysResult<()> {
+        let mut ev = libc::epoll_event {
+            events,
+            u64: token as u64,
+        };
+        // SAFETY: ev is a valid epoll_event; fd is open.
+        check(
+            unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) },
+            "epoll",
+            "epoll_ctl",
+        )?;
+        Ok(())
+    }
+
+    /// Adds `fd` as member number `fds.len()`, disarmed; returns that number.
+    pub fn add(&mut self, fd: RawFd) -> SysResult<usize> {
+        let token = self.fds.len();
+        self.ctl(libc::EPOLL_CTL_ADD, fd, token, 0)?;
+        self.fds.push(fd);
+        self.armed.push(false);
+        Ok(token)
+    }
+
+    /// Arms or disarms member `token` (level-triggered readability).
+    pub fn arm(&mut self, token: usize, on: bool) -> SysResult<()> {
+        if self.armed[token] != on {
+            let events = if on { libc::EPOLLIN as u32 } else { 0 };
+            self.ctl(libc::EPOLL_CTL_MOD, self.fds[token], token, events)?;
+            self.armed[token] = on;
+        }
+        Ok(())
+    }
+
+    /// Blocks in `epoll_wait` for at most `timeout_ms`; returns the members
+    /// that are ready. EINTR counts as a timeout.
+    pub fn wait(&self, timeout_ms: i32) -> SysResult<Vec<usize>> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: evs is a valid array of the given length.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                evs.as_mut_ptr(),
+                evs.len() as i32,
+                timeout_ms,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(Vec::new());
+            }
+            return Err(SysError {
+                what: "epoll".into(),
+                syscall: "epoll_wait",
+                source: e,
+            });
+        }
+        Ok(evs[..n as usize].iter().map(|e| e.u64 as usize).collect())
+    }
+}
+
 /// Whether the process runs as root (needed for packet sockets and namespaces).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
