@@ -407,7 +407,7 @@ pub struct FigureCfg {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeriesCfg {
-    /// The label, as the issue and result files name it.
+    /// The label, as result files and checks name it.
     pub label: String,
     /// Overrides of the base scenario.
     #[serde(default)]
