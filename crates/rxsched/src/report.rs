@@ -223,6 +223,14 @@ fn tick(v: f64, span: f64) -> String {
     }
 }
 
+fn verdict(pass: bool) -> &'static str {
+    if pass {
+        "<span class=pass>pass</span>"
+    } else {
+        "<span class=fail>FAIL</span>"
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -262,11 +270,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
         passed
     );
     for r in &results {
-        let mark = if r.passed() {
-            "<span class=pass>pass</span>"
-        } else {
-            "<span class=fail>FAIL</span>"
-        };
+        let mark = verdict(r.passed());
         h += &format!(
             "<li><a href=\"#{0}\">{0}</a>: {1} ({mark})</li>\n",
             esc(&r.id),
@@ -289,11 +293,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
         h += &values_table(r);
         h += "<table><tr><th>check</th><th>verdict</th><th>computed</th></tr>\n";
         for c in &r.checks {
-            let v = if c.pass {
-                "<span class=pass>pass</span>"
-            } else {
-                "<span class=fail>FAIL</span>"
-            };
+            let v = verdict(c.pass);
             h += &format!(
                 "<tr><td>{}</td><td>{v}</td><td>{}</td></tr>\n",
                 esc(&c.name),
