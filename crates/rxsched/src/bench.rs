@@ -371,6 +371,12 @@ fn check(
     }
 }
 
+/// The same check, on another metric than the figure's y.
+fn on(metric: &str, mut c: CheckCfg) -> CheckCfg {
+    c.metric = Some(metric.into());
+    c
+}
+
 fn result(
     id: &str,
     title: &str,
@@ -477,24 +483,28 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     );
     let mut router_series = main;
     router_series.push(idle_series);
-    let mut c_lat = check(
-        "at the lowest rate, polling's p99 latency is within 20% of interrupt's",
-        "first_ratio",
-        &["polling"],
-        &["interrupt"],
-        None,
-        Some(1.2),
+    let c_lat = on(
+        "latency_us.p99",
+        check(
+            "at the lowest rate, polling's p99 latency is within 20% of interrupt's",
+            "first_ratio",
+            &["polling"],
+            &["interrupt"],
+            None,
+            Some(1.2),
+        ),
     );
-    c_lat.metric = Some("latency_us.p99".into());
-    let mut c_idle = check(
-        "with no traffic the polling router uses under 1% of a CPU",
-        "below",
-        &["polling-idle"],
-        &[],
-        None,
-        Some(0.01),
+    let c_idle = on(
+        "router_cpu_share",
+        check(
+            "with no traffic the polling router uses under 1% of a CPU",
+            "below",
+            &["polling-idle"],
+            &[],
+            None,
+            Some(0.01),
+        ),
     );
-    c_idle.metric = Some("router_cpu_share".into());
     let r1 = result(
         "real-router",
         "Real forwarding through the DUT: kernel, interrupt-driven and polling receive",
@@ -545,33 +555,39 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     if let Some(p) = polling {
         limit_series.push(p);
     }
-    let mut c_cpu = check(
+    let c_cpu = on(
+        "cpu.user:compute",
+        check(
         "with --cycle-limit 50 the compute process keeps at least 40% of its idle-DUT progress at every rate",
         "above",
         &["polling-cycle-limit-50"],
         &[],
         Some(0.4),
         None,
+    ),
     );
-    c_cpu.metric = Some("cpu.user:compute".into());
-    let mut c_time = check(
+    let c_time = on(
+        "compute_cpu_time_share",
+        check(
         "with --cycle-limit 50 the compute process gets at least 40% of the DUT CPU's time at every rate",
         "above",
         &["polling-cycle-limit-50"],
         &[],
         Some(0.4),
         None,
+    ),
     );
-    c_time.metric = Some("compute_cpu_time_share".into());
-    let mut c_fwd = check(
-        "with --cycle-limit 50 forwarding goes on at every rate",
-        "above",
-        &["polling-cycle-limit-50"],
-        &[],
-        Some(1000.0),
-        None,
+    let c_fwd = on(
+        "delivered_pps",
+        check(
+            "with --cycle-limit 50 forwarding goes on at every rate",
+            "above",
+            &["polling-cycle-limit-50"],
+            &[],
+            Some(1000.0),
+            None,
+        ),
     );
-    c_fwd.metric = Some("delivered_pps".into());
     let r2 = result(
         "real-cpu-limit",
         "The CPU-cycle limit on real forwarding: the compute process's share",
