@@ -16,6 +16,7 @@ pub use profile::Profile;
 pub use scenario::{Loaded, Scenario};
 
 /// Runs one scenario. `base` is the directory a profile path is relative to.
+/// The model reads no clock: the record's `wall_ms` is 0 for the caller to fill in.
 pub fn run(s: &Scenario, base: Option<&std::path::Path>) -> Result<(Metrics, Samples), SimError> {
     let profile = Profile::load(&s.profile, base)?;
     host::Host::new(s, profile).run()

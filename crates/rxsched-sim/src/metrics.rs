@@ -17,20 +17,49 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// Percentiles of `ns` (sorted in place), in µs.
-    pub fn of(ns: &mut [u64]) -> Latency {
-        if ns.is_empty() {
+    /// Percentiles of a histogram of nanoseconds, in µs: the sample of
+    /// rank `round((n - 1) p)`, counting from 0.
+    pub fn of(h: &Histogram) -> Latency {
+        if h.is_empty() {
             return Latency::default();
         }
-        ns.sort_unstable();
-        let q = |p: f64| ns[((ns.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
+        let ranks = [0.5, 0.9, 0.99, 1.0].map(|p| ((h.len() - 1) as f64 * p).round() as u64);
+        let v = at_ranks(h, ranks).map(|ns| ns as f64 / 1000.0);
         Latency {
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            max: q(1.0),
+            p50: v[0],
+            p90: v[1],
+            p99: v[2],
+            max: v[3],
         }
     }
+}
+
+/// A latency histogram in nanoseconds: three significant digits, any
+/// range, constant memory per decade of range.
+pub type Histogram = hdrhistogram::Histogram<u64>;
+
+/// The values of the samples of the given ascending ranks (from 0), to the
+/// histogram's precision (the middle of a sample's bucket), in one pass.
+pub fn at_ranks<const N: usize>(h: &Histogram, ranks: [u64; N]) -> [u64; N] {
+    let mut out = [h.median_equivalent(h.max()); N];
+    let mut i = 0;
+    let mut seen = 0;
+    for v in h.iter_recorded() {
+        seen += v.count_since_last_iteration();
+        while i < N && ranks[i] < seen {
+            out[i] = h.median_equivalent(v.value_iterated_to());
+            i += 1;
+        }
+        if i == N {
+            break;
+        }
+    }
+    out
+}
+
+/// An empty latency histogram.
+pub fn histogram() -> Histogram {
+    Histogram::new(3).expect("3 significant digits is a valid precision")
 }
 
 /// Interrupts taken.
@@ -83,16 +112,27 @@ pub struct Metrics {
     pub extra: BTreeMap<String, f64>,
 }
 
-/// Per-packet samples some figures need; not part of the record.
-#[derive(Debug, Clone, Default)]
+/// Latency samples some figures need beyond percentiles; not part of the
+/// record. Histograms, so that memory does not grow with simulated time.
+#[derive(Debug, Clone)]
 pub struct Samples {
-    /// Arrival to the start of IP input, in ns, per packet in the measured interval.
-    pub ipin_latency_ns: Vec<u64>,
-    /// Arrival to delivery, in ns.
-    pub latency_ns: Vec<u64>,
+    /// Arrival to the start of IP input, in ns, for packets arriving in the measured interval.
+    pub ipin_latency: Histogram,
+    /// Arrival to delivery, in ns, for deliveries in the measured interval.
+    pub latency: Histogram,
     /// For the first packets of the run, the time from the first arrival until
     /// each started onto the output wire, in ns, in packet order.
     pub to_device_ns: Vec<u64>,
+}
+
+impl Default for Samples {
+    fn default() -> Self {
+        Samples {
+            ipin_latency: histogram(),
+            latency: histogram(),
+            to_device_ns: Vec::new(),
+        }
+    }
 }
 
 impl Metrics {
@@ -119,9 +159,12 @@ mod tests {
 
     #[test]
     fn percentiles() {
-        let mut v: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
-        let l = Latency::of(&mut v);
-        assert_eq!(l.max, 100.0);
+        let mut h = histogram();
+        for i in 1..=100 {
+            h.record(i * 1000).unwrap();
+        }
+        let l = Latency::of(&h);
+        assert!((l.max - 100.0).abs() <= 0.1);
         assert!((l.p50 - 50.0).abs() <= 1.0);
         assert!((l.p99 - 99.0).abs() <= 1.0);
     }

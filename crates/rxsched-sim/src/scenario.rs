@@ -277,6 +277,17 @@ pub enum ProcessKind {
     Compute,
 }
 
+impl ProcessKind {
+    /// The name used for the process when it has none of its own.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::Screend => "screend",
+            ProcessKind::Reader => "reader",
+            ProcessKind::Compute => "compute",
+        }
+    }
+}
+
 /// `[[process]]`: a user process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -106,7 +106,7 @@ fn deterministic_by_seed() {
         )
         .unwrap();
         m.wall_ms = 0.0;
-        (serde_json::to_string(&m).unwrap(), s.latency_ns)
+        (serde_json::to_string(&m).unwrap(), s.latency)
     };
     let (a, la) = once("3");
     let (b, lb) = once("3");

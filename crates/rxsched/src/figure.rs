@@ -231,6 +231,7 @@ fn number(v: f64) -> toml::Value {
 
 /// Runs one job.
 pub fn run_job(job: &Job, plan: &Plan) -> Result<(Metrics, Samples), SimError> {
+    let t0 = std::time::Instant::now();
     let dir = plan.loaded.dir.as_deref();
     let (mut m, s) = if plan.figure.kind == FigureKind::Throughput {
         let mut search = plan.figure.search.clone();
@@ -242,6 +243,7 @@ pub fn run_job(job: &Job, plan: &Plan) -> Result<(Metrics, Samples), SimError> {
         rxsched_sim::run(&job.scenario, dir)?
     };
     m.x = job.value;
+    m.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok((m, s))
 }
 
@@ -350,12 +352,11 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
                 out.points.push(rec);
             }
             FigureKind::Cdf => {
-                let mut v = match f.sample.as_deref() {
-                    Some("latency") => samples.latency_ns,
-                    _ => samples.ipin_latency_ns,
+                let h = match f.sample.as_deref() {
+                    Some("latency") => &samples.latency,
+                    _ => &samples.ipin_latency,
                 };
-                v.sort_unstable();
-                out.points = cdf_points(&v, &f.x.metric, &f.y.metric);
+                out.points = cdf_points(h, &f.x.metric, &f.y.metric);
                 out.run = Some(rec);
             }
             FigureKind::Burst => {
@@ -414,17 +415,26 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
 /// At most this many points describe a distribution.
 const CDF_POINTS: usize = 200;
 
-fn cdf_points(sorted_ns: &[u64], x: &str, y: &str) -> Vec<Value> {
-    let n = sorted_ns.len();
+fn cdf_points(h: &rxsched_sim::metrics::Histogram, x: &str, y: &str) -> Vec<Value> {
+    let n = h.len();
     if n == 0 {
         return Vec::new();
     }
-    let step = n.div_ceil(CDF_POINTS).max(1);
-    let mut idx: Vec<usize> = (0..n).step_by(step).collect();
-    if idx.last() != Some(&(n - 1)) {
-        idx.push(n - 1);
+    // Samples of rank 0, step, 2 step, ... and the last, counting from 0.
+    let step = n.div_ceil(CDF_POINTS as u64).max(1);
+    let mut ranks: Vec<u64> = (0..n).step_by(step as usize).collect();
+    if ranks.last() != Some(&(n - 1)) {
+        ranks.push(n - 1);
     }
-    idx.into_iter()
-        .map(|i| json!({ x: sorted_ns[i] as f64 / 1e3, y: (i + 1) as f64 / n as f64 }))
-        .collect()
+    let mut out = Vec::with_capacity(ranks.len());
+    let mut seen = 0;
+    let mut it = ranks.into_iter().peekable();
+    for v in h.iter_recorded() {
+        seen += v.count_since_last_iteration();
+        let at = h.median_equivalent(v.value_iterated_to()) as f64 / 1e3;
+        while let Some(r) = it.next_if(|r| *r < seen) {
+            out.push(json!({ x: at, y: (r + 1) as f64 / n as f64 }));
+        }
+    }
+    out
 }

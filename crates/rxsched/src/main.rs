@@ -408,7 +408,9 @@ fn reproduce(
 fn sim(path: &Path, sets: &[String], json: bool) -> Result<ExitCode, Failure> {
     let l = Loaded::read(path)?;
     let s = l.with(&parse_sets(sets)?)?;
-    let (m, _) = rxsched_sim::run(&s, l.dir.as_deref())?;
+    let t0 = Instant::now();
+    let (mut m, _) = rxsched_sim::run(&s, l.dir.as_deref())?;
+    m.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     if json {
         println!(
             "{}",

@@ -1,0 +1,426 @@
+//! The polling thread's loop: the one translation from the facility's
+//! [`Action`]s into units of work, shared by the simulator and the real
+//! router.
+//!
+//! Like quinn-proto's `Connection`, the loop never touches a device or a
+//! clock. A driver asks it for the next [`Work`], carries that out (by
+//! charging modelled cost, or by really reading a ring), and reports what
+//! happened. The driver supplies the time and the thread's CPU time through
+//! [`Clock`], and what is waiting on each device through [`Devices`]. The
+//! loop owns the decisions and their counters: callbacks, quota, input
+//! inhibits (M3, M4), interrupt re-enabling and mode switches.
+
+use crate::{Action, DeviceId, Dir, InhibitCause, Nanos, PollingFacility, Quota};
+
+/// Where the loop reads time from.
+pub trait Clock {
+    /// The current time: virtual in the simulator, monotonic in the router.
+    fn now(&self) -> Nanos;
+    /// CPU time the polling thread has used so far: what M4's cycle counter
+    /// reads at the start and end of each callback.
+    fn cpu_ns(&self) -> Nanos;
+}
+
+/// What the devices have waiting.
+pub trait Devices {
+    /// Whether `dev` has work in `dir`: a received frame on its ring, or a
+    /// transmit completion (or queued output) to handle.
+    fn pending(&self, dev: DeviceId, dir: Dir) -> bool;
+}
+
+/// One unit of work for the polling thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// The thread was asleep and has been woken: switch into it.
+    Switch,
+    /// A callback of `dev` in `dir` begins (the call itself costs something).
+    Callback {
+        /// The device.
+        dev: DeviceId,
+        /// Which callback.
+        dir: Dir,
+    },
+    /// Handle one packet of the current callback: take a frame off `dev`'s
+    /// ring and process it to completion, or reclaim one sent buffer.
+    Packet {
+        /// The device.
+        dev: DeviceId,
+        /// Which callback.
+        dir: Dir,
+    },
+    /// Re-enable `dev`'s interrupt in `dir`, then report with
+    /// [`PollLoop::enabled`] whether work was already waiting.
+    EnableInterrupts {
+        /// The device.
+        dev: DeviceId,
+        /// Which interrupt.
+        dir: Dir,
+    },
+    /// Nothing to do: the thread sleeps until an interrupt, or until `until`
+    /// (when an input inhibit ends), when the driver calls [`PollLoop::timer`].
+    Idle {
+        /// When to look again even without an interrupt.
+        until: Option<Nanos>,
+    },
+}
+
+/// What a report to the loop asks of the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Wake {
+    /// Nothing.
+    No,
+    /// The thread was asleep and is now runnable.
+    Now,
+    /// An inhibit began: call [`PollLoop::timer`] at this time.
+    At(Nanos),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    dev: DeviceId,
+    dir: Dir,
+    quota: Quota,
+    done: u32,
+    cpu0: Nanos,
+}
+
+/// The polling thread of M2, with M3 and M4 through its facility.
+#[derive(Debug, Clone)]
+pub struct PollLoop {
+    fac: PollingFacility,
+    awake: bool,
+    need_switch: bool,
+    job: Option<Job>,
+    mode_switches: u64,
+}
+
+impl PollLoop {
+    /// A loop over `fac`, asleep, with no device registered yet.
+    pub fn new(fac: PollingFacility) -> Self {
+        PollLoop {
+            fac,
+            awake: false,
+            need_switch: false,
+            job: None,
+            mode_switches: 0,
+        }
+    }
+
+    /// Registers a device (see [`PollingFacility::register`]).
+    pub fn register(&mut self, rx: bool, tx: bool) -> DeviceId {
+        self.fac.register(rx, tx)
+    }
+
+    /// The facility, for queries.
+    pub fn facility(&self) -> &PollingFacility {
+        &self.fac
+    }
+
+    /// Whether `dev`'s interrupt in `dir` is enabled: whether an event there
+    /// should raise an interrupt at all.
+    pub fn interrupts_enabled(&self, dev: DeviceId, dir: Dir) -> bool {
+        self.fac.interrupts_enabled(dev, dir)
+    }
+
+    /// Whether the thread is awake (running or runnable).
+    pub fn awake(&self) -> bool {
+        self.awake
+    }
+
+    fn wake(&mut self) -> Wake {
+        if self.awake {
+            return Wake::No;
+        }
+        self.awake = true;
+        self.need_switch = true;
+        self.mode_switches += 1;
+        Wake::Now
+    }
+
+    /// A device interrupt was taken: the handler notes that `dev` needs
+    /// service in `dir`, leaves the interrupt disabled and wakes the thread.
+    pub fn interrupt(&mut self, dev: DeviceId, dir: Dir) -> Wake {
+        self.fac.interrupt(dev, dir);
+        self.wake()
+    }
+
+    /// A timer the loop asked for fired: inhibits that are over end, and the
+    /// thread wakes to look.
+    pub fn timer(&mut self, now: Nanos) -> Wake {
+        self.fac.timer(now);
+        self.wake()
+    }
+
+    /// A downstream queue reports its length (M3). Wakes the thread when
+    /// this ends an inhibit; asks for a timer when it starts one.
+    pub fn queue_level(&mut self, len: u32, now: Nanos) -> Wake {
+        let was = self.fac.input_inhibited(now).is_some();
+        self.fac.queue_level(len, now);
+        if was && self.fac.input_inhibited(now).is_none() {
+            self.wake()
+        } else if !was {
+            self.fac.deadline().map_or(Wake::No, Wake::At)
+        } else {
+            Wake::No
+        }
+    }
+
+    /// The idle thread ran: M4 re-enables input, which may wake the thread.
+    pub fn idle(&mut self, now: Nanos) -> Wake {
+        let was = self.fac.input_inhibited(now).is_some();
+        self.fac.idle(now);
+        if was && self.fac.input_inhibited(now).is_none() {
+            self.wake()
+        } else {
+            Wake::No
+        }
+    }
+
+    /// Why input is inhibited at `now`, if it is.
+    pub fn input_inhibited(&mut self, now: Nanos) -> Option<InhibitCause> {
+        self.fac.input_inhibited(now)
+    }
+
+    /// The next unit of work, or `None` while the thread sleeps.
+    pub fn next(&mut self, clock: &impl Clock, devs: &impl Devices) -> Option<Work> {
+        if !self.awake {
+            return None;
+        }
+        if self.need_switch {
+            self.need_switch = false;
+            return Some(Work::Switch);
+        }
+        let now = clock.now();
+        loop {
+            if let Some(mut job) = self.job {
+                let more = devs.pending(job.dev, job.dir);
+                let go = more
+                    && !job.quota.exhausted(job.done)
+                    && (job.dir == Dir::Tx || self.fac.input_inhibited(now).is_none());
+                if go {
+                    job.done += 1;
+                    self.job = Some(job);
+                    return Some(Work::Packet {
+                        dev: job.dev,
+                        dir: job.dir,
+                    });
+                }
+                // The callback returns: M4 reads the cycle counter here.
+                self.fac.poll_done(job.dev, job.dir, job.done, more);
+                self.fac
+                    .charge(now, clock.cpu_ns().saturating_sub(job.cpu0));
+                self.job = None;
+                continue;
+            }
+            return Some(match self.fac.next_action(now) {
+                Action::Poll { dev, dir, quota } => {
+                    self.job = Some(Job {
+                        dev,
+                        dir,
+                        quota,
+                        done: 0,
+                        cpu0: clock.cpu_ns(),
+                    });
+                    Work::Callback { dev, dir }
+                }
+                Action::EnableInterrupts { dev, dir } => Work::EnableInterrupts { dev, dir },
+                Action::Idle { until } => {
+                    self.awake = false;
+                    Work::Idle { until }
+                }
+            });
+        }
+    }
+
+    /// The driver re-enabled `dev`'s interrupt in `dir`. Interrupts are
+    /// level-triggered: if work was already `pending`, it is noticed at
+    /// once; otherwise the device is back in interrupt mode.
+    pub fn enabled(&mut self, dev: DeviceId, dir: Dir, pending: bool) {
+        if pending {
+            self.fac.interrupt(dev, dir);
+        } else {
+            self.mode_switches += 1;
+        }
+    }
+
+    /// Switches between interrupt-driven and polled service: each wake-up of
+    /// the thread, and each device returned to interrupts with nothing waiting.
+    pub fn mode_switches(&self) -> u64 {
+        self.mode_switches
+    }
+
+    /// Input-inhibit episodes by cause.
+    pub fn inhibits(&self) -> Vec<(InhibitCause, u64)> {
+        self.fac.inhibits()
+    }
+
+    /// Callbacks completed so far.
+    pub fn polls(&self) -> u64 {
+        self.fac.polls()
+    }
+
+    /// The earliest time an inhibit in force ends.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.fac.deadline()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CycleLimit, QueueFeedback, MS};
+    use std::cell::Cell;
+
+    /// Devices with counts of waiting work, and a clock the test moves.
+    struct World {
+        pending: Vec<[u32; 2]>,
+        now: Cell<Nanos>,
+        cpu: Cell<Nanos>,
+    }
+
+    impl Clock for World {
+        fn now(&self) -> Nanos {
+            self.now.get()
+        }
+        fn cpu_ns(&self) -> Nanos {
+            self.cpu.get()
+        }
+    }
+
+    impl Devices for World {
+        fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
+            self.pending[dev.0][dir as usize] > 0
+        }
+    }
+
+    /// Runs the loop until it sleeps, each packet costing `cost` ns of CPU;
+    /// returns the work done.
+    fn drain(lp: &mut PollLoop, w: &mut World, cost: Nanos) -> Vec<Work> {
+        let mut seen = Vec::new();
+        while let Some(work) = lp.next(w, w) {
+            seen.push(work);
+            match work {
+                Work::Packet { dev, dir } => {
+                    w.pending[dev.0][dir as usize] -= 1;
+                    w.cpu.set(w.cpu.get() + cost);
+                    w.now.set(w.now.get() + cost);
+                }
+                Work::EnableInterrupts { dev, dir } => {
+                    let p = w.pending[dev.0][dir as usize] > 0;
+                    lp.enabled(dev, dir, p);
+                }
+                _ => {}
+            }
+        }
+        seen
+    }
+
+    fn world(pending: Vec<[u32; 2]>) -> World {
+        World {
+            pending,
+            now: Cell::new(0),
+            cpu: Cell::new(0),
+        }
+    }
+
+    #[test]
+    fn interrupt_wakes_polls_with_quota_then_sleeps() {
+        let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(2)));
+        let d = lp.register(true, true);
+        let mut w = world(vec![[5, 0]]);
+        assert_eq!(lp.next(&w, &w), None);
+        assert_eq!(lp.interrupt(d, Dir::Rx), Wake::Now);
+        assert_eq!(lp.interrupt(d, Dir::Rx), Wake::No);
+        let seen = drain(&mut lp, &mut w, 10);
+        let callbacks = seen
+            .iter()
+            .filter(|x| matches!(x, Work::Callback { .. }))
+            .count();
+        let packets = seen
+            .iter()
+            .filter(|x| matches!(x, Work::Packet { .. }))
+            .count();
+        assert_eq!(seen[0], Work::Switch);
+        assert_eq!((callbacks, packets), (3, 5));
+        assert!(matches!(seen.last(), Some(Work::Idle { until: None })));
+        assert!(lp.interrupts_enabled(d, Dir::Rx));
+        // One switch into polling, one back to interrupts; the transmit
+        // interrupt was never taken, so it was never disabled.
+        assert_eq!(lp.mode_switches(), 2);
+        assert_eq!(lp.polls(), 3);
+    }
+
+    #[test]
+    fn feedback_inhibit_asks_for_a_timer_and_ends_by_it() {
+        let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
+        let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(10)).with_feedback(fb));
+        let d = lp.register(true, false);
+        let mut w = world(vec![[3, 0]]);
+        assert_eq!(lp.queue_level(30, 0), Wake::At(MS));
+        let _ = lp.interrupt(d, Dir::Rx);
+        let seen = drain(&mut lp, &mut w, 10);
+        assert_eq!(seen, vec![Work::Switch, Work::Idle { until: Some(MS) }]);
+        w.now.set(MS);
+        assert_eq!(lp.timer(MS), Wake::Now);
+        let seen = drain(&mut lp, &mut w, 10);
+        assert!(seen.contains(&Work::Packet {
+            dev: d,
+            dir: Dir::Rx
+        }));
+        assert_eq!(w.pending[0][0], 0);
+        assert_eq!(lp.inhibits(), vec![(InhibitCause::QueueFeedback, 1)]);
+    }
+
+    #[test]
+    fn low_watermark_wakes_the_thread() {
+        let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
+        let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(10)).with_feedback(fb));
+        lp.register(true, false);
+        assert_eq!(lp.queue_level(30, 0), Wake::At(MS));
+        assert_eq!(lp.queue_level(20, 5), Wake::No);
+        assert_eq!(lp.queue_level(8, 6), Wake::Now);
+    }
+
+    #[test]
+    fn cycle_limit_is_charged_per_callback() {
+        let fac =
+            PollingFacility::new(Quota::Limited(5)).with_cycle_limit(CycleLimit::new(10 * MS, 0.5));
+        let mut lp = PollLoop::new(fac);
+        let d = lp.register(true, false);
+        let mut w = world(vec![[1_000, 0]]);
+        let _ = lp.interrupt(d, Dir::Rx);
+        let seen = drain(&mut lp, &mut w, 600_000);
+        // Each callback of five packets costs 3 ms: the second passes the
+        // 5 ms threshold and input stops until the period ends.
+        let packets = seen
+            .iter()
+            .filter(|x| matches!(x, Work::Packet { .. }))
+            .count();
+        assert_eq!(packets, 10);
+        assert_eq!(
+            seen.last(),
+            Some(&Work::Idle {
+                until: Some(10 * MS)
+            })
+        );
+        assert_eq!(lp.inhibits(), vec![(InhibitCause::CycleLimit, 1)]);
+        // The idle thread runs at the period's end: input resumes.
+        w.now.set(10 * MS);
+        assert_eq!(lp.idle(10 * MS), Wake::No); // the period ended by itself
+        assert_eq!(lp.timer(10 * MS), Wake::Now);
+    }
+
+    #[test]
+    fn transmit_work_is_not_inhibited() {
+        let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
+        let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(4)).with_feedback(fb));
+        let d = lp.register(true, true);
+        let mut w = world(vec![[3, 3]]);
+        let _ = lp.queue_level(32, 0);
+        let _ = lp.interrupt(d, Dir::Rx);
+        let _ = lp.interrupt(d, Dir::Tx);
+        drain(&mut lp, &mut w, 1);
+        assert_eq!(w.pending[0], [3, 0]);
+    }
+}

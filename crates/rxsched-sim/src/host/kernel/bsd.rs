@@ -1,0 +1,360 @@
+//! The 4.2BSD network stack and its interrupt-driven receive path (M1).
+//!
+//! The receive interrupt copies every frame on the ring into a kernel
+//! buffer and onto `ipintrq` (interrupt batching, cut short by the M5
+//! circuit breaker); IP input runs later in a software interrupt or, as in
+//! Digital UNIX, a kernel thread. The [`Stack`] (IP, UDP, the driver's
+//! `if_start`) is shared with the polling kernel.
+
+use super::{Kernel, KernelReport, Timer};
+use crate::host::cpu::{CtxId, KTHREAD, SOFT};
+use crate::host::event::Ev;
+use crate::host::machine::Machine;
+use crate::host::step::{self, IntrSrc, Packet};
+use crate::host::users::Consumer;
+use crate::profile::{Costs, Profile};
+use crate::scenario::{IpLayer, KernelKind, Scenario};
+use rxsched_core::{BatchStep, CircuitBreaker, DropPoint, InterruptBatch, Nanos};
+use std::collections::VecDeque;
+
+/// Work of the BSD stack.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// The receive interrupt's link-level work for one frame: copy, parse,
+    /// enqueue on `ipintrq`.
+    RxLink(Packet),
+    /// Switching into the IP software interrupt or kernel thread.
+    IpSwitch,
+    /// IP input up to the forwarding or delivery decision.
+    IpInput(Packet),
+    /// `ip_output` and the driver preparing the frame.
+    IpOutput(Packet),
+    /// UDP input and the socket enqueue.
+    UdpInput(Packet),
+    /// Reclaiming one transmitted buffer on port `n`.
+    TxReclaim(u8, Packet),
+    /// Loading one prepared frame onto port `n`'s transmit ring.
+    Load(u8),
+}
+
+impl Step {
+    /// The packet the step carries.
+    pub fn packet(&self) -> Option<Packet> {
+        match *self {
+            Step::RxLink(p) | Step::IpInput(p) | Step::IpOutput(p) | Step::UdpInput(p) => Some(p),
+            Step::IpSwitch | Step::TxReclaim(..) | Step::Load(_) => None,
+        }
+    }
+}
+
+/// IP and UDP input, `ip_output` onto interface queues, and the driver's
+/// `if_start` with its "transmitter active" flag.
+#[derive(Debug)]
+pub struct Stack {
+    /// The profile's costs.
+    pub c: Costs,
+    oactive: Vec<bool>,
+    loading: Vec<usize>,
+}
+
+impl Stack {
+    /// The stack of a host with `ports` interfaces.
+    pub fn new(p: &Profile, ports: usize) -> Stack {
+        Stack {
+            c: p.cost.clone(),
+            oactive: vec![false; ports],
+            loading: vec![0; ports],
+        }
+    }
+
+    /// Copying a received frame into a kernel buffer and link-level input.
+    pub fn rx_cost(&self, p: Packet) -> Nanos {
+        let c = &self.c;
+        c.rx_copy + (p.bytes as f64 * c.rx_copy_per_byte).round() as Nanos + c.rx_link
+    }
+
+    /// The CPU cost of a stack step.
+    pub fn cost(&self, step: Step) -> Nanos {
+        let c = &self.c;
+        match step {
+            Step::RxLink(p) => self.rx_cost(p) + c.ipintrq,
+            Step::TxReclaim(..) => c.tx_reclaim,
+            // The driver prepares a packet for the device when `ip_output`
+            // hands it over; loading prepared packets onto the ring is free.
+            Step::Load(_) => 0,
+            Step::IpSwitch => c.ip_switch,
+            Step::IpInput(_) => c.ip_input,
+            Step::IpOutput(_) => c.ip_output + c.driver_tx,
+            Step::UdpInput(_) => c.udp_input,
+        }
+    }
+
+    /// Applies a finished stack step in context `c`. Returns true if
+    /// screend's queue changed length.
+    pub fn complete(&mut self, m: &mut Machine, c: CtxId, step: Step) -> bool {
+        match step {
+            Step::TxReclaim(n, _) => {
+                let nic = &m.nics[n as usize];
+                // The driver learns that the transmitter went idle only by
+                // processing a completion: until then packets wait on the
+                // output queue (P3).
+                if nic.tx_ring.is_empty() && nic.wire.is_none() {
+                    self.oactive[n as usize] = false;
+                }
+                self.try_start(m, c, n);
+            }
+            Step::Load(n) => {
+                let nic = &mut m.nics[n as usize];
+                if nic.tx_ring.len() < nic.tx_cap {
+                    if let Some(p) = nic.out_q.pop_front() {
+                        nic.tx_ring.push_back(p);
+                    }
+                }
+                m.kick(n as usize);
+            }
+            Step::IpInput(p) => match m.users.consumer {
+                Consumer::Forward => m.carry(c, step::Step::Bsd(Step::IpOutput(p))),
+                Consumer::Reader => m.carry(c, step::Step::Bsd(Step::UdpInput(p))),
+                Consumer::Screend => {
+                    if !m.users.to_screen(p) {
+                        m.drop(DropPoint::ScreenQueue);
+                    }
+                    return true;
+                }
+            },
+            Step::IpOutput(p) => {
+                let out = 1 - p.port;
+                let nic = &mut m.nics[out as usize];
+                if nic.out_q.len() >= nic.out_cap {
+                    m.drop(DropPoint::OutputQueue);
+                } else {
+                    nic.out_q.push_back(p);
+                    self.try_start(m, c, out);
+                }
+            }
+            Step::UdpInput(p) => {
+                if !m.users.to_socket(p) {
+                    m.drop(DropPoint::SocketBuffer);
+                }
+            }
+            Step::RxLink(_) | Step::IpSwitch => {}
+        }
+        false
+    }
+
+    /// `if_start`: if the transmitter is not known to be busy, load the
+    /// output queue onto the ring, up to the ring's size, from context `c`.
+    fn try_start(&mut self, m: &mut Machine, c: CtxId, n: u8) {
+        let nic = &m.nics[n as usize];
+        if !self.oactive[n as usize] && !nic.out_q.is_empty() {
+            self.oactive[n as usize] = true;
+            self.loading[n as usize] = nic.out_q.len().min(nic.tx_cap);
+            m.cpu.ctx[c].loading = Some(n);
+        }
+    }
+
+    /// The next frame context `c` loads onto a transmit ring, if it is loading one.
+    pub fn driver_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        let n = m.cpu.ctx[c].loading?;
+        let nic = &m.nics[n as usize];
+        let left = &mut self.loading[n as usize];
+        if *left > 0 && !nic.out_q.is_empty() && nic.tx_ring.len() < nic.tx_cap {
+            *left -= 1;
+            return Some(step::Step::Bsd(Step::Load(n)));
+        }
+        *left = 0;
+        m.cpu.ctx[c].loading = None;
+        None
+    }
+}
+
+/// The interrupt-driven kernel (M1), or the polling kernel's driver
+/// structure configured to act like it ("emulated").
+#[derive(Debug)]
+pub struct Bsd {
+    stack: Stack,
+    emulated: bool,
+    ipintrq: VecDeque<Packet>,
+    ipintrq_cap: usize,
+    ip_ctx: CtxId,
+    ip_requested: bool,
+    ip_active: bool,
+    batch: InterruptBatch,
+    rx_enabled: Vec<bool>,
+}
+
+impl Bsd {
+    /// The kernel a scenario configures.
+    pub fn new(s: &Scenario, p: &Profile, ports: usize) -> Bsd {
+        let k = &s.kernel;
+        let batch = if k.breaker.enabled {
+            InterruptBatch::with_breaker(CircuitBreaker::new(
+                k.breaker.batch,
+                (k.breaker.off_us * 1e3) as Nanos,
+            ))
+        } else {
+            InterruptBatch::new()
+        };
+        Bsd {
+            stack: Stack::new(p, ports),
+            emulated: k.kind == KernelKind::Emulated,
+            ipintrq: VecDeque::new(),
+            ipintrq_cap: k.ipintrq_limit as usize,
+            ip_ctx: if k.ip_layer == IpLayer::Softirq {
+                SOFT
+            } else {
+                KTHREAD
+            },
+            ip_requested: false,
+            ip_active: false,
+            batch,
+            rx_enabled: vec![true; ports],
+        }
+    }
+
+    /// IP input: one switch into the software interrupt or thread, then
+    /// every packet on `ipintrq`.
+    fn next_ip(&mut self, m: &mut Machine) -> Option<step::Step> {
+        if !self.ip_active {
+            if self.ip_requested && !self.ipintrq.is_empty() {
+                self.ip_active = true;
+                self.ip_requested = false;
+                return Some(step::Step::Bsd(Step::IpSwitch));
+            }
+            return None;
+        }
+        match self.ipintrq.pop_front() {
+            Some(p) => {
+                m.meter.ip_input_begins(p, m.now);
+                Some(step::Step::Bsd(Step::IpInput(p)))
+            }
+            None => {
+                self.ip_active = false;
+                None
+            }
+        }
+    }
+}
+
+impl Kernel for Bsd {
+    fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
+        if self.rx_enabled[n as usize] {
+            m.raise(IntrSrc::Rx(n));
+        }
+    }
+
+    fn tx_done(&mut self, m: &mut Machine, n: u8) {
+        m.raise(IntrSrc::Tx(n));
+    }
+
+    fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<step::Step> {
+        match src {
+            IntrSrc::Rx(n) => {
+                let nic = &mut m.nics[n as usize];
+                match self.batch.next(!nic.rx.is_empty()) {
+                    BatchStep::Packet => {
+                        let p = nic.rx.pop_front().expect("ring has a packet");
+                        Some(step::Step::Bsd(Step::RxLink(p)))
+                    }
+                    BatchStep::ExitDisabled(t) => {
+                        self.rx_enabled[n as usize] = false;
+                        m.push(t, Ev::Timer(Timer::BreakerEnd(n)));
+                        None
+                    }
+                    BatchStep::Exit => None,
+                }
+            }
+            IntrSrc::Tx(n) => {
+                let p = m.nics[n as usize].done_q.pop_front()?;
+                Some(step::Step::Bsd(Step::TxReclaim(n, p)))
+            }
+            _ => None,
+        }
+    }
+
+    fn isr_exit(&mut self, m: &mut Machine, src: IntrSrc) {
+        match src {
+            IntrSrc::Rx(n) if !m.nics[n as usize].rx.is_empty() => self.rx_arrived(m, n),
+            IntrSrc::Tx(n) if !m.nics[n as usize].done_q.is_empty() => m.raise(src),
+            _ => {}
+        }
+    }
+
+    fn driver_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        self.stack.driver_step(m, c)
+    }
+
+    fn next_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        if c == self.ip_ctx {
+            self.next_ip(m)
+        } else {
+            None
+        }
+    }
+
+    fn complete(&mut self, m: &mut Machine, c: CtxId, step: step::Step) {
+        match step {
+            step::Step::IntrEnter(IntrSrc::Rx(_)) => {
+                m.meter.interrupts.rx += 1;
+                self.batch.begin();
+            }
+            step::Step::IntrEnter(IntrSrc::Tx(_)) => m.meter.interrupts.tx += 1,
+            step::Step::Bsd(Step::RxLink(p)) => {
+                self.batch.handled(m.now);
+                if self.ipintrq.len() >= self.ipintrq_cap {
+                    m.drop(DropPoint::Ipintrq);
+                } else {
+                    self.ipintrq.push_back(p);
+                    self.ip_requested = true;
+                }
+            }
+            step::Step::Bsd(s) => {
+                self.stack.complete(m, c, s);
+            }
+            _ => {}
+        }
+    }
+
+    fn cost(&self, _m: &Machine, step: step::Step) -> Nanos {
+        let c = &self.stack.c;
+        match step {
+            // Emulating the unmodified kernel, the interrupt handler reaches the
+            // link-level code through the polling driver's receive callback.
+            step::Step::IntrEnter(IntrSrc::Rx(_)) if self.emulated => {
+                c.intr_dispatch + c.poll_callback
+            }
+            step::Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
+            step::Step::IntrEnter(_) => c.intr_dispatch,
+            step::Step::Bsd(s) => self.stack.cost(s),
+            _ => 0,
+        }
+    }
+
+    fn timer(&mut self, m: &mut Machine, t: Timer) {
+        if let Timer::BreakerEnd(n) = t {
+            if self.batch.timer(m.now) {
+                self.rx_enabled[n as usize] = true;
+                if !m.nics[n as usize].rx.is_empty() {
+                    self.rx_arrived(m, n);
+                }
+            }
+        }
+    }
+
+    fn screened(&mut self, p: Packet) -> Option<step::Step> {
+        Some(step::Step::Bsd(Step::IpOutput(p)))
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.ipintrq.len() as u64
+    }
+
+    fn report(&self) -> KernelReport {
+        let mut r = KernelReport::default();
+        if self.batch.deadline().is_some() || self.batch.trips() > 0 {
+            r.inhibits
+                .insert("circuit_breaker".to_string(), self.batch.trips());
+        }
+        r
+    }
+}

@@ -1,0 +1,384 @@
+//! The Linux 2.6 forwarding path (Spanos et al. 2008): one interrupt line
+//! per port shared by receive and transmit events, the NET_RX softirq, the
+//! per-CPU backlog without NAPI, NAPI polling with it (M7), and the three
+//! ways of reclaiming transmitted buffers (M8).
+
+use super::{Kernel, KernelReport};
+use crate::host::cpu::{CtxId, SOFT};
+use crate::host::machine::Machine;
+use crate::host::step::{self, IntrSrc, Packet};
+use crate::profile::{LinuxCosts, Profile};
+use crate::scenario::Scenario;
+use rxsched_core::{DeviceId, DropPoint, Nanos, Napi, NapiAction, NapiConfig, TxReclaim};
+use std::collections::VecDeque;
+
+/// Work of the Linux forwarding path.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// Receive bookkeeping and copy, in the ISR or a NAPI poll.
+    Rx(Packet),
+    /// IP forwarding, then onto the output queue.
+    Ip(Packet),
+    /// The driver hands a frame to port `n`'s device.
+    Xmit(u8, Packet),
+    /// Freeing one transmitted buffer of port `n`.
+    TxReclaim(u8, Packet),
+}
+
+impl Step {
+    /// The packet the step carries (a reclaimed buffer's frame is delivered).
+    pub fn packet(&self) -> Option<Packet> {
+        match *self {
+            Step::Rx(p) | Step::Ip(p) | Step::Xmit(_, p) => Some(p),
+            Step::TxReclaim(..) => None,
+        }
+    }
+}
+
+/// A NAPI poll in progress.
+#[derive(Debug, Clone, Copy)]
+struct PollJob {
+    port: u8,
+    dev: DeviceId,
+    limit: u32,
+    done: u32,
+}
+
+/// The Linux kernel's own state.
+#[derive(Debug)]
+pub struct Linux {
+    c: LinuxCosts,
+    napi: Option<Napi>,
+    devs: Vec<DeviceId>,
+    reclaim: TxReclaim,
+    /// The per-CPU input queue that `netif_rx` feeds without NAPI.
+    backlog: VecDeque<Packet>,
+    backlog_cap: usize,
+    /// NET_RX/NET_TX raised and not yet run.
+    soft_pending: bool,
+    /// The softirq is running (it may be preempted by hard interrupts).
+    soft_active: bool,
+    job: Option<PollJob>,
+    /// The ISR entry in progress handles receive events / transmit completions.
+    isr_rx: bool,
+    isr_tx: bool,
+    /// Per port: the line is raised for transmit completions.
+    tx_irq_pending: Vec<bool>,
+    /// Per port: completions since the last transmit interrupt.
+    since_irq: Vec<u32>,
+    /// Frames handed to devices so far: a buffer's age at reclaim.
+    xmit_seq: u64,
+    cold_reclaims: u64,
+}
+
+impl Linux {
+    /// The kernel a scenario configures.
+    pub fn new(s: &Scenario, p: &Profile, ports: usize) -> Linux {
+        let k = &s.kernel;
+        let (napi, reclaim) = k.linux_modes();
+        let cfg = NapiConfig {
+            weight: k.napi_weight,
+            budget_packets: k.napi_budget,
+            budget_ns: (k.napi_budget_us * 1e3) as Nanos,
+        };
+        let mut napi = napi.then(|| Napi::new(cfg));
+        let devs = (0..ports)
+            .map(|i| napi.as_mut().map_or(DeviceId(i), |n| n.register()))
+            .collect();
+        Linux {
+            c: p.linux.clone().unwrap_or_default(),
+            napi,
+            devs,
+            reclaim,
+            backlog: VecDeque::new(),
+            backlog_cap: k.backlog_limit as usize,
+            soft_pending: false,
+            soft_active: false,
+            job: None,
+            isr_rx: false,
+            isr_tx: false,
+            tx_irq_pending: vec![false; ports],
+            since_irq: vec![0; ports],
+            xmit_seq: 0,
+            cold_reclaims: 0,
+        }
+    }
+
+    /// Whether port `n` would raise its interrupt for a receive event now.
+    fn rx_irq_enabled(&self, n: usize) -> bool {
+        self.napi
+            .as_ref()
+            .is_none_or(|napi| !napi.masked(self.devs[n]))
+    }
+
+    /// Whether port `n` can take a frame now: something waits in its queue
+    /// and a descriptor is free.
+    fn can_xmit(m: &Machine, n: usize) -> bool {
+        let nic = &m.nics[n];
+        let used = nic.tx_ring.len() + nic.wire.is_some() as usize + nic.done_q.len();
+        !nic.out_q.is_empty() && used < nic.tx_cap
+    }
+
+    /// What the softirq transmits first: what the forwarding path queued.
+    fn next_transmit(&mut self, m: &mut Machine) -> Option<step::Step> {
+        for n in 0..m.nics.len() {
+            if self.reclaim.before_send() && !m.nics[n].out_q.is_empty() {
+                if let Some(p) = m.nics[n].done_q.pop_front() {
+                    return Some(step::Step::Linux(Step::TxReclaim(n as u8, p)));
+                }
+            }
+            if Self::can_xmit(m, n) {
+                let p = m.nics[n].out_q.pop_front().expect("queue has a frame");
+                return Some(step::Step::Linux(Step::Xmit(n as u8, p)));
+            }
+        }
+        None
+    }
+
+    /// One turn of NAPI polling: a frame of the poll in progress, or the
+    /// next poll; `Err(())` when the softirq run ends.
+    fn next_napi(&mut self, m: &mut Machine) -> Result<Option<step::Step>, ()> {
+        let now = m.now;
+        match self.job {
+            Some(mut job) => {
+                let ni = job.port as usize;
+                if job.done < job.limit && !m.nics[ni].rx.is_empty() {
+                    job.done += 1;
+                    self.job = Some(job);
+                    let p = m.nics[ni].rx.pop_front().expect("ring has a frame");
+                    return Ok(Some(step::Step::Linux(Step::Rx(p))));
+                }
+                let drained = m.nics[ni].rx.is_empty();
+                self.job = None;
+                let unmask = self
+                    .napi
+                    .as_mut()
+                    .is_some_and(|napi| napi.poll_done(job.dev, job.done, drained));
+                if unmask && !m.nics[ni].rx.is_empty() {
+                    m.raise(IntrSrc::Port(job.port));
+                }
+                Ok(None)
+            }
+            None => match self.napi.as_mut().map(|napi| napi.next(now)) {
+                Some(NapiAction::Poll { dev, limit }) => {
+                    let port = self
+                        .devs
+                        .iter()
+                        .position(|x| *x == dev)
+                        .expect("a registered device") as u8;
+                    self.job = Some(PollJob {
+                        port,
+                        dev,
+                        limit,
+                        done: 0,
+                    });
+                    Ok(None)
+                }
+                Some(NapiAction::Yield) => {
+                    // Budget spent: end this run, and raise the softirq again.
+                    self.soft_active = false;
+                    self.soft_pending = true;
+                    Err(())
+                }
+                _ => {
+                    self.soft_active = false;
+                    Err(())
+                }
+            },
+        }
+    }
+
+    /// The NET_RX (and NET_TX) softirq.
+    fn next_softirq(&mut self, m: &mut Machine) -> Option<step::Step> {
+        if !self.soft_active {
+            if !self.soft_pending {
+                return None;
+            }
+            self.soft_pending = false;
+            self.soft_active = true;
+            if let Some(napi) = self.napi.as_mut() {
+                napi.begin_run(m.now);
+            }
+        }
+        loop {
+            if let Some(s) = self.next_transmit(m) {
+                return Some(s);
+            }
+            if self.napi.is_none() {
+                if let Some(p) = self.backlog.pop_front() {
+                    return Some(step::Step::Linux(Step::Ip(p)));
+                }
+                self.soft_active = false;
+                return None;
+            }
+            match self.next_napi(m) {
+                Ok(Some(s)) => return Some(s),
+                Ok(None) => {}
+                Err(()) => return None,
+            }
+        }
+    }
+}
+
+impl Kernel for Linux {
+    fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
+        if self.rx_irq_enabled(n as usize) {
+            m.raise(IntrSrc::Port(n));
+        }
+    }
+
+    fn tx_done(&mut self, m: &mut Machine, n: u8) {
+        let ni = n as usize;
+        self.since_irq[ni] += 1;
+        if self.reclaim.interrupt_now(self.since_irq[ni]) {
+            self.since_irq[ni] = 0;
+            self.tx_irq_pending[ni] = true;
+            m.raise(IntrSrc::Port(n));
+        }
+    }
+
+    /// Begins an ISR entry for a port: note which events it serves.
+    fn isr_enter(&mut self, m: &mut Machine, src: IntrSrc) {
+        let IntrSrc::Port(n) = src else { return };
+        let ni = n as usize;
+        let rx = !m.nics[ni].rx.is_empty() && self.rx_irq_enabled(ni);
+        let tx = std::mem::take(&mut self.tx_irq_pending[ni]);
+        if rx {
+            m.meter.interrupts.rx += 1;
+        }
+        if tx {
+            m.meter.interrupts.tx += 1;
+        }
+        self.isr_rx = rx;
+        self.isr_tx = tx;
+    }
+
+    /// The ISR after entry: receive events (NAPI: mask and schedule;
+    /// otherwise `netif_rx` every frame on the ring), then transmit
+    /// completions if the line was raised for them.
+    fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<step::Step> {
+        let IntrSrc::Port(n) = src else { return None };
+        let ni = n as usize;
+        if self.isr_rx && !m.nics[ni].rx.is_empty() {
+            if let Some(napi) = self.napi.as_mut() {
+                self.isr_rx = false;
+                if napi.interrupt(self.devs[ni]) {
+                    self.soft_pending = true;
+                }
+            } else {
+                let p = m.nics[ni].rx.pop_front().expect("ring has a frame");
+                return Some(step::Step::Linux(Step::Rx(p)));
+            }
+        }
+        if self.isr_tx {
+            if let Some(p) = m.nics[ni].done_q.pop_front() {
+                return Some(step::Step::Linux(Step::TxReclaim(n, p)));
+            }
+        }
+        None
+    }
+
+    /// After the ISR: the line is raised again if events came meanwhile.
+    fn isr_exit(&mut self, m: &mut Machine, src: IntrSrc) {
+        let IntrSrc::Port(n) = src else { return };
+        let ni = n as usize;
+        let reclaimed = std::mem::take(&mut self.isr_tx);
+        self.isr_rx = false;
+        if reclaimed && !m.nics[ni].out_q.is_empty() {
+            // Freed descriptors wake the queue: NET_TX sends what waits.
+            self.soft_pending = true;
+        }
+        let rx_waiting = !m.nics[ni].rx.is_empty() && self.rx_irq_enabled(ni);
+        if rx_waiting || self.tx_irq_pending[ni] {
+            m.raise(IntrSrc::Port(n));
+        }
+    }
+
+    fn next_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        if c == SOFT {
+            self.next_softirq(m)
+        } else {
+            None
+        }
+    }
+
+    fn complete(&mut self, m: &mut Machine, c: CtxId, step: step::Step) {
+        let step::Step::Linux(step) = step else {
+            return;
+        };
+        match step {
+            Step::Rx(p) => {
+                if self.napi.is_some() {
+                    // NAPI: straight on to IP in the poll (netif_receive_skb).
+                    m.carry(c, step::Step::Linux(Step::Ip(p)));
+                } else if self.backlog.len() >= self.backlog_cap {
+                    m.drop(DropPoint::Backlog);
+                } else {
+                    self.backlog.push_back(p);
+                    self.soft_pending = true;
+                }
+            }
+            Step::Ip(p) => {
+                let out = 1 - p.port as usize;
+                let nic = &mut m.nics[out];
+                if nic.out_q.len() >= nic.out_cap {
+                    m.drop(DropPoint::OutputQueue);
+                } else {
+                    nic.out_q.push_back(p);
+                    if c != SOFT {
+                        self.soft_pending = true;
+                    }
+                }
+            }
+            Step::Xmit(n, mut p) => {
+                self.xmit_seq += 1;
+                p.seq = self.xmit_seq;
+                m.nics[n as usize].tx_ring.push_back(p);
+                m.kick(n as usize);
+            }
+            Step::TxReclaim(_, p) => {
+                if self.xmit_seq.saturating_sub(p.seq) > self.c.cache_buffers {
+                    self.cold_reclaims += 1;
+                }
+            }
+        }
+    }
+
+    fn cost(&self, _m: &Machine, step: step::Step) -> Nanos {
+        let c = &self.c;
+        match step {
+            step::Step::IntrEnter(_) => c.t_cs_in + c.t_cs_out,
+            step::Step::Linux(Step::Rx(p)) => {
+                c.t_rx + (p.bytes as f64 * c.t_copy_per_byte).round() as Nanos
+            }
+            step::Step::Linux(Step::Ip(_)) => c.t_ip,
+            step::Step::Linux(Step::Xmit(..)) => c.t_tx,
+            step::Step::Linux(Step::TxReclaim(_, p)) => {
+                let age = self.xmit_seq.saturating_sub(p.seq);
+                c.t_skb
+                    + if age > c.cache_buffers {
+                        c.t_skb_cold
+                    } else {
+                        0
+                    }
+            }
+            _ => 0,
+        }
+    }
+
+    fn screened(&mut self, _p: Packet) -> Option<step::Step> {
+        None
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.backlog.len() as u64
+    }
+
+    fn report(&self) -> KernelReport {
+        let mut r = KernelReport::default();
+        // Buffers freed after their lines were evicted (TX-128's cost).
+        r.extra
+            .insert("cold_reclaims".to_string(), self.cold_reclaims as f64);
+        r
+    }
+}

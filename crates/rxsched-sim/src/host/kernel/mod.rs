@@ -1,0 +1,107 @@
+//! The kernels: each owns its queues, costs and steps, and drives the
+//! `rxsched-core` policies on the [`Machine`] it is handed.
+//!
+//! - [`bsd`]: the 4.2BSD interrupt-driven path (M1, with the M5 circuit
+//!   breaker), and the BSD network stack the polling kernel shares;
+//! - [`polling`]: interrupt-initiated polling (M2, with M3 and M4);
+//! - [`linux`]: Linux 2.6's forwarding path with NAPI and the transmit
+//!   reclaim variants (M7, M8).
+
+pub mod bsd;
+pub mod linux;
+pub mod polling;
+
+use super::cpu::CtxId;
+use super::machine::Machine;
+use super::step::{IntrSrc, Packet, Step};
+use crate::profile::Profile;
+use crate::scenario::{KernelKind, Scenario};
+use rxsched_core::Nanos;
+use std::collections::BTreeMap;
+
+/// A kernel's own timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Timer {
+    /// The polling thread looks again (an inhibit ends, or a timeout).
+    PollWake,
+    /// A port's circuit breaker may close.
+    BreakerEnd(u8),
+}
+
+/// What a kernel adds to the metrics record.
+#[derive(Debug, Default)]
+pub struct KernelReport {
+    /// Input-inhibit episodes by cause.
+    pub inhibits: BTreeMap<String, u64>,
+    /// Interrupt/poll mode switches.
+    pub mode_switches: u64,
+    /// Kernel-specific numbers.
+    pub extra: BTreeMap<String, f64>,
+}
+
+/// A kernel's receive architecture, as the host's event loop drives it.
+pub trait Kernel: std::fmt::Debug {
+    /// The name of the kernel thread's CPU-accounting bucket.
+    fn kthread_bucket(&self) -> &'static str {
+        "kernel_thread"
+    }
+
+    /// A frame was put on port `n`'s receive ring.
+    fn rx_arrived(&mut self, m: &mut Machine, n: u8);
+
+    /// A frame left port `n`'s wire; its buffer waits in `done_q`.
+    fn tx_done(&mut self, m: &mut Machine, n: u8);
+
+    /// An interrupt handler is about to be entered.
+    fn isr_enter(&mut self, _m: &mut Machine, _src: IntrSrc) {}
+
+    /// The handler's next step after its entry; `None` when it is done.
+    fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<Step>;
+
+    /// The handler returned.
+    fn isr_exit(&mut self, _m: &mut Machine, _src: IntrSrc) {}
+
+    /// Work that context `c` must finish before anything else (a driver
+    /// loading its transmit ring from that context).
+    fn driver_step(&mut self, _m: &mut Machine, _c: CtxId) -> Option<Step> {
+        None
+    }
+
+    /// The next step of the software interrupt or the kernel thread.
+    fn next_step(&mut self, m: &mut Machine, c: CtxId) -> Option<Step>;
+
+    /// A step of this kernel's (or an interrupt entry) finished in context `c`.
+    fn complete(&mut self, m: &mut Machine, c: CtxId, step: Step);
+
+    /// The CPU cost of a step of this kernel's, or of an interrupt entry.
+    fn cost(&self, m: &Machine, step: Step) -> Nanos;
+
+    /// One of this kernel's timers fired.
+    fn timer(&mut self, _m: &mut Machine, _t: Timer) {}
+
+    /// The CPU is about to idle; returns true if that made work runnable.
+    fn idle(&mut self, _m: &mut Machine) -> bool {
+        false
+    }
+
+    /// screend's queue changed length (M3 watches it).
+    fn screen_level(&mut self, _m: &mut Machine) {}
+
+    /// screend accepted `p`: what its context does next (`ip_output`).
+    fn screened(&mut self, p: Packet) -> Option<Step>;
+
+    /// Packets in the kernel's own queues.
+    fn in_flight(&self) -> u64;
+
+    /// Counters for the metrics record.
+    fn report(&self) -> KernelReport;
+}
+
+/// The kernel a scenario asks for, with `ports` interfaces.
+pub fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
+    match s.kernel.kind {
+        KernelKind::Bsd | KernelKind::Emulated => Box::new(bsd::Bsd::new(s, p, ports)),
+        KernelKind::Polling => Box::new(polling::Polling::new(s, p, ports)),
+        KernelKind::Linux => Box::new(linux::Linux::new(s, p, ports)),
+    }
+}

@@ -1,0 +1,253 @@
+//! The polling kernel (M2, with M3 and M4): interrupt handlers only wake
+//! the polling thread, which the core's [`PollLoop`] drives. Each unit of
+//! [`Work`] becomes a step costed from the profile; packets then go through
+//! the BSD [`Stack`] to completion, with no `ipintrq`.
+
+use super::bsd::{self, Stack};
+use super::{Kernel, KernelReport, Timer};
+use crate::host::cpu::{CtxId, KTHREAD};
+use crate::host::event::Ev;
+use crate::host::machine::Machine;
+use crate::host::nic::Nic;
+use crate::host::step::{self, IntrSrc, Packet};
+use crate::profile::Profile;
+use crate::scenario::Scenario;
+use rxsched_core::{
+    Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
+    Wake, Work,
+};
+
+/// Work of the polling thread itself.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// Waking and switching to the polling thread.
+    Switch,
+    /// Calling one callback, whatever it handles.
+    Callback,
+    /// The receive callback's driver work for one frame: copy and
+    /// link-level input (IP input follows in the same context).
+    Rx(Packet),
+    /// Re-enabling port `n`'s interrupt in one direction.
+    EnableIntr(u8, Dir),
+}
+
+impl Step {
+    /// The packet the step carries.
+    pub fn packet(&self) -> Option<Packet> {
+        match *self {
+            Step::Rx(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// Virtual time and the polling thread's CPU time, for the loop.
+struct SimClock {
+    now: Nanos,
+    cpu_ns: Nanos,
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> Nanos {
+        self.now
+    }
+    fn cpu_ns(&self) -> Nanos {
+        self.cpu_ns
+    }
+}
+
+/// The modelled interfaces, as the loop sees them. Devices are registered
+/// in port order, so device `d` is port `d`.
+struct Ports<'a>(&'a [Nic]);
+
+impl Devices for Ports<'_> {
+    fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
+        let nic = &self.0[dev.0];
+        match dir {
+            Dir::Rx => !nic.rx.is_empty(),
+            Dir::Tx => !nic.done_q.is_empty(),
+        }
+    }
+}
+
+/// The modified kernel of Mogul & Ramakrishnan.
+#[derive(Debug)]
+pub struct Polling {
+    stack: Stack,
+    lp: PollLoop,
+}
+
+impl Polling {
+    /// The kernel a scenario configures.
+    pub fn new(s: &Scenario, p: &Profile, ports: usize) -> Polling {
+        let k = &s.kernel;
+        let mut fac = PollingFacility::new(k.quota);
+        if k.feedback.enabled {
+            let t = (k.feedback.timeout_us * 1e3) as Nanos;
+            fac = fac.with_feedback(if k.feedback.min_free > 0 {
+                QueueFeedback::min_free(k.screen_queue_limit, k.feedback.min_free, t)
+            } else {
+                QueueFeedback::watermarks(
+                    k.screen_queue_limit,
+                    k.feedback.high_pct / 100.0,
+                    k.feedback.low_pct / 100.0,
+                    t,
+                )
+            });
+        }
+        if k.cycle_limit.enabled {
+            fac = fac.with_cycle_limit(CycleLimit::new(
+                (k.cycle_limit.period_us * 1e3) as Nanos,
+                k.cycle_limit.percent / 100.0,
+            ));
+        }
+        let mut lp = PollLoop::new(fac);
+        for _ in 0..ports {
+            lp.register(true, true);
+        }
+        Polling {
+            stack: Stack::new(p, ports),
+            lp,
+        }
+    }
+
+    fn raise_if_enabled(&self, m: &mut Machine, n: u8, dir: Dir) {
+        if self.lp.interrupts_enabled(DeviceId(n as usize), dir) {
+            m.raise(IntrSrc::Poll(n, dir));
+        }
+    }
+
+    fn wake_at(m: &mut Machine, w: Wake) {
+        if let Wake::At(t) = w {
+            m.push(t, Ev::Timer(Timer::PollWake));
+        }
+    }
+}
+
+impl Kernel for Polling {
+    fn kthread_bucket(&self) -> &'static str {
+        "poll"
+    }
+
+    fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
+        self.raise_if_enabled(m, n, Dir::Rx);
+    }
+
+    fn tx_done(&mut self, m: &mut Machine, n: u8) {
+        self.raise_if_enabled(m, n, Dir::Tx);
+    }
+
+    fn isr_step(&mut self, _m: &mut Machine, _src: IntrSrc) -> Option<step::Step> {
+        // The handler only records the event; its entry cost covers it.
+        None
+    }
+
+    fn driver_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        self.stack.driver_step(m, c)
+    }
+
+    fn next_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        if c != KTHREAD {
+            return None;
+        }
+        let clock = SimClock {
+            now: m.now,
+            cpu_ns: m.cpu.ctx[KTHREAD].cpu_ns,
+        };
+        let work = self.lp.next(&clock, &Ports(&m.nics))?;
+        Some(match work {
+            Work::Switch => step::Step::Poll(Step::Switch),
+            Work::Callback { .. } => step::Step::Poll(Step::Callback),
+            Work::Packet { dev, dir: Dir::Rx } => {
+                let p = m.nics[dev.0].rx.pop_front().expect("ring has a packet");
+                step::Step::Poll(Step::Rx(p))
+            }
+            Work::Packet { dev, dir: Dir::Tx } => {
+                let p = m.nics[dev.0].done_q.pop_front().expect("a completed frame");
+                step::Step::Bsd(bsd::Step::TxReclaim(dev.0 as u8, p))
+            }
+            Work::EnableInterrupts { dev, dir } => {
+                step::Step::Poll(Step::EnableIntr(dev.0 as u8, dir))
+            }
+            Work::Idle { until } => {
+                if let Some(t) = until {
+                    m.push(t.max(m.now), Ev::Timer(Timer::PollWake));
+                }
+                return None;
+            }
+        })
+    }
+
+    fn complete(&mut self, m: &mut Machine, c: CtxId, step: step::Step) {
+        match step {
+            step::Step::IntrEnter(IntrSrc::Poll(n, dir)) => {
+                match dir {
+                    Dir::Rx => m.meter.interrupts.rx += 1,
+                    Dir::Tx => m.meter.interrupts.tx += 1,
+                }
+                let _ = self.lp.interrupt(DeviceId(n as usize), dir);
+            }
+            step::Step::Poll(Step::Rx(p)) => m.carry(c, step::Step::Bsd(bsd::Step::IpInput(p))),
+            step::Step::Poll(Step::EnableIntr(n, dir)) => {
+                let dev = DeviceId(n as usize);
+                let pending = Ports(&m.nics).pending(dev, dir);
+                self.lp.enabled(dev, dir, pending);
+            }
+            step::Step::Bsd(s) => {
+                let screen_changed = self.stack.complete(m, c, s);
+                if screen_changed {
+                    self.screen_level(m);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn cost(&self, _m: &Machine, step: step::Step) -> Nanos {
+        let c = &self.stack.c;
+        match step {
+            step::Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
+            step::Step::IntrEnter(_) => c.poll_intr,
+            step::Step::Poll(Step::Switch) => c.poll_switch,
+            step::Step::Poll(Step::Callback) => c.poll_callback,
+            step::Step::Poll(Step::Rx(p)) => self.stack.rx_cost(p),
+            step::Step::Poll(Step::EnableIntr(..)) => c.intr_enable,
+            step::Step::Bsd(s) => self.stack.cost(s),
+            _ => 0,
+        }
+    }
+
+    fn timer(&mut self, m: &mut Machine, t: Timer) {
+        if t == Timer::PollWake {
+            let _ = self.lp.timer(m.now);
+        }
+    }
+
+    fn idle(&mut self, m: &mut Machine) -> bool {
+        self.lp.idle(m.now) == Wake::Now
+    }
+
+    fn screen_level(&mut self, m: &mut Machine) {
+        let w = self.lp.queue_level(m.users.screen_q.len() as u32, m.now);
+        Self::wake_at(m, w);
+    }
+
+    fn screened(&mut self, p: Packet) -> Option<step::Step> {
+        Some(step::Step::Bsd(bsd::Step::IpOutput(p)))
+    }
+
+    fn in_flight(&self) -> u64 {
+        0
+    }
+
+    fn report(&self) -> KernelReport {
+        let mut r = KernelReport {
+            mode_switches: self.lp.mode_switches(),
+            ..KernelReport::default()
+        };
+        for (cause, n) in self.lp.inhibits() {
+            r.inhibits.insert(cause.name().to_string(), n);
+        }
+        r
+    }
+}

@@ -1,0 +1,104 @@
+//! Network interfaces and the interrupt controller: receive rings that drop
+//! when full, output queues, transmit rings and the wire, and interrupt
+//! lines that are raised at most once until serviced.
+
+use super::step::{IntrSrc, Packet};
+use std::collections::VecDeque;
+
+/// One interface.
+#[derive(Debug)]
+pub struct Nic {
+    /// Received frames waiting for the host; a frame arriving to a full ring is dropped.
+    pub rx: VecDeque<Packet>,
+    /// Receive descriptors.
+    pub rx_cap: usize,
+    /// The interface output queue (`if_snd`, or Linux's qdisc).
+    pub out_q: VecDeque<Packet>,
+    /// Its limit.
+    pub out_cap: usize,
+    /// Frames loaded onto the transmit ring.
+    pub tx_ring: VecDeque<Packet>,
+    /// Transmit descriptors.
+    pub tx_cap: usize,
+    /// The frame on the wire.
+    pub wire: Option<Packet>,
+    /// Transmitted frames whose buffers are not yet reclaimed.
+    pub done_q: VecDeque<Packet>,
+}
+
+impl Nic {
+    /// An idle interface.
+    pub fn new(rx_cap: u32, out_cap: u32, tx_cap: u32) -> Nic {
+        Nic {
+            rx: VecDeque::new(),
+            rx_cap: rx_cap as usize,
+            out_q: VecDeque::new(),
+            out_cap: out_cap as usize,
+            tx_ring: VecDeque::new(),
+            tx_cap: tx_cap as usize,
+            wire: None,
+            done_q: VecDeque::new(),
+        }
+    }
+
+    /// Packets the interface holds that are still in flight (a transmitted
+    /// frame awaiting reclaim has been delivered).
+    pub fn packets(&self) -> u64 {
+        (self.rx.len() + self.out_q.len() + self.tx_ring.len()) as u64 + self.wire.is_some() as u64
+    }
+}
+
+/// Interrupts raised and the one being serviced. A port's line is raised
+/// at most once until its handler runs.
+#[derive(Debug)]
+pub struct IntrController {
+    pending: VecDeque<IntrSrc>,
+    /// The handler running, if any.
+    pub cur: Option<IntrSrc>,
+    posted: Vec<[bool; 2]>,
+    in_service: Vec<[bool; 2]>,
+}
+
+impl IntrController {
+    /// A controller for `ports` interfaces.
+    pub fn new(ports: usize) -> Self {
+        IntrController {
+            pending: VecDeque::new(),
+            cur: None,
+            posted: vec![[false; 2]; ports],
+            in_service: vec![[false; 2]; ports],
+        }
+    }
+
+    /// Raises `src` unless its line is already raised or being serviced.
+    /// Whether the device's interrupt is enabled is the kernel's to decide first.
+    pub fn raise(&mut self, src: IntrSrc) {
+        if let Some((n, d)) = src.line() {
+            if self.posted[n][d] || self.in_service[n][d] {
+                return;
+            }
+            self.posted[n][d] = true;
+        }
+        self.pending.push_back(src);
+    }
+
+    /// Begins servicing the next raised interrupt.
+    pub fn begin_next(&mut self) -> Option<IntrSrc> {
+        let src = self.pending.pop_front()?;
+        if let Some((n, d)) = src.line() {
+            self.posted[n][d] = false;
+            self.in_service[n][d] = true;
+        }
+        self.cur = Some(src);
+        Some(src)
+    }
+
+    /// The handler being serviced returns.
+    pub fn end(&mut self) -> Option<IntrSrc> {
+        let src = self.cur.take()?;
+        if let Some((n, d)) = src.line() {
+            self.in_service[n][d] = false;
+        }
+        Some(src)
+    }
+}

@@ -1,0 +1,76 @@
+//! What the model moves and what the CPU runs: packets, interrupt sources
+//! and steps of work.
+
+use super::kernel;
+use super::users;
+use rxsched_core::{Dir, Nanos};
+
+/// One packet inside the host.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet {
+    /// Arrival order, from 0.
+    pub id: u32,
+    /// Frame size.
+    pub bytes: u32,
+    /// When its last bit arrived.
+    pub arrived: Nanos,
+    /// The port it arrived on; a router sends it out of the other.
+    pub port: u8,
+    /// When it was handed to a device, in frames handed over so far.
+    pub seq: u64,
+}
+
+/// What raised an interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntrSrc {
+    /// A port's receive interrupt (interrupt-driven kernels).
+    Rx(u8),
+    /// A port's transmit-complete interrupt.
+    Tx(u8),
+    /// The polling kernel's handler for a port and direction.
+    Poll(u8, Dir),
+    /// Linux: a port's one interrupt line, for receive and transmit events.
+    Port(u8),
+    /// The periodic clock.
+    Clock,
+}
+
+impl IntrSrc {
+    /// The port and direction whose line this is, if it is a port's.
+    pub fn line(self) -> Option<(usize, usize)> {
+        match self {
+            IntrSrc::Rx(n) | IntrSrc::Poll(n, Dir::Rx) | IntrSrc::Port(n) => Some((n as usize, 0)),
+            IntrSrc::Tx(n) | IntrSrc::Poll(n, Dir::Tx) => Some((n as usize, 1)),
+            IntrSrc::Clock => None,
+        }
+    }
+}
+
+/// One indivisible piece of work. Its effect happens when it completes;
+/// it may be preempted and resumed with its remaining time.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// Entering an interrupt handler.
+    IntrEnter(IntrSrc),
+    /// Work of the BSD network stack (the bsd, emulated and polling kernels).
+    Bsd(kernel::bsd::Step),
+    /// Work of the polling thread itself.
+    Poll(kernel::polling::Step),
+    /// Work of the Linux forwarding path.
+    Linux(kernel::linux::Step),
+    /// A user process's own work.
+    User(users::Step),
+}
+
+impl Step {
+    /// The packet this step carries, if any: it is in flight while the step is.
+    pub fn packet(&self) -> Option<Packet> {
+        match self {
+            Step::IntrEnter(_) => None,
+            Step::Bsd(s) => s.packet(),
+            Step::Poll(s) => s.packet(),
+            Step::Linux(s) => s.packet(),
+            Step::User(s) => s.packet(),
+        }
+    }
+}

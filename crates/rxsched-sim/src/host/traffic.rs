@@ -1,0 +1,119 @@
+//! Traffic sources: constant, Poisson and bursty arrivals, serialised on
+//! each input wire at line rate.
+
+use super::event::{Ev, Events};
+use super::step::Packet;
+use crate::profile::Wire;
+use crate::scenario::{TrafficCfg, TrafficKind};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rxsched_core::Nanos;
+
+#[derive(Debug)]
+struct Source {
+    kind: TrafficKind,
+    gap_ns: f64,
+    spacing_ns: f64,
+    burst: u32,
+    in_burst: u32,
+    burst_start: f64,
+    next_start: f64,
+    bytes: u32,
+    count: u64,
+    sent: u64,
+    port: u8,
+}
+
+/// Every source of a run, and when each input wire is next free.
+#[derive(Debug)]
+pub struct Traffic {
+    sources: Vec<Source>,
+    wire_free: Vec<Nanos>,
+    next_id: u32,
+}
+
+impl Traffic {
+    /// The sources a scenario describes.
+    pub fn new(cfg: &[TrafficCfg]) -> Traffic {
+        let sources = cfg
+            .iter()
+            .map(|t| {
+                let start = t.start_us * 1e3;
+                Source {
+                    kind: t.kind,
+                    gap_ns: 1e9 / t.rate_pps,
+                    spacing_ns: t.spacing_us * 1e3,
+                    burst: t.burst.max(1),
+                    in_burst: 0,
+                    burst_start: start,
+                    next_start: start,
+                    bytes: t.frame_bytes,
+                    count: t.count,
+                    sent: 0,
+                    port: t.port,
+                }
+            })
+            .collect();
+        Traffic {
+            sources,
+            wire_free: vec![0; 2],
+            next_id: 0,
+        }
+    }
+
+    /// How many sources there are.
+    pub fn len(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+
+    /// Schedules source `s`'s next arrival, if it has one.
+    pub fn schedule(&mut self, s: usize, wire: &Wire, rng: &mut ChaCha8Rng, ev: &mut Events) {
+        let src = &mut self.sources[s];
+        if (src.count > 0 && src.sent >= src.count) || !src.gap_ns.is_finite() {
+            return;
+        }
+        src.sent += 1;
+        let frame = wire.frame_ns(src.bytes);
+        let port = src.port as usize;
+        let start = (src.next_start.round() as Nanos).max(self.wire_free[port]);
+        let done = start + frame;
+        self.wire_free[port] = done;
+        match src.kind {
+            TrafficKind::Constant => src.next_start += src.gap_ns,
+            TrafficKind::Poisson => {
+                let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+                src.next_start += -u.ln() * src.gap_ns;
+            }
+            TrafficKind::Burst => {
+                src.in_burst += 1;
+                if src.in_burst < src.burst {
+                    src.next_start += src.spacing_ns;
+                } else {
+                    src.in_burst = 0;
+                    src.burst_start += src.gap_ns;
+                    src.next_start = src.burst_start;
+                }
+            }
+        }
+        ev.push(done, Ev::Arrive(s as u8));
+    }
+
+    /// The packet source `s` delivers at `now`.
+    pub fn packet(&mut self, s: usize, now: Nanos) -> Packet {
+        let src = &self.sources[s];
+        let p = Packet {
+            id: self.next_id,
+            bytes: src.bytes,
+            arrived: now,
+            port: src.port,
+            seq: 0,
+        };
+        self.next_id = self.next_id.wrapping_add(1);
+        p
+    }
+}

@@ -1,0 +1,225 @@
+//! User processes and their scheduler: a user-level screening filter
+//! (screend), a reader of a UDP socket, and compute-bound processes, run by
+//! priority and round robin within a priority with a time quantum.
+
+use super::cpu::{Cpu, USER0};
+use super::step::Packet;
+use crate::profile::Costs;
+use crate::scenario::{ProcessKind, Scenario};
+use rxsched_core::{Nanos, US};
+use std::collections::VecDeque;
+
+/// A compute-bound process runs in slices of this length between scheduling decisions.
+const COMPUTE_SLICE: Nanos = 500 * US;
+
+/// A user process's own work.
+#[derive(Debug, Clone, Copy)]
+pub enum Step {
+    /// Switching to this process.
+    CtxSwitch,
+    /// screend reads, checks and writes back one packet (two system calls).
+    Screen(Packet),
+    /// The application's receive call for one packet.
+    AppRead(Packet),
+    /// A slice of computation.
+    Compute,
+}
+
+impl Step {
+    /// The packet the step carries.
+    pub fn packet(&self) -> Option<Packet> {
+        match *self {
+            Step::Screen(p) | Step::AppRead(p) => Some(p),
+            Step::CtxSwitch | Step::Compute => None,
+        }
+    }
+
+    /// Its CPU cost.
+    pub fn cost(&self, c: &Costs) -> Nanos {
+        match *self {
+            Step::CtxSwitch => c.context_switch,
+            Step::Screen(_) => c.screend,
+            Step::AppRead(p) => {
+                c.app_read + (p.bytes as f64 * c.app_read_per_byte).round() as Nanos
+            }
+            Step::Compute => COMPUTE_SLICE,
+        }
+    }
+}
+
+/// Where received packets end up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumer {
+    /// They are forwarded out of the other port.
+    Forward,
+    /// They pass through screend, then are forwarded.
+    Screend,
+    /// An application reads them from a UDP socket.
+    Reader,
+}
+
+#[derive(Debug)]
+struct User {
+    kind: ProcessKind,
+    prio: u32,
+    blocked: bool,
+    switch_pending: bool,
+}
+
+/// The processes, their queues and the scheduler's state.
+#[derive(Debug)]
+pub struct Users {
+    procs: Vec<User>,
+    /// The process that last held the CPU.
+    pub cur: Option<usize>,
+    since: Nanos,
+    quantum: Nanos,
+    /// Where packets go.
+    pub consumer: Consumer,
+    /// screend's input queue.
+    pub screen_q: VecDeque<Packet>,
+    screen_cap: usize,
+    /// The reader's socket receive buffer.
+    pub sock_q: VecDeque<Packet>,
+    sock_bytes: u32,
+    sock_cap_pkts: usize,
+    sock_cap_bytes: u32,
+}
+
+impl Users {
+    /// The processes of a scenario, and their names.
+    pub fn new(s: &Scenario) -> (Users, Vec<String>) {
+        let consumer = if s.process.iter().any(|q| q.kind == ProcessKind::Screend) {
+            Consumer::Screend
+        } else if s.process.iter().any(|q| q.kind == ProcessKind::Reader) {
+            Consumer::Reader
+        } else {
+            Consumer::Forward
+        };
+        let names = s
+            .process
+            .iter()
+            .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
+            .collect();
+        let procs = s
+            .process
+            .iter()
+            .map(|q| User {
+                kind: q.kind,
+                prio: q
+                    .priority
+                    .unwrap_or(if q.kind == ProcessKind::Compute { 1 } else { 0 }),
+                blocked: true,
+                switch_pending: false,
+            })
+            .collect();
+        let k = &s.kernel;
+        let users = Users {
+            procs,
+            cur: None,
+            since: 0,
+            quantum: (s.run.quantum_ms * 1e6) as Nanos,
+            consumer,
+            screen_q: VecDeque::new(),
+            screen_cap: k.screen_queue_limit as usize,
+            sock_q: VecDeque::new(),
+            sock_bytes: 0,
+            sock_cap_pkts: k.socket_packets as usize,
+            sock_cap_bytes: k.socket_bytes,
+        };
+        (users, names)
+    }
+
+    fn runnable(&self, u: usize, cpu: &Cpu) -> bool {
+        cpu.busy(USER0 + u)
+            || match self.procs[u].kind {
+                ProcessKind::Screend => !self.screen_q.is_empty(),
+                ProcessKind::Reader => !self.sock_q.is_empty(),
+                ProcessKind::Compute => true,
+            }
+    }
+
+    /// The process that should run now: the best priority, round robin
+    /// among equals, keeping the current one until its quantum ends or it
+    /// blocks. A process that starts running pays a context switch.
+    pub fn pick(&mut self, now: Nanos, cpu: &Cpu) -> Option<usize> {
+        let n = self.procs.len();
+        let mut best: Option<(u32, usize)> = None;
+        let first = self.cur.map_or(0, |c| c + 1);
+        for i in 0..n {
+            let u = (first + i) % n;
+            if !self.runnable(u, cpu) {
+                self.procs[u].blocked = true;
+                continue;
+            }
+            if best.is_none_or(|(p, _)| self.procs[u].prio < p) {
+                best = Some((self.procs[u].prio, u));
+            }
+        }
+        let (prio, mut u) = best?;
+        if let Some(cur) = self.cur {
+            let keep = self.runnable(cur, cpu)
+                && self.procs[cur].prio == prio
+                && (cpu.ctx[USER0 + cur].chunk.is_some() || now - self.since < self.quantum);
+            if keep {
+                u = cur;
+            }
+        }
+        if self.cur != Some(u) {
+            self.since = now;
+            self.procs[u].switch_pending = true;
+        } else if self.procs[u].blocked {
+            self.procs[u].switch_pending = true;
+        }
+        self.procs[u].blocked = false;
+        Some(u)
+    }
+
+    /// Process `u`'s next step, and whether it took a packet off the
+    /// screening queue (whose level feeds back to the kernel).
+    pub fn next(&mut self, u: usize) -> (Option<Step>, bool) {
+        if std::mem::take(&mut self.procs[u].switch_pending) {
+            return (Some(Step::CtxSwitch), false);
+        }
+        match self.procs[u].kind {
+            ProcessKind::Compute => (Some(Step::Compute), false),
+            ProcessKind::Screend => match self.screen_q.pop_front() {
+                Some(p) => (Some(Step::Screen(p)), true),
+                None => (None, false),
+            },
+            ProcessKind::Reader => match self.sock_q.pop_front() {
+                Some(p) => {
+                    self.sock_bytes -= p.bytes;
+                    (Some(Step::AppRead(p)), false)
+                }
+                None => (None, false),
+            },
+        }
+    }
+
+    /// Offers a packet to screend's queue; false if the queue is full.
+    pub fn to_screen(&mut self, p: Packet) -> bool {
+        if self.screen_q.len() >= self.screen_cap {
+            return false;
+        }
+        self.screen_q.push_back(p);
+        true
+    }
+
+    /// Offers a packet to the reader's socket; false if its buffer is full.
+    pub fn to_socket(&mut self, p: Packet) -> bool {
+        if self.sock_q.len() >= self.sock_cap_pkts
+            || self.sock_bytes + p.bytes > self.sock_cap_bytes
+        {
+            return false;
+        }
+        self.sock_bytes += p.bytes;
+        self.sock_q.push_back(p);
+        true
+    }
+
+    /// Packets waiting in the processes' queues.
+    pub fn packets(&self) -> u64 {
+        (self.screen_q.len() + self.sock_q.len()) as u64
+    }
+}
