@@ -47,6 +47,13 @@ pub enum InhibitCause {
 }
 
 impl InhibitCause {
+    /// Every cause.
+    pub const ALL: [InhibitCause; 3] = [
+        InhibitCause::QueueFeedback,
+        InhibitCause::CycleLimit,
+        InhibitCause::CircuitBreaker,
+    ];
+
     /// The name used in metrics records.
     pub fn name(self) -> &'static str {
         match self {

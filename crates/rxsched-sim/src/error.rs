@@ -60,6 +60,45 @@ pub fn from_toml(file: &str, src: &str, e: &toml::de::Error) -> InputError {
     }
 }
 
+/// Converts an error met while deserializing a TOML tree into an
+/// [`InputError`] naming the dotted key (`traffic.0.rate_pps`) and its line.
+pub fn from_path_error(
+    file: &str,
+    src: &str,
+    e: &serde_path_to_error::Error<toml::de::Error>,
+) -> InputError {
+    use serde_path_to_error::Segment;
+    let mut parts: Vec<String> = e
+        .path()
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Seq { index } => Some(index.to_string()),
+            Segment::Map { key } => Some(key.clone()),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        })
+        .collect();
+    let msg = e.inner().message().trim().to_string();
+    // An unknown key is reported at its table; name the key itself.
+    if let Some(k) = msg
+        .strip_prefix("unknown field `")
+        .and_then(|m| m.split('`').next())
+    {
+        if parts.last().map(String::as_str) != Some(k) {
+            parts.push(k.to_string());
+        }
+    }
+    let key = parts.join(".");
+    let line = (0..=parts.len())
+        .rev()
+        .find_map(|n| line_of(src, &parts[..n].join(".")).filter(|_| n > 0));
+    InputError {
+        file: file.to_string(),
+        line,
+        key: (!key.is_empty()).then_some(key),
+        msg,
+    }
+}
+
 /// Finds the line on which a dotted key (`kernel.feedback.high_pct`,
 /// `traffic.0.rate_pps`) is written in a TOML source, if it is.
 pub fn line_of(src: &str, key: &str) -> Option<usize> {

@@ -1,5 +1,6 @@
 //! The metrics record of one run (CONTRACT.md).
 
+use rxsched_core::{DropPoint, InhibitCause};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -135,22 +136,73 @@ impl Default for Samples {
     }
 }
 
-impl Metrics {
-    /// Looks up a metric by name: a top-level number, or `group.key`
-    /// (`cpu.user:compute`, `drops.ipintrq`, `latency_us.p99`).
-    pub fn get(&self, name: &str) -> Option<f64> {
-        let v = serde_json::to_value(self).ok()?;
-        let mut cur = &v;
-        for (i, part) in name.splitn(2, '.').enumerate() {
-            cur = match cur.get(part) {
-                Some(c) => c,
-                // A missing drop or CPU key means zero.
-                None if i == 1 => return Some(0.0),
-                None => return None,
-            };
+/// The record's top-level numbers.
+pub const FIELDS: &[&str] = &[
+    "offered_pps",
+    "delivered_pps",
+    "arrived",
+    "received",
+    "delivered",
+    "in_flight",
+    "mode_switches",
+    "first_delivery_us",
+    "events",
+    "wall_ms",
+];
+
+/// Numbers a kernel adds to the record (`extra`).
+pub const KERNEL_EXTRAS: &[&str] = &["cold_reclaims"];
+
+/// The keys of a group of the record (`drops`, `cpu`, ...), given the
+/// names of the scenario's processes.
+fn group_keys(group: &str, processes: &[String]) -> Option<Vec<String>> {
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    Some(match group {
+        "drops" => DropPoint::ALL
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect(),
+        "cpu" => {
+            let mut v = names(&["idle", "interrupt", "softirq", "poll", "kernel_thread"]);
+            v.extend(processes.iter().map(|p| format!("user:{p}")));
+            v
         }
-        cur.as_f64()
+        "interrupts" => names(&["rx", "tx"]),
+        "latency_us" => names(&["p50", "p90", "p99", "max"]),
+        "inhibits" => InhibitCause::ALL
+            .iter()
+            .map(|c| c.name().to_string())
+            .collect(),
+        _ => return None,
+    })
+}
+
+/// Checks that `name` names a number a run's record has: a top-level field,
+/// `group.key` (`drops.ipintrq`, `cpu.user:compute`), a kernel's extra, or
+/// one of `extras` (numbers the caller adds, such as a throughput search's).
+/// The error lists what exists.
+pub fn check_metric(name: &str, processes: &[String], extras: &[&str]) -> Result<(), String> {
+    if FIELDS.contains(&name) || KERNEL_EXTRAS.contains(&name) || extras.contains(&name) {
+        return Ok(());
     }
+    if let Some((group, key)) = name.split_once('.') {
+        if let Some(keys) = group_keys(group, processes) {
+            if keys.iter().any(|k| k == key) {
+                return Ok(());
+            }
+            return Err(format!(
+                "unknown metric `{name}`: `{group}` has {}",
+                keys.join(", ")
+            ));
+        }
+    }
+    let mut all: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+    all.extend(KERNEL_EXTRAS.iter().chain(extras).map(|s| s.to_string()));
+    all.push("drops.<point>, cpu.<context>, interrupts.rx|tx, latency_us.p50|p90|p99|max, inhibits.<cause>".into());
+    Err(format!(
+        "unknown metric `{name}`; metrics are {}",
+        all.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -170,15 +222,20 @@ mod tests {
     }
 
     #[test]
-    fn metric_lookup() {
-        let mut m = Metrics {
-            delivered_pps: 3.0,
-            ..Default::default()
-        };
-        m.cpu.insert("user:compute".into(), 0.5);
-        assert_eq!(m.get("delivered_pps"), Some(3.0));
-        assert_eq!(m.get("cpu.user:compute"), Some(0.5));
-        assert_eq!(m.get("drops.ipintrq"), Some(0.0));
-        assert_eq!(m.get("nonsense"), None);
+    fn metric_names_are_checked() {
+        let procs = vec!["compute".to_string()];
+        assert!(check_metric("delivered_pps", &procs, &[]).is_ok());
+        assert!(check_metric("drops.ipintrq", &procs, &[]).is_ok());
+        assert!(check_metric("cpu.user:compute", &procs, &[]).is_ok());
+        assert!(check_metric("cpu.user:screend", &procs, &[]).is_err());
+        assert!(check_metric("throughput_pps_per_port", &procs, &[]).is_err());
+        assert!(check_metric(
+            "throughput_pps_per_port",
+            &procs,
+            &["throughput_pps_per_port"]
+        )
+        .is_ok());
+        let e = check_metric("no.such.metric", &procs, &[]).unwrap_err();
+        assert!(e.contains("unknown metric"), "{e}");
     }
 }

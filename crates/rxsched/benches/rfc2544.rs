@@ -5,12 +5,12 @@
 //! `cargo bench -p rxsched --bench rfc2544`
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use rxsched::experiment::ExperimentFile;
 use rxsched::{experiments, figure};
-use rxsched_sim::Loaded;
 
 fn bench(c: &mut Criterion) {
     let src = experiments::get("spanos-table1").expect("spanos-table1 exists");
-    let l = Loaded::parse("spanos-table1", src.to_string(), None).unwrap();
+    let l = ExperimentFile::parse("spanos-table1", src.to_string(), None).unwrap();
     let opts = figure::Options {
         quick: true,
         ..Default::default()

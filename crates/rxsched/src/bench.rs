@@ -2,9 +2,9 @@
 //! offered load, written in the same result format as the simulator's
 //! figures (profile `linux-veth`).
 
-use crate::figure::{AxisOut, CheckOut, ResultFile, SeriesOut, SCHEMA};
+use crate::checks::{Bounded, Check, Compare, Rule};
+use crate::result::{Axis, Meta, Point, ResultFile, Series};
 use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
-use rxsched_sim::scenario::CheckCfg;
 use rxsched_sim::Metrics;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -25,7 +25,7 @@ pub struct BenchOpts {
 
 /// The three ways of forwarding compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Series {
+pub enum Forwarder {
     /// Linux's own `ip_forward` in the DUT namespace.
     Kernel,
     /// `rxsched route --mode interrupt`.
@@ -36,14 +36,14 @@ pub enum Series {
     PollingLimit50,
 }
 
-impl Series {
+impl Forwarder {
     /// The series label in the result files.
     pub fn label(self) -> &'static str {
         match self {
-            Series::Kernel => "kernel",
-            Series::Interrupt => "interrupt",
-            Series::Polling => "polling",
-            Series::PollingLimit50 => "polling-cycle-limit-50",
+            Forwarder::Kernel => "kernel",
+            Forwarder::Interrupt => "interrupt",
+            Forwarder::Polling => "polling",
+            Forwarder::PollingLimit50 => "polling-cycle-limit-50",
         }
     }
 }
@@ -125,21 +125,21 @@ fn s(a: &[&str]) -> Vec<String> {
 /// One trial: offered `rate` for `secs`, with the compute process on the DUT CPU.
 fn point(
     lab: &Lab,
-    series: Series,
+    series: Forwarder,
     rate: f64,
     secs: f64,
     with_sink: bool,
     base: f64,
-) -> Result<Value, BenchError> {
+) -> Result<Point, BenchError> {
     let io = |e: lab::LabError| BenchError(e.to_string());
-    lab.set_kernel_forwarding(series == Series::Kernel)
+    lab.set_kernel_forwarding(series == Forwarder::Kernel)
         .map_err(io)?;
     let dut = DUT_CPU.to_string();
     let mode: &[&str] = match series {
-        Series::Kernel => &[],
-        Series::Interrupt => &["--mode", "interrupt"],
-        Series::Polling => &["--mode", "polling"],
-        Series::PollingLimit50 => &["--mode", "polling", "--cycle-limit", "50"],
+        Forwarder::Kernel => &[],
+        Forwarder::Interrupt => &["--mode", "interrupt"],
+        Forwarder::Polling => &["--mode", "polling"],
+        Forwarder::PollingLimit50 => &["--mode", "polling", "--cycle-limit", "50"],
     };
     let router = if mode.is_empty() {
         None
@@ -186,7 +186,7 @@ fn point(
     let rx0 = counter(lab, Role::Sink, "s0", "rx_packets");
     let drops0 = counter(lab, Role::Dut, "d1", "tx_dropped");
     let net0 = lab::cpu_net();
-    let dst = if series == Series::Kernel {
+    let dst = if series == Forwarder::Kernel {
         D0.mac
     } else {
         lab::ROUTER_MAC
@@ -326,7 +326,7 @@ fn point(
             .unwrap_or(0)
             .saturating_sub(net0.net_rx.get(DUT_CPU).copied().unwrap_or(0)) as f64,
     );
-    serde_json::to_value(&m).map_err(|e| BenchError(e.to_string()))
+    Ok(Point::of(&m))
 }
 
 /// The polling router's CPU use with no traffic at all.
@@ -348,66 +348,58 @@ fn idle_cpu(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
     Ok(f(&r, "cpu_s") / f(&r, "duration_s").max(1e-9))
 }
 
-fn check(
-    name: &str,
-    kind: &str,
-    series: &[&str],
-    other: &[&str],
-    min: Option<f64>,
-    max: Option<f64>,
-) -> CheckCfg {
-    CheckCfg {
+fn named(name: &str, rule: Rule) -> Check {
+    Check {
         name: name.into(),
-        kind: kind.into(),
-        series: series.iter().map(|x| x.to_string()).collect(),
-        other: other.iter().map(|x| x.to_string()).collect(),
+        metric: None,
+        until: None,
+        rule,
+    }
+}
+
+fn labels(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+fn compare(series: &str, other: &str, min: Option<f64>, max: Option<f64>) -> Compare {
+    Compare {
+        series: labels(&[series]),
+        other: labels(&[other]),
         min,
         max,
-        tolerance: None,
-        at: None,
-        until: None,
-        metric: None,
-        point: None,
+    }
+}
+
+fn bounded(series: &str, min: Option<f64>, max: Option<f64>) -> Bounded {
+    Bounded {
+        series: labels(&[series]),
+        min,
+        max,
     }
 }
 
 /// The same check, on another metric than the figure's y.
-fn on(metric: &str, mut c: CheckCfg) -> CheckCfg {
+fn on(metric: &str, mut c: Check) -> Check {
     c.metric = Some(metric.into());
     c
 }
 
-fn result(
-    id: &str,
-    title: &str,
-    y: AxisOut,
-    series: Vec<SeriesOut>,
-    checks: Vec<CheckCfg>,
-) -> ResultFile {
-    let mut r = ResultFile {
-        schema: SCHEMA.into(),
+fn result(id: &str, title: &str, y: Axis, series: Vec<Series>, checks: Vec<Check>) -> ResultFile {
+    let meta = Meta {
         id: id.into(),
         title: title.into(),
         source: "rxsched real dataplane in the lab (REAL.md)".into(),
         profile: "linux-veth".into(),
         seed: 0,
         quick: false,
-        x: AxisOut {
-            metric: "offered_pps".into(),
-            label: "Offered rate (achieved by the generator)".into(),
-            unit: "pkts/s".into(),
-        },
-        y,
-        series,
-        reference: Vec::new(),
-        checks: Vec::new(),
-        table: Vec::new(),
-        legend: None,
     };
-    r.checks = checks
-        .iter()
-        .map(|c| crate::checks::evaluate(c, &r))
-        .collect::<Vec<CheckOut>>();
+    let x = Axis::new(
+        "offered_pps",
+        "Offered rate (achieved by the generator)",
+        "pkts/s",
+    );
+    let mut r = ResultFile::new(meta, x, y, series, Vec::new());
+    r.checks = checks.iter().map(|c| c.evaluate(&r)).collect();
     r
 }
 
@@ -435,16 +427,16 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     progress("measuring the compute process alone");
     let base = baseline(lab, 1.0)?;
     let all = [
-        Series::Kernel,
-        Series::Interrupt,
-        Series::Polling,
-        Series::PollingLimit50,
+        Forwarder::Kernel,
+        Forwarder::Interrupt,
+        Forwarder::Polling,
+        Forwarder::PollingLimit50,
     ];
-    let mut series: Vec<SeriesOut> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
     let total = all.len() * rates.len();
     let mut done = 0;
     for sr in all {
-        let mut points = Vec::new();
+        let mut s = Series::new(sr.label());
         for &r in &rates {
             done += 1;
             progress(&format!(
@@ -452,152 +444,116 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
                 sr.label(),
                 r
             ));
-            points.push(point(lab, sr, r, secs, r <= sink_below, base)?);
+            s.points
+                .push(point(lab, sr, r, secs, r <= sink_below, base)?);
         }
-        series.push(SeriesOut {
-            label: sr.label().into(),
-            config: BTreeMap::new(),
-            points,
-            run: None,
-        });
+        series.push(s);
     }
     lab.set_kernel_forwarding(false)
         .map_err(|e| BenchError(e.to_string()))?;
     progress("measuring the idle polling router");
     let idle = idle_cpu(lab, 2.0)?;
-    let (limit, main): (Vec<SeriesOut>, Vec<SeriesOut>) = series
+    let (limit, main): (Vec<Series>, Vec<Series>) = series
         .into_iter()
         .partition(|s| s.label == "polling-cycle-limit-50");
     let polling = main.iter().find(|s| s.label == "polling").cloned();
-    let mut idle_series = SeriesOut {
-        label: "polling-idle".into(),
-        config: BTreeMap::new(),
-        points: vec![
-            json!({"offered_pps": 0.0, "delivered_pps": 0.0, "router_cpu_share": idle, "drops": {}}),
-        ],
-        run: None,
-    };
+    let mut idle_series = Series::new("polling-idle");
+    let mut idle_point = Point::xy("offered_pps", 0.0, "delivered_pps", 0.0);
+    idle_point.set("router_cpu_share", idle);
+    idle_point.0.insert("drops".into(), json!({}));
+    idle_series.points.push(idle_point);
     idle_series.config.insert(
         "note".into(),
         json!("the polling router with no traffic for 2 s"),
     );
     let mut router_series = main;
     router_series.push(idle_series);
-    let c_lat = on(
-        "latency_us.p99",
-        check(
-            "at the lowest rate, polling's p99 latency is within 20% of interrupt's",
-            "first_ratio",
-            &["polling"],
-            &["interrupt"],
-            None,
-            Some(1.2),
-        ),
-    );
-    let c_idle = on(
-        "router_cpu_share",
-        check(
-            "with no traffic the polling router uses under 1% of a CPU",
-            "below",
-            &["polling-idle"],
-            &[],
-            None,
-            Some(0.01),
-        ),
-    );
     let r1 = result(
         "real-router",
         "Real forwarding through the DUT: kernel, interrupt-driven and polling receive",
-        AxisOut {
-            metric: "delivered_pps".into(),
-            label: "Delivered rate (at the sink)".into(),
-            unit: "pkts/s".into(),
-        },
+        Axis::new("delivered_pps", "Delivered rate (at the sink)", "pkts/s"),
         router_series,
         vec![
-            check(
+            named(
                 "polling at the highest offered rate delivers at least 90% of its MLFRR",
-                "last_over_mlfrr",
-                &["polling"],
-                &[],
-                Some(0.9),
-                None,
+                Rule::LastOverMlfrr(bounded("polling", Some(0.9), None)),
             ),
-            check(
+            named(
                 "interrupt-driven receive livelocks: below half its peak at the highest rate",
-                "collapses",
-                &["interrupt"],
-                &[],
-                None,
-                Some(0.5),
+                Rule::Collapses {
+                    series: labels(&["interrupt"]),
+                    max: 0.5,
+                },
             ),
-            check(
+            named(
                 "polling's MLFRR is at least half the kernel's",
-                "mlfrr_ratio",
-                &["polling"],
-                &["kernel"],
-                Some(0.5),
-                None,
+                Rule::MlfrrRatio(compare("polling", "kernel", Some(0.5), None)),
             ),
-            check(
+            named(
                 "the sweep reaches at least 3 times polling's MLFRR",
-                "range_over_mlfrr",
-                &["polling"],
-                &[],
-                Some(3.0),
-                None,
+                Rule::RangeOverMlfrr(bounded("polling", Some(3.0), None)),
             ),
-            c_lat,
-            c_idle,
+            on(
+                "latency_us.p99",
+                named(
+                    "at the lowest rate, polling's p99 latency is within 20% of interrupt's",
+                    Rule::FirstRatio(compare("polling", "interrupt", None, Some(1.2))),
+                ),
+            ),
+            on(
+                "router_cpu_share",
+                named(
+                    "with no traffic the polling router uses under 1% of a CPU",
+                    Rule::Below {
+                        series: labels(&["polling-idle"]),
+                        max: 0.01,
+                        at: None,
+                    },
+                ),
+            ),
         ],
     );
     let mut limit_series = limit;
     if let Some(p) = polling {
         limit_series.push(p);
     }
-    let c_cpu = on(
-        "cpu.user:compute",
-        check(
-        "with --cycle-limit 50 the compute process keeps at least 40% of its idle-DUT progress at every rate",
-        "above",
-        &["polling-cycle-limit-50"],
-        &[],
-        Some(0.4),
-        None,
-    ),
-    );
-    let c_time = on(
-        "compute_cpu_time_share",
-        check(
-        "with --cycle-limit 50 the compute process gets at least 40% of the DUT CPU's time at every rate",
-        "above",
-        &["polling-cycle-limit-50"],
-        &[],
-        Some(0.4),
-        None,
-    ),
-    );
-    let c_fwd = on(
-        "delivered_pps",
-        check(
-            "with --cycle-limit 50 forwarding goes on at every rate",
-            "above",
-            &["polling-cycle-limit-50"],
-            &[],
-            Some(1000.0),
-            None,
-        ),
-    );
+    let above = |min: f64| Rule::Above {
+        series: labels(&["polling-cycle-limit-50"]),
+        min,
+        at: None,
+    };
     let r2 = result(
         "real-cpu-limit",
         "The CPU-cycle limit on real forwarding: the compute process's share",
-        AxisOut {
-            metric: "cpu.user:compute".into(),
-            label: "CPU share of the compute process (progress / progress when idle)".into(),
-            unit: "fraction".into(),
-        },
+        Axis::new(
+            "cpu.user:compute",
+            "CPU share of the compute process (progress / progress when idle)",
+            "fraction",
+        ),
         limit_series,
-        vec![c_cpu, c_time, c_fwd],
+        vec![
+            on(
+                "cpu.user:compute",
+                named(
+                    "with --cycle-limit 50 the compute process keeps at least 40% of its idle-DUT progress at every rate",
+                    above(0.4),
+                ),
+            ),
+            on(
+                "compute_cpu_time_share",
+                named(
+                    "with --cycle-limit 50 the compute process gets at least 40% of the DUT CPU's time at every rate",
+                    above(0.4),
+                ),
+            ),
+            on(
+                "delivered_pps",
+                named(
+                    "with --cycle-limit 50 forwarding goes on at every rate",
+                    above(1000.0),
+                ),
+            ),
+        ],
     );
     Ok(vec![r1, r2])
 }

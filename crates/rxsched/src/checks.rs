@@ -1,117 +1,596 @@
 //! Verdicts computed from a result's points. A scenario's `[[check]]`
-//! names a rule (`kind`) and its parameters; nothing here knows a paper's
-//! numbers.
+//! names a rule (`kind`) and exactly the parameters that rule takes; a
+//! parameter a rule does not take is an error. Nothing here knows a paper's
+//! numbers: every threshold comes from the file, every value from points.
 
-use crate::figure::{value, CheckOut, ResultFile};
-use rxsched_sim::scenario::{CheckCfg, FigureCfg};
-use rxsched_sim::{InputError, Loaded};
-use serde_json::Value;
+use crate::result::{ResultFile, Verdict};
+use serde::{Deserialize, Serialize};
 
-/// Every rule, with the parameters it needs.
-const RULES: &[(&str, &[&str])] = &[
-    ("flat", &["series", "min"]),
-    ("collapses", &["series", "max"]),
-    ("peak_ratio", &["series", "other"]),
-    ("mlfrr_ratio", &["series", "other"]),
-    ("last_ratio", &["series", "other"]),
-    ("order_last", &["series"]),
-    ("reference", &["series", "tolerance"]),
-    ("peak_reference", &["series", "tolerance"]),
-    ("below", &["series", "max"]),
-    ("above", &["series", "min"]),
-    ("stable", &["series", "max"]),
-    ("linear", &["series", "min"]),
-    ("quantile_diff", &["series", "other", "at", "min"]),
-    ("spread_order", &["series", "other"]),
-    ("point_diff", &["series", "other", "at"]),
-    ("drop_share", &["series", "point", "min"]),
-    ("fit", &["series", "tolerance"]),
-    ("fit_slope", &["series", "max"]),
-    ("last_over_mlfrr", &["series", "min"]),
-    ("range_over_mlfrr", &["series", "min"]),
-    ("first_ratio", &["series", "other"]),
-];
+/// One `[[check]]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    /// What it checks, in words.
+    pub name: String,
+    /// Look at this metric instead of the figure's y.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// Ignore points beyond this x.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
+    /// The rule and its parameters.
+    #[serde(flatten)]
+    pub rule: Rule,
+}
 
-/// Checks that every `[[check]]` names a known rule, known series and the
-/// parameters its rule needs.
-pub fn validate(l: &Loaded, _f: &FigureCfg) -> Result<(), InputError> {
-    let labels: Vec<&str> = l.scenario.series.iter().map(|s| s.label.as_str()).collect();
-    for (i, c) in l.scenario.check.iter().enumerate() {
-        let key = |k: &str| format!("check.{i}.{k}");
-        let Some((_, needs)) = RULES.iter().find(|(k, _)| *k == c.kind) else {
-            let known: Vec<_> = RULES.iter().map(|(k, _)| *k).collect();
-            return Err(l.error(
-                &key("kind"),
-                format!(
-                    "unknown check kind {:?}; known: {}",
-                    c.kind,
-                    known.join(", ")
-                ),
-            ));
-        };
-        for n in *needs {
-            let missing = match *n {
-                "series" => c.series.is_empty(),
-                "other" => c.other.is_empty(),
-                "min" => c.min.is_none(),
-                "max" => c.max.is_none(),
-                "tolerance" => c.tolerance.is_none(),
-                "at" => c.at.is_none(),
-                "point" => c.point.is_none(),
-                _ => false,
-            };
-            if missing {
-                return Err(l.error(&key("kind"), format!("check kind {:?} needs `{n}`", c.kind)));
+/// Two series (or groups) compared by a ratio or a difference, with bounds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compare {
+    /// The series compared.
+    pub series: Vec<String>,
+    /// What it is compared with.
+    pub other: Vec<String>,
+    /// Lower bound.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// Upper bound.
+    #[serde(default)]
+    pub max: Option<f64>,
+}
+
+/// Series whose number must lie within bounds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bounded {
+    /// The series.
+    pub series: Vec<String>,
+    /// Lower bound.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// Upper bound.
+    #[serde(default)]
+    pub max: Option<f64>,
+}
+
+/// The rules. Each applies to every series listed unless it compares.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Rule {
+    /// Beyond its peak, a curve never falls below `min` of the peak.
+    Flat { series: Vec<String>, min: f64 },
+    /// The last point is at most `max` of the peak.
+    Collapses { series: Vec<String>, max: f64 },
+    /// Peak of `series` over peak of `other`.
+    PeakRatio(Compare),
+    /// MLFRR of `series` over MLFRR of `other`.
+    MlfrrRatio(Compare),
+    /// Last point of `series` over that of `other`.
+    LastRatio(Compare),
+    /// First point of `series` over that of `other`.
+    FirstRatio(Compare),
+    /// At the highest x, the series are in the listed order (each at least
+    /// the next, less `tolerance` of the largest peak).
+    OrderLast {
+        series: Vec<String>,
+        #[serde(default)]
+        tolerance: f64,
+    },
+    /// Our curve passes within `tolerance` (relative) of every published point.
+    Reference { series: Vec<String>, tolerance: f64 },
+    /// Our peak is within `tolerance` of the published peak.
+    PeakReference { series: Vec<String>, tolerance: f64 },
+    /// Every point from x = `at` on is at most `max`.
+    Below {
+        series: Vec<String>,
+        max: f64,
+        #[serde(default)]
+        at: Option<f64>,
+    },
+    /// Every point from x = `at` on is at least `min`.
+    Above {
+        series: Vec<String>,
+        min: f64,
+        #[serde(default)]
+        at: Option<f64>,
+    },
+    /// From x = `at` on, the points span at most `max`.
+    Stable {
+        series: Vec<String>,
+        max: f64,
+        #[serde(default)]
+        at: Option<f64>,
+    },
+    /// The points lie on a line: r² at least `min`.
+    Linear { series: Vec<String>, min: f64 },
+    /// A distribution's quantile `at`: `other`'s less `series`'s.
+    QuantileDiff {
+        series: Vec<String>,
+        other: Vec<String>,
+        at: f64,
+        #[serde(default)]
+        min: Option<f64>,
+        #[serde(default)]
+        max: Option<f64>,
+    },
+    /// `series` has a narrower p10–p90 spread than `other`.
+    SpreadOrder {
+        series: Vec<String>,
+        other: Vec<String>,
+    },
+    /// At x = `at`: `other`'s value less `series`'s.
+    PointDiff {
+        series: Vec<String>,
+        other: Vec<String>,
+        at: f64,
+        #[serde(default)]
+        min: Option<f64>,
+        #[serde(default)]
+        max: Option<f64>,
+    },
+    /// At the highest x, drop point `point` holds at least `min` of the drops.
+    DropShare {
+        series: Vec<String>,
+        point: String,
+        min: f64,
+    },
+    /// A line fitted to the CPU-bound points has the published intercept.
+    Fit { series: Vec<String>, tolerance: f64 },
+    /// ... and the published slope, within `max`.
+    FitSlope { series: Vec<String>, max: f64 },
+    /// Delivered at the highest x over the MLFRR.
+    LastOverMlfrr(Bounded),
+    /// The highest x over the MLFRR: how far past saturation the sweep went.
+    RangeOverMlfrr(Bounded),
+}
+
+impl Rule {
+    /// Every series the rule names.
+    pub fn series(&self) -> Vec<&String> {
+        use Rule::*;
+        match self {
+            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) => {
+                c.series.iter().chain(&c.other).collect()
             }
-        }
-        for s in c.series.iter().chain(&c.other) {
-            if !labels.is_empty() && !labels.contains(&s.as_str()) {
-                return Err(l.error(&key("series"), format!("no series labelled {s:?}")));
-            }
+            QuantileDiff { series, other, .. }
+            | SpreadOrder { series, other }
+            | PointDiff { series, other, .. } => series.iter().chain(other).collect(),
+            LastOverMlfrr(b) | RangeOverMlfrr(b) => b.series.iter().collect(),
+            Flat { series, .. }
+            | Collapses { series, .. }
+            | OrderLast { series, .. }
+            | Reference { series, .. }
+            | PeakReference { series, .. }
+            | Below { series, .. }
+            | Above { series, .. }
+            | Stable { series, .. }
+            | Linear { series, .. }
+            | DropShare { series, .. }
+            | Fit { series, .. }
+            | FitSlope { series, .. } => series.iter().collect(),
         }
     }
-    Ok(())
+
+    /// What makes the rule unable to fail, if anything: a comparison with no bound.
+    pub fn vacuous(&self) -> Option<&'static str> {
+        use Rule::*;
+        let open = |min: &Option<f64>, max: &Option<f64>| min.is_none() && max.is_none();
+        match self {
+            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) if open(&c.min, &c.max) => {
+                Some("needs `min` or `max`")
+            }
+            LastOverMlfrr(b) | RangeOverMlfrr(b) if open(&b.min, &b.max) => {
+                Some("needs `min` or `max`")
+            }
+            QuantileDiff { min, max, .. } | PointDiff { min, max, .. } if open(min, max) => {
+                Some("needs `min` or `max`")
+            }
+            _ => None,
+        }
+    }
 }
 
-/// A series' points as sorted `(x, y)` pairs.
-pub fn curve(r: &ResultFile, label: &str) -> Vec<(f64, f64)> {
-    curve_of(r, label, &r.y.metric)
+impl Check {
+    /// Evaluates the check against a result's points.
+    pub fn evaluate(&self, r: &ResultFile) -> Verdict {
+        let v = View {
+            r,
+            metric: self.metric.as_deref().unwrap_or(&r.y.metric),
+            until: self.until.unwrap_or(f64::MAX),
+        };
+        let (pass, detail) = v.apply(&self.rule);
+        Verdict {
+            name: self.name.clone(),
+            pass,
+            detail,
+        }
+    }
 }
 
-/// A series' points as sorted `(x, metric)` pairs.
-pub fn curve_of(r: &ResultFile, label: &str, metric: &str) -> Vec<(f64, f64)> {
-    let mut v: Vec<(f64, f64)> = r
-        .series
+/// A result as one check sees it: which metric, up to which x.
+struct View<'a> {
+    r: &'a ResultFile,
+    metric: &'a str,
+    until: f64,
+}
+
+type Outcome = (bool, String);
+
+impl View<'_> {
+    fn apply(&self, rule: &Rule) -> Outcome {
+        use Rule::*;
+        match rule {
+            Flat { series, min } => self.each(series, |_, cv| flat(cv, *min)),
+            Collapses { series, max } => self.each(series, |_, cv| collapses(cv, *max)),
+            PeakRatio(c) => self.ratio("peak", c, |s| peak(&self.curve(s)).1),
+            MlfrrRatio(c) => self.ratio("mlfrr", c, |s| self.r.mlfrr(s)),
+            LastRatio(c) => self.ratio("last", c, |s| last(&self.curve(s))),
+            FirstRatio(c) => self.first_ratio(c),
+            OrderLast { series, tolerance } => self.order_last(series, *tolerance),
+            Reference { series, tolerance } => self.reference(series, *tolerance),
+            PeakReference { series, tolerance } => self.peak_reference(&series[0], *tolerance),
+            Below { series, max, at } => {
+                self.each(series, |_, cv| below(cv, *max, at.unwrap_or(f64::MIN)))
+            }
+            Above { series, min, at } => {
+                self.each(series, |_, cv| above(cv, *min, at.unwrap_or(f64::MIN)))
+            }
+            Stable { series, max, at } => {
+                self.each(series, |_, cv| stable(cv, *max, at.unwrap_or(f64::MIN)))
+            }
+            Linear { series, min } => self.each(series, |_, cv| {
+                let v = r2(cv);
+                (v >= *min, format!("r² = {v:.4}"))
+            }),
+            QuantileDiff {
+                series,
+                other,
+                at,
+                min,
+                max,
+            } => self.quantile_diff(&series[0], &other[0], *at, *min, *max),
+            SpreadOrder { series, other } => self.spread_order(&series[0], &other[0]),
+            PointDiff {
+                series,
+                other,
+                at,
+                min,
+                max,
+            } => self.point_diff(&series[0], &other[0], *at, *min, *max),
+            DropShare { series, point, min } => {
+                self.each(series, |s, _| self.drop_share(s, point, *min))
+            }
+            Fit { series, tolerance } => {
+                self.each(series, |s, _| self.fit(s, Some(*tolerance), None))
+            }
+            FitSlope { series, max } => self.each(series, |s, _| self.fit(s, None, Some(*max))),
+            LastOverMlfrr(b) => self.over_mlfrr(b, true),
+            RangeOverMlfrr(b) => self.over_mlfrr(b, false),
+        }
+    }
+
+    /// A series' curve of the check's metric, up to `until`.
+    fn curve(&self, label: &str) -> Vec<(f64, f64)> {
+        self.r
+            .curve_of(label, self.metric)
+            .into_iter()
+            .filter(|p| p.0 <= self.until)
+            .collect()
+    }
+
+    /// A rule applied to each listed series; passes if all do.
+    fn each(&self, series: &[String], f: impl Fn(&str, &[(f64, f64)]) -> Outcome) -> Outcome {
+        let mut ok = true;
+        let mut parts = Vec::new();
+        for s in series {
+            let cv = self.curve(s);
+            if cv.is_empty() {
+                ok = false;
+                parts.push(format!("{s}: no points"));
+                continue;
+            }
+            let (p, d) = f(s, &cv);
+            ok &= p;
+            parts.push(format!("{s}: {d}"));
+        }
+        (ok, parts.join("; "))
+    }
+
+    fn ratio(&self, what: &str, c: &Compare, f: impl Fn(&str) -> f64) -> Outcome {
+        let (s0, o0) = (&c.series[0], &c.other[0]);
+        let (a, b) = (f(s0), f(o0));
+        let ratio = if b > 0.0 {
+            a / b
+        } else if a > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+        (
+            within(ratio, c.min, c.max),
+            format!(
+                "{what} {s0} = {a:.0}, {o0} = {b:.0}, ratio {ratio:.3} (want {})",
+                bounds(c.min, c.max)
+            ),
+        )
+    }
+
+    fn first_ratio(&self, c: &Compare) -> Outcome {
+        let (s0, o0) = (&c.series[0], &c.other[0]);
+        let first = |s: &str| self.curve(s).first().map(|p| p.1);
+        match (first(s0), first(o0)) {
+            (Some(a), Some(b)) if b > 0.0 => {
+                let ratio = a / b;
+                (
+                    within(ratio, c.min, c.max),
+                    format!(
+                        "at the lowest x: {s0} {a:.1}, {o0} {b:.1}, ratio {ratio:.2} (want {})",
+                        bounds(c.min, c.max)
+                    ),
+                )
+            }
+            _ => (false, "no comparable first points".into()),
+        }
+    }
+
+    fn order_last(&self, series: &[String], tolerance: f64) -> Outcome {
+        let vals: Vec<(&String, f64, f64)> = series
+            .iter()
+            .map(|s| {
+                let cv = self.curve(s);
+                (s, last(&cv), peak(&cv).1)
+            })
+            .collect();
+        let slack = tolerance * vals.iter().map(|v| v.2).fold(0.0, f64::max);
+        let ok = vals.windows(2).all(|w| w[0].1 + slack >= w[1].1);
+        let list: Vec<String> = vals.iter().map(|(s, l, _)| format!("{s} {l:.0}")).collect();
+        (
+            ok,
+            format!(
+                "at the highest rate: {} (each >= the next less {slack:.0})",
+                list.join(" >= ")
+            ),
+        )
+    }
+
+    fn reference(&self, series: &[String], tol: f64) -> Outcome {
+        let mut worst = (0.0f64, String::new());
+        let mut n = 0;
+        for rf in self
+            .r
+            .reference
+            .iter()
+            .filter(|rf| series.contains(&rf.series))
+        {
+            let cv = self.curve(&rf.series);
+            for [x, y] in &rf.points {
+                let Some(ours) = interpolate(&cv, *x) else {
+                    continue;
+                };
+                n += 1;
+                let err = if *y != 0.0 {
+                    (ours - y).abs() / y.abs()
+                } else {
+                    ours.abs()
+                };
+                if err >= worst.0 {
+                    worst = (
+                        err,
+                        format!("{} at {x}: ours {ours:.3}, published {y}", rf.series),
+                    );
+                }
+            }
+        }
+        (
+            n > 0 && worst.0 <= tol,
+            format!(
+                "{n} points, worst error {:.1}% ({}); tolerance {:.0}%",
+                worst.0 * 100.0,
+                worst.1,
+                tol * 100.0
+            ),
+        )
+    }
+
+    fn peak_reference(&self, s0: &str, tol: f64) -> Outcome {
+        let ours = peak(&self.curve(s0)).1;
+        let published = self
+            .r
+            .reference_points(s0)
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::MIN, f64::max);
+        let err = (ours - published).abs() / published.abs().max(1e-9);
+        (
+            err <= tol,
+            format!(
+                "peak {ours:.0} vs published {published:.0}: {:.1}% off; tolerance {:.0}%",
+                err * 100.0,
+                tol * 100.0
+            ),
+        )
+    }
+
+    fn quantile_diff(
+        &self,
+        s0: &str,
+        o0: &str,
+        q: f64,
+        min: Option<f64>,
+        max: Option<f64>,
+    ) -> Outcome {
+        let (a, b) = (quantile(&self.curve(s0), q), quantile(&self.curve(o0), q));
+        let d = b - a;
+        (
+            within(d, min, max),
+            format!(
+                "quantile {q}: {s0} {a:.1}, {o0} {b:.1}, {s0} lower by {d:.1} (want {})",
+                bounds(min, max)
+            ),
+        )
+    }
+
+    fn spread_order(&self, s0: &str, o0: &str) -> Outcome {
+        let spread = |cv: &[(f64, f64)]| quantile(cv, 0.9) - quantile(cv, 0.1);
+        let (a, b) = (spread(&self.curve(s0)), spread(&self.curve(o0)));
+        (a < b, format!("p90-p10: {s0} {a:.1}, {o0} {b:.1}"))
+    }
+
+    fn point_diff(
+        &self,
+        s0: &str,
+        o0: &str,
+        at: f64,
+        min: Option<f64>,
+        max: Option<f64>,
+    ) -> Outcome {
+        match (nearest(&self.curve(s0), at), nearest(&self.curve(o0), at)) {
+            (Some(a), Some(b)) => (
+                within(b - a, min, max),
+                format!(
+                    "at x={at}: {s0} {a:.1}, {o0} {b:.1}, difference {:.1} (want {})",
+                    b - a,
+                    bounds(min, max)
+                ),
+            ),
+            _ => (false, format!("no point at x={at}")),
+        }
+    }
+
+    fn drop_share(&self, s: &str, point: &str, min: f64) -> Outcome {
+        let x = &self.r.x.metric;
+        let last = self.r.points(s).max_by(|a, b| {
+            let xa = a.get(x).unwrap_or(0.0);
+            xa.total_cmp(&b.get(x).unwrap_or(0.0))
+        });
+        let total = last.map_or(0.0, |p| p.drops());
+        let here = last
+            .and_then(|p| p.get(&format!("drops.{point}")))
+            .unwrap_or(0.0);
+        let share = if total > 0.0 { here / total } else { 0.0 };
+        (
+            share >= min,
+            format!(
+                "{point} holds {:.1}% of {total:.0} drops at the highest rate",
+                share * 100.0
+            ),
+        )
+    }
+
+    /// A line through the CPU-bound points of a throughput search against
+    /// the published line: its intercept within `tol`, or its slope within `max`.
+    fn fit(&self, s: &str, tol: Option<f64>, max: Option<f64>) -> Outcome {
+        let cpu_bound: Vec<(f64, f64)> = {
+            let mut v: Vec<(f64, f64)> = self
+                .r
+                .points(s)
+                .filter(|p| p.get("line_limited").unwrap_or(0.0) == 0.0)
+                .filter_map(|p| Some((p.get(&self.r.x.metric)?, p.get(&self.r.y.metric)?)))
+                .collect();
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            v
+        };
+        match (line_fit(&cpu_bound), line_fit(&self.r.reference_points(s))) {
+            (Some((a, b)), Some((ra, rb))) => match (tol, max) {
+                (Some(tol), _) => {
+                    let err = (a - ra).abs() / ra.abs().max(1e-12);
+                    (err <= tol, format!("fitted T_const {a:.2}, k {b:.4}; published {ra:.2}, {rb:.4} ({:.1}% off)", err * 100.0))
+                }
+                (None, max) => {
+                    let d = (b - rb).abs();
+                    (
+                        d <= max.unwrap_or(0.0),
+                        format!("fitted k {b:.4} vs published {rb:.4}"),
+                    )
+                }
+            },
+            _ => (
+                false,
+                "fewer than two CPU-bound points or reference points".to_string(),
+            ),
+        }
+    }
+
+    fn over_mlfrr(&self, b: &Bounded, delivered: bool) -> Outcome {
+        self.each(&b.series, |s, cv| {
+            let m = self.r.mlfrr(s);
+            let v = if delivered {
+                last(cv)
+            } else {
+                cv.last().map_or(0.0, |p| p.0)
+            };
+            let ratio = if m > 0.0 { v / m } else { 0.0 };
+            let what = if delivered {
+                "delivered at the highest rate"
+            } else {
+                "highest offered rate"
+            };
+            (
+                within(ratio, b.min, b.max),
+                format!(
+                    "{what} {v:.0} / MLFRR {m:.0} = {ratio:.2} (want {})",
+                    bounds(b.min, b.max)
+                ),
+            )
+        })
+    }
+}
+
+fn flat(cv: &[(f64, f64)], min: f64) -> Outcome {
+    let (px, py) = peak(cv);
+    let low = cv
         .iter()
-        .filter(|s| s.label == label)
-        .flat_map(|s| s.points.iter())
-        .filter_map(|p| Some((value(p, &r.x.metric)?, value(p, metric)?)))
-        .collect();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    v
+        .filter(|p| p.0 >= px)
+        .map(|p| p.1)
+        .fold(f64::MAX, f64::min);
+    let ratio = if py > 0.0 { low / py } else { 0.0 };
+    (
+        ratio >= min,
+        format!("min/peak beyond the peak = {ratio:.3} (peak {py:.0} at {px:.0})"),
+    )
 }
 
-fn drops(p: &Value) -> f64 {
-    p.get("drops")
-        .and_then(Value::as_object)
-        .map_or(0.0, |o| o.values().filter_map(Value::as_f64).sum())
+fn collapses(cv: &[(f64, f64)], max: f64) -> Outcome {
+    let (_, py) = peak(cv);
+    let ratio = if py > 0.0 { last(cv) / py } else { 0.0 };
+    (
+        ratio <= max,
+        format!(
+            "last/peak = {ratio:.3} (peak {py:.0}, last {:.0})",
+            last(cv)
+        ),
+    )
 }
 
-/// The maximum loss-free receive rate of a series: the highest x up to
-/// which no point lost anything (0 if even the first point lost packets).
-pub fn mlfrr(r: &ResultFile, label: &str) -> f64 {
-    let mut pts: Vec<(f64, f64)> = r
-        .series
-        .iter()
-        .filter(|s| s.label == label)
-        .flat_map(|s| s.points.iter())
-        .filter_map(|p| Some((value(p, &r.x.metric)?, drops(p))))
-        .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    pts.iter()
-        .take_while(|(_, d)| *d == 0.0)
-        .last()
-        .map_or(0.0, |(x, _)| *x)
+fn from(cv: &[(f64, f64)], at: f64) -> Vec<f64> {
+    cv.iter().filter(|p| p.0 >= at).map(|p| p.1).collect()
+}
+
+fn below(cv: &[(f64, f64)], max: f64, at: f64) -> Outcome {
+    let ys = from(cv, at);
+    let hi = ys.iter().copied().fold(f64::MIN, f64::max);
+    (
+        !ys.is_empty() && hi <= max,
+        format!("highest {hi:.3} (want <= {max})"),
+    )
+}
+
+fn above(cv: &[(f64, f64)], min: f64, at: f64) -> Outcome {
+    let ys = from(cv, at);
+    let lo = ys.iter().copied().fold(f64::MAX, f64::min);
+    (
+        !ys.is_empty() && lo >= min,
+        format!("lowest {lo:.3} (want >= {min})"),
+    )
+}
+
+fn stable(cv: &[(f64, f64)], max: f64, at: f64) -> Outcome {
+    let ys = from(cv, at);
+    let spread =
+        ys.iter().copied().fold(f64::MIN, f64::max) - ys.iter().copied().fold(f64::MAX, f64::min);
+    (
+        ys.len() >= 2 && spread <= max,
+        format!("spread {spread:.3} over {} points", ys.len()),
+    )
 }
 
 fn peak(c: &[(f64, f64)]) -> (f64, f64) {
@@ -170,28 +649,6 @@ pub fn line_fit(c: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((my - b * mx, b))
 }
 
-/// A series' points below the line rate (a throughput search's CPU-bound points).
-fn cpu_bound(r: &ResultFile, label: &str) -> Vec<(f64, f64)> {
-    let mut v: Vec<(f64, f64)> = r
-        .series
-        .iter()
-        .filter(|s| s.label == label)
-        .flat_map(|s| s.points.iter())
-        .filter(|p| value(p, "line_limited").unwrap_or(0.0) == 0.0)
-        .filter_map(|p| Some((value(p, &r.x.metric)?, value(p, &r.y.metric)?)))
-        .collect();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    v
-}
-
-fn reference_points(r: &ResultFile, label: &str) -> Vec<(f64, f64)> {
-    r.reference
-        .iter()
-        .filter(|rf| rf.series == label)
-        .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1])))
-        .collect()
-}
-
 fn r2(c: &[(f64, f64)]) -> f64 {
     let n = c.len() as f64;
     if n < 3.0 {
@@ -223,324 +680,10 @@ fn bounds(min: Option<f64>, max: Option<f64>) -> String {
     }
 }
 
-/// A rule applied to one series' curve: verdict and detail.
-type SeriesRule<'a> = dyn Fn(&str, &[(f64, f64)]) -> (bool, String) + 'a;
-
-/// Evaluates one check against the points.
-pub fn evaluate(c: &CheckCfg, r: &ResultFile) -> CheckOut {
-    let (pass, detail) = rule(c, r);
-    CheckOut {
-        name: c.name.clone(),
-        pass,
-        detail,
-    }
-}
-
-fn rule(c: &CheckCfg, r: &ResultFile) -> (bool, String) {
-    let metric = c.metric.clone().unwrap_or_else(|| r.y.metric.clone());
-    let until = c.until.unwrap_or(f64::MAX);
-    let one = |s: &str| -> Vec<(f64, f64)> {
-        curve_of(r, s, &metric)
-            .into_iter()
-            .filter(|p| p.0 <= until)
-            .collect()
-    };
-    let s0 = c.series.first().cloned().unwrap_or_default();
-    let o0 = c.other.first().cloned().unwrap_or_default();
-    let at = c.at.unwrap_or(f64::MIN);
-    // A rule applied to each listed series; passes if all do.
-    let each = |f: &SeriesRule| {
-        let mut ok = true;
-        let mut parts = Vec::new();
-        for s in &c.series {
-            let cv = one(s);
-            if cv.is_empty() {
-                ok = false;
-                parts.push(format!("{s}: no points"));
-                continue;
-            }
-            let (p, d) = f(s, &cv);
-            ok &= p;
-            parts.push(format!("{s}: {d}"));
-        }
-        (ok, parts.join("; "))
-    };
-    match c.kind.as_str() {
-        "flat" => each(&|_, cv| {
-            let (px, py) = peak(cv);
-            let low = cv
-                .iter()
-                .filter(|p| p.0 >= px)
-                .map(|p| p.1)
-                .fold(f64::MAX, f64::min);
-            let ratio = if py > 0.0 { low / py } else { 0.0 };
-            (
-                ratio >= c.min.unwrap_or(1.0),
-                format!("min/peak beyond the peak = {ratio:.3} (peak {py:.0} at {px:.0})"),
-            )
-        }),
-        "collapses" => each(&|_, cv| {
-            let (_, py) = peak(cv);
-            let ratio = if py > 0.0 { last(cv) / py } else { 0.0 };
-            (
-                ratio <= c.max.unwrap_or(0.0),
-                format!(
-                    "last/peak = {ratio:.3} (peak {py:.0}, last {:.0})",
-                    last(cv)
-                ),
-            )
-        }),
-        "peak_ratio" | "mlfrr_ratio" | "last_ratio" => {
-            let (a, b) = match c.kind.as_str() {
-                "peak_ratio" => (peak(&one(&s0)).1, peak(&one(&o0)).1),
-                "mlfrr_ratio" => (mlfrr(r, &s0), mlfrr(r, &o0)),
-                _ => (last(&one(&s0)), last(&one(&o0))),
-            };
-            let ratio = if b > 0.0 {
-                a / b
-            } else if a > 0.0 {
-                f64::INFINITY
-            } else {
-                0.0
-            };
-            let what = c.kind.trim_end_matches("_ratio");
-            (
-                within(ratio, c.min, c.max),
-                format!(
-                    "{what} {s0} = {a:.0}, {o0} = {b:.0}, ratio {ratio:.3} (want {})",
-                    bounds(c.min, c.max)
-                ),
-            )
-        }
-        "order_last" => {
-            let vals: Vec<(String, f64, f64)> = c
-                .series
-                .iter()
-                .map(|s| {
-                    let cv = one(s);
-                    (s.clone(), last(&cv), peak(&cv).1)
-                })
-                .collect();
-            let slack = c.tolerance.unwrap_or(0.0) * vals.iter().map(|v| v.2).fold(0.0, f64::max);
-            let ok = vals.windows(2).all(|w| w[0].1 + slack >= w[1].1);
-            let list: Vec<String> = vals.iter().map(|(s, l, _)| format!("{s} {l:.0}")).collect();
-            (
-                ok,
-                format!(
-                    "at the highest rate: {} (each >= the next less {slack:.0})",
-                    list.join(" >= ")
-                ),
-            )
-        }
-        "reference" => {
-            let tol = c.tolerance.unwrap_or(0.15);
-            let mut worst = (0.0f64, String::new());
-            let mut n = 0;
-            for rf in r
-                .reference
-                .iter()
-                .filter(|rf| c.series.contains(&rf.series))
-            {
-                let cv = one(&rf.series);
-                for [x, y] in &rf.points {
-                    let Some(ours) = interpolate(&cv, *x) else {
-                        continue;
-                    };
-                    n += 1;
-                    let err = if *y != 0.0 {
-                        (ours - y).abs() / y.abs()
-                    } else {
-                        ours.abs()
-                    };
-                    if err >= worst.0 {
-                        worst = (
-                            err,
-                            format!("{} at {x}: ours {ours:.3}, published {y}", rf.series),
-                        );
-                    }
-                }
-            }
-            (
-                n > 0 && worst.0 <= tol,
-                format!(
-                    "{n} points, worst error {:.1}% ({}); tolerance {:.0}%",
-                    worst.0 * 100.0,
-                    worst.1,
-                    tol * 100.0
-                ),
-            )
-        }
-        "peak_reference" => {
-            let tol = c.tolerance.unwrap_or(0.05);
-            let ours = peak(&one(&s0)).1;
-            let published = r
-                .reference
-                .iter()
-                .filter(|rf| rf.series == s0)
-                .flat_map(|rf| rf.points.iter().map(|p| p[1]))
-                .fold(f64::MIN, f64::max);
-            let err = (ours - published).abs() / published.abs().max(1e-9);
-            (
-                err <= tol,
-                format!(
-                    "peak {ours:.0} vs published {published:.0}: {:.1}% off; tolerance {:.0}%",
-                    err * 100.0,
-                    tol * 100.0
-                ),
-            )
-        }
-        "below" | "above" => each(&|_, cv| {
-            let ys: Vec<f64> = cv.iter().filter(|p| p.0 >= at).map(|p| p.1).collect();
-            let (lo, hi) = (
-                ys.iter().copied().fold(f64::MAX, f64::min),
-                ys.iter().copied().fold(f64::MIN, f64::max),
-            );
-            if c.kind == "below" {
-                (
-                    !ys.is_empty() && hi <= c.max.unwrap_or(0.0),
-                    format!("highest {hi:.3} (want <= {})", c.max.unwrap_or(0.0)),
-                )
-            } else {
-                (
-                    !ys.is_empty() && lo >= c.min.unwrap_or(0.0),
-                    format!("lowest {lo:.3} (want >= {})", c.min.unwrap_or(0.0)),
-                )
-            }
-        }),
-        "stable" => each(&|_, cv| {
-            let ys: Vec<f64> = cv.iter().filter(|p| p.0 >= at).map(|p| p.1).collect();
-            let spread = ys.iter().copied().fold(f64::MIN, f64::max)
-                - ys.iter().copied().fold(f64::MAX, f64::min);
-            (
-                ys.len() >= 2 && spread <= c.max.unwrap_or(0.0),
-                format!("spread {spread:.3} over {} points", ys.len()),
-            )
-        }),
-        "linear" => each(&|_, cv| {
-            let v = r2(cv);
-            (v >= c.min.unwrap_or(1.0), format!("r² = {v:.4}"))
-        }),
-        "quantile_diff" => {
-            let q = c.at.unwrap_or(0.5);
-            let (a, b) = (quantile(&one(&s0), q), quantile(&one(&o0), q));
-            let d = b - a;
-            (
-                within(d, c.min, c.max),
-                format!(
-                    "quantile {q}: {s0} {a:.1}, {o0} {b:.1}, {s0} lower by {d:.1} (want {})",
-                    bounds(c.min, c.max)
-                ),
-            )
-        }
-        "spread_order" => {
-            let spread = |cv: &[(f64, f64)]| quantile(cv, 0.9) - quantile(cv, 0.1);
-            let (a, b) = (spread(&one(&s0)), spread(&one(&o0)));
-            (a < b, format!("p90-p10: {s0} {a:.1}, {o0} {b:.1}"))
-        }
-        "point_diff" => {
-            let (a, b) = (nearest(&one(&s0), at), nearest(&one(&o0), at));
-            match (a, b) {
-                (Some(a), Some(b)) => (
-                    within(b - a, c.min, c.max),
-                    format!(
-                        "at x={at}: {s0} {a:.1}, {o0} {b:.1}, difference {:.1} (want {})",
-                        b - a,
-                        bounds(c.min, c.max)
-                    ),
-                ),
-                _ => (false, format!("no point at x={at}")),
-            }
-        }
-        "drop_share" => each(&|s, _| {
-            let point = c.point.clone().unwrap_or_default();
-            let last = r
-                .series
-                .iter()
-                .filter(|x| x.label == s)
-                .flat_map(|x| x.points.iter())
-                .max_by(|a, b| {
-                    let xa = value(a, &r.x.metric).unwrap_or(0.0);
-                    xa.total_cmp(&value(b, &r.x.metric).unwrap_or(0.0))
-                });
-            let total = last.map_or(0.0, drops);
-            let here = last
-                .and_then(|p| value(p, &format!("drops.{point}")))
-                .unwrap_or(0.0);
-            let share = if total > 0.0 { here / total } else { 0.0 };
-            (
-                share >= c.min.unwrap_or(1.0),
-                format!(
-                    "{point} holds {:.1}% of {total:.0} drops at the highest rate",
-                    share * 100.0
-                ),
-            )
-        }),
-        "last_over_mlfrr" | "range_over_mlfrr" => each(&|s, cv| {
-            let m = mlfrr(r, s);
-            let v = if c.kind == "last_over_mlfrr" {
-                last(cv)
-            } else {
-                cv.last().map_or(0.0, |p| p.0)
-            };
-            let ratio = if m > 0.0 { v / m } else { 0.0 };
-            let what = if c.kind == "last_over_mlfrr" {
-                "delivered at the highest rate"
-            } else {
-                "highest offered rate"
-            };
-            (
-                within(ratio, c.min, c.max),
-                format!(
-                    "{what} {v:.0} / MLFRR {m:.0} = {ratio:.2} (want {})",
-                    bounds(c.min, c.max)
-                ),
-            )
-        }),
-        "first_ratio" => {
-            let (a, b) = (one(&s0).first().map(|p| p.1), one(&o0).first().map(|p| p.1));
-            match (a, b) {
-                (Some(a), Some(b)) if b > 0.0 => {
-                    let ratio = a / b;
-                    (
-                        within(ratio, c.min, c.max),
-                        format!(
-                            "at the lowest x: {s0} {a:.1}, {o0} {b:.1}, ratio {ratio:.2} (want {})",
-                            bounds(c.min, c.max)
-                        ),
-                    )
-                }
-                _ => (false, "no comparable first points".into()),
-            }
-        }
-        "fit" | "fit_slope" => each(&|s, _| match (
-            line_fit(&cpu_bound(r, s)),
-            line_fit(&reference_points(r, s)),
-        ) {
-            (Some((a, b)), Some((ra, rb))) => {
-                if c.kind == "fit" {
-                    let err = (a - ra).abs() / ra.abs().max(1e-12);
-                    let tol = c.tolerance.unwrap_or(0.15);
-                    (err <= tol, format!("fitted T_const {a:.2}, k {b:.4}; published {ra:.2}, {rb:.4} ({:.1}% off)", err * 100.0))
-                } else {
-                    let d = (b - rb).abs();
-                    (
-                        d <= c.max.unwrap_or(0.0),
-                        format!("fitted k {b:.4} vs published {rb:.4}"),
-                    )
-                }
-            }
-            _ => (
-                false,
-                "fewer than two CPU-bound points or reference points".to_string(),
-            ),
-        }),
-        k => (false, format!("unknown check kind {k:?}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::{Axis, Meta, Point, Series};
 
     #[test]
     fn interpolation_and_fit() {
@@ -552,5 +695,72 @@ mod tests {
         assert!(r2(&c) < 0.1);
         assert_eq!(peak(&c), (10.0, 10.0));
         assert_eq!(quantile(&[(1.0, 0.2), (2.0, 0.6), (3.0, 1.0)], 0.5), 2.0);
+    }
+
+    fn result(ys: &[(&str, &[f64])]) -> ResultFile {
+        let series = ys
+            .iter()
+            .map(|(label, ys)| {
+                let mut s = Series::new(label);
+                s.points = ys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, y)| Point::xy("x", i as f64, "y", *y))
+                    .collect();
+                s
+            })
+            .collect();
+        let meta = Meta {
+            id: "t".into(),
+            title: String::new(),
+            source: String::new(),
+            profile: String::new(),
+            seed: 0,
+            quick: false,
+        };
+        ResultFile::new(
+            meta,
+            Axis::new("x", "", ""),
+            Axis::new("y", "", ""),
+            series,
+            Vec::new(),
+        )
+    }
+
+    fn check(toml_src: &str) -> Check {
+        toml::from_str(toml_src).unwrap()
+    }
+
+    #[test]
+    fn rules_pass_and_fail_on_the_points() {
+        let r = result(&[
+            ("up", &[1.0, 5.0, 5.0, 4.9]),
+            ("down", &[1.0, 5.0, 2.0, 0.5]),
+        ]);
+        let flat = check("name='f'\nkind='flat'\nseries=['up']\nmin=0.95\n");
+        assert!(flat.evaluate(&r).pass);
+        let flat_down = check("name='f'\nkind='flat'\nseries=['down']\nmin=0.95\n");
+        assert!(!flat_down.evaluate(&r).pass);
+        let coll = check("name='c'\nkind='collapses'\nseries=['down']\nmax=0.2\n");
+        assert!(coll.evaluate(&r).pass);
+        let ratio = check("name='r'\nkind='last_ratio'\nseries=['up']\nother=['down']\nmin=5\n");
+        let v = ratio.evaluate(&r);
+        assert!(v.pass, "{}", v.detail);
+        let ratio = check("name='r'\nkind='last_ratio'\nseries=['up']\nother=['down']\nmin=20\n");
+        assert!(!ratio.evaluate(&r).pass);
+        let missing = check("name='m'\nkind='above'\nseries=['nope']\nmin=0\n");
+        assert!(!missing.evaluate(&r).pass);
+    }
+
+    #[test]
+    fn a_parameter_the_rule_does_not_take_is_an_error() {
+        assert!(toml::from_str::<Check>(
+            "name='f'\nkind='flat'\nseries=['a']\nmin=1\ntolerance=3\n"
+        )
+        .is_err());
+        assert!(toml::from_str::<Check>("name='f'\nkind='flat'\nseries=['a']\n").is_err());
+        assert!(toml::from_str::<Check>("name='f'\nkind='nope'\nseries=['a']\n").is_err());
+        let c = check("name='r'\nkind='peak_ratio'\nseries=['a']\nother=['b']\n");
+        assert!(c.rule.vacuous().is_some());
     }
 }

@@ -49,8 +49,8 @@ mod tests {
         ids.sort();
         assert_eq!(files, ids);
         for (id, src) in ALL {
-            let l = rxsched_sim::Loaded::parse(id, src.to_string(), None).unwrap();
-            assert_eq!(l.scenario.id.as_deref(), Some(*id));
+            let f = crate::experiment::ExperimentFile::parse(id, src.to_string(), None).unwrap();
+            assert_eq!(f.exp.id.as_deref(), Some(*id));
         }
     }
 }

@@ -1,10 +1,18 @@
 //! The pieces behind the `rxsched` command: the experiments it knows, how a
 //! scenario becomes a figure (sweeps, distributions, bursts, RFC 2544
-//! throughput searches), the checks computed from the points, and the
-//! report (JSON, CSV, SVG, HTML).
+//! throughput searches), the checks computed from the points, the result
+//! format, and the report (JSON, CSV, SVG, HTML).
+//!
+//! Dependencies inside the crate point one way: `result` is at the bottom;
+//! `checks` reads results; `experiment` describes figures and their checks;
+//! `figure` and `bench` build results; `report` writes them.
 
 pub mod bench;
 pub mod checks;
+pub mod error;
+pub mod experiment;
 pub mod experiments;
 pub mod figure;
 pub mod report;
+pub mod result;
+pub mod search;

@@ -1,7 +1,6 @@
 //! Writing results: JSON, CSV, an SVG plot per figure, and `index.html`.
 
-use crate::checks::curve;
-use crate::figure::{ResultFile, SCHEMA};
+use crate::result::{Axis, ResultFile, SCHEMA};
 use plotters::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -45,7 +44,7 @@ fn write_csv(path: &Path, r: &ResultFile) -> io::Result<()> {
     for s in &r.series {
         for p in &s.points {
             let mut kv = Vec::new();
-            flatten("", p, &mut kv);
+            flatten("", &Value::Object(p.0.clone()), &mut kv);
             for (k, _) in &kv {
                 cols.insert(k.clone());
             }
@@ -91,7 +90,7 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-fn axis_label(a: &rxsched_sim::scenario::Axis) -> String {
+fn axis_label(a: &Axis) -> String {
     if a.unit.is_empty() {
         a.label.clone()
     } else {
@@ -109,7 +108,7 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
         let curves: Vec<(String, Vec<(f64, f64)>)> = r
             .series
             .iter()
-            .map(|s| (s.label.clone(), curve(r, &s.label)))
+            .map(|s| (s.label.clone(), r.curve(&s.label)))
             .collect();
         let all = curves.iter().flat_map(|(_, c)| c.iter().copied()).chain(
             r.reference
@@ -315,10 +314,10 @@ fn summary_table(r: &ResultFile) -> String {
         x = esc(&r.x.metric)
     );
     for s in &r.series {
-        let c = curve(r, &s.label);
+        let c = r.curve(&s.label);
         let peak = c.iter().map(|p| p.1).fold(f64::MIN, f64::max);
         let last = c.last().map_or(0.0, |p| p.1);
-        let m = crate::checks::mlfrr(r, &s.label);
+        let m = r.mlfrr(&s.label);
         let refs: Vec<String> = r
             .reference
             .iter()
@@ -344,7 +343,6 @@ fn summary_table(r: &ResultFile) -> String {
 /// Small results as tables: the chosen metrics per point, or, where the
 /// published values sit at the same x, ours beside theirs.
 fn values_table(r: &ResultFile) -> String {
-    use crate::figure::value;
     if !r.table.is_empty() {
         let mut h = String::from("<table><tr><th>series</th>");
         for m in &r.table {
@@ -355,7 +353,7 @@ fn values_table(r: &ResultFile) -> String {
             for p in &s.points {
                 h += &format!("<tr><td>{}</td>", esc(&s.label));
                 for m in &r.table {
-                    h += &format!("<td>{}</td>", value(p, m).map_or("–".into(), fmt_num));
+                    h += &format!("<td>{}</td>", p.get(m).map_or("–".into(), fmt_num));
                 }
                 h += "</tr>\n";
             }
@@ -381,7 +379,7 @@ fn values_table(r: &ResultFile) -> String {
     for x in xs {
         h += &format!("<tr><td>{}</td>", fmt_num(x));
         for s in &r.series {
-            let ours = curve(r, &s.label).iter().find(|p| p.0 == x).map(|p| p.1);
+            let ours = r.curve(&s.label).iter().find(|p| p.0 == x).map(|p| p.1);
             let theirs = r
                 .reference
                 .iter()

@@ -1,10 +1,10 @@
 //! The Linux dataplane commands: `lab`, `gen`, `sink`, `route`, `spin`.
 
 use clap::{Args, Subcommand};
+use rxsched::error::{Error, Result};
 use rxsched_core::Quota;
 use rxsched_linux::lab::{self, D0, D1, G0, S0};
 use rxsched_linux::route::{Mode, Route, RouterConfig};
-use rxsched_linux::sys::SysError;
 use rxsched_linux::traffic::{GenConfig, SinkConfig};
 use rxsched_linux::wire::Mac;
 
@@ -101,45 +101,16 @@ pub struct RouteArgs {
     pub stats_every: f64,
 }
 
-/// An error from the dataplane: bad input (exit 2) or a failure (exit 1).
-pub enum RealError {
-    /// The user must fix something.
-    Input(String),
-    /// Something failed while running.
-    Run(String),
-}
-
-impl From<SysError> for RealError {
-    fn from(e: SysError) -> Self {
-        // A missing interface or missing privilege is the user's to fix.
-        match e.source.raw_os_error() {
-            Some(libc::ENODEV) | Some(libc::ENXIO) | Some(libc::EPERM) | Some(libc::EACCES) => {
-                RealError::Input(e.to_string())
-            }
-            _ => RealError::Run(e.to_string()),
-        }
-    }
-}
-
-impl From<lab::LabError> for RealError {
-    fn from(e: lab::LabError) -> Self {
-        match e {
-            lab::LabError::NotRoot => RealError::Input(e.to_string()),
-            e => RealError::Run(e.to_string()),
-        }
-    }
-}
-
-fn json<T: serde::Serialize>(v: &T) -> Result<(), RealError> {
+fn json<T: serde::Serialize>(v: &T) -> Result<()> {
     println!(
         "{}",
-        serde_json::to_string(v).map_err(|e| RealError::Run(e.to_string()))?
+        serde_json::to_string(v).map_err(|e| Error::Run(e.to_string()))?
     );
     Ok(())
 }
 
 /// Runs a lab command.
-pub fn lab_cmd(c: LabCmd) -> Result<(), RealError> {
+pub fn lab_cmd(c: LabCmd) -> Result<()> {
     match c {
         LabCmd::Up => {
             let l = lab::Lab::standard();
@@ -162,34 +133,34 @@ pub fn lab_cmd(c: LabCmd) -> Result<(), RealError> {
     Ok(())
 }
 
-fn positive(name: &str, v: f64) -> Result<(), RealError> {
+fn positive(name: &str, v: f64) -> Result<()> {
     if v.is_finite() && v > 0.0 && v <= 86_400.0 {
         Ok(())
     } else {
-        Err(RealError::Input(format!(
+        Err(Error::Input(format!(
             "--{name}: must be a positive number of seconds (at most a day), got {v}"
         )))
     }
 }
 
 /// `rxsched gen`
-pub fn gen(a: GenArgs) -> Result<(), RealError> {
+pub fn gen(a: GenArgs) -> Result<()> {
     positive("duration", a.duration)?;
     if !(a.rate.is_finite() && a.rate > 0.0) {
-        return Err(RealError::Input(format!(
+        return Err(Error::Input(format!(
             "--rate: must be a positive rate, got {}",
             a.rate
         )));
     }
     if !(60..=2048).contains(&a.size) {
-        return Err(RealError::Input(format!(
+        return Err(Error::Input(format!(
             "--size: must be 60 to 2048 bytes, got {}",
             a.size
         )));
     }
     let dst_mac = match &a.dst_mac {
         Some(m) => Mac::parse(m)
-            .ok_or_else(|| RealError::Input(format!("--dst-mac: {m:?} is not a MAC address")))?,
+            .ok_or_else(|| Error::Input(format!("--dst-mac: {m:?} is not a MAC address")))?,
         None => lab::ROUTER_MAC,
     };
     let cfg = GenConfig {
@@ -208,7 +179,7 @@ pub fn gen(a: GenArgs) -> Result<(), RealError> {
 }
 
 /// `rxsched sink`
-pub fn sink(a: SinkArgs) -> Result<(), RealError> {
+pub fn sink(a: SinkArgs) -> Result<()> {
     positive("duration", a.duration)?;
     positive("idle", a.idle)?;
     rxsched_linux::sys::signals::install();
@@ -232,19 +203,19 @@ pub fn lab_routes(ports: &[String]) -> Vec<Route> {
 }
 
 /// Parses `route`'s arguments.
-pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
+pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
     positive("duration", a.duration)?;
     let mode = match a.mode.as_str() {
         "interrupt" => Mode::Interrupt,
         "polling" => Mode::Polling,
         m => {
-            return Err(RealError::Input(format!(
+            return Err(Error::Input(format!(
                 "--mode: {m:?} is neither interrupt nor polling"
             )))
         }
     };
     let quota = Quota::parse(&a.quota).ok_or_else(|| {
-        RealError::Input(format!(
+        Error::Input(format!(
             "--quota: {:?} is not a positive count or unlimited",
             a.quota
         ))
@@ -255,13 +226,12 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
         a.routes
             .iter()
             .map(|r| {
-                Route::parse(r, &a.ports)
-                    .map_err(|e| RealError::Input(format!("--route {r:?}: {e}")))
+                Route::parse(r, &a.ports).map_err(|e| Error::Input(format!("--route {r:?}: {e}")))
             })
-            .collect::<Result<_, _>>()?
+            .collect::<std::result::Result<_, _>>()?
     };
     if routes.is_empty() {
-        return Err(RealError::Input(
+        return Err(Error::Input(
             "no routes: give --route PREFIX/LEN=IFACE@MAC".into(),
         ));
     }
@@ -272,7 +242,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
             match v[..] {
                 [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Some((hi, lo)),
                 _ => {
-                    return Err(RealError::Input(format!(
+                    return Err(Error::Input(format!(
                         "--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"
                     )))
                 }
@@ -281,13 +251,13 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
     };
     if let Some(p) = a.cycle_limit {
         if !(p > 0.0 && p <= 100.0) {
-            return Err(RealError::Input(format!(
+            return Err(Error::Input(format!(
                 "--cycle-limit: {p} is not a percentage in (0, 100]"
             )));
         }
     }
     if mode == Mode::Interrupt && (feedback.is_some() || a.cycle_limit.is_some()) {
-        return Err(RealError::Input(
+        return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
         ));
     }
@@ -308,13 +278,13 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig, RealError> {
 }
 
 /// `rxsched route`
-pub fn route(a: RouteArgs) -> Result<(), RealError> {
+pub fn route(a: RouteArgs) -> Result<()> {
     let cfg = router_config(&a)?;
     json(&rxsched_linux::route::run(&cfg)?)
 }
 
 /// `rxsched spin`
-pub fn spin(cpu: Option<usize>, duration: f64) -> Result<(), RealError> {
+pub fn spin(cpu: Option<usize>, duration: f64) -> Result<()> {
     positive("duration", duration)?;
     rxsched_linux::sys::signals::install();
     json(&rxsched_linux::spin::spin(cpu, duration)?)

@@ -1,0 +1,366 @@
+//! Scenario files: what to simulate. A scenario names a machine profile
+//! and sets the kernel's mechanisms, the traffic, the user processes and
+//! the run. Every key has a default; an unknown key is an error.
+//!
+//! How a file is read and overridden is in [`load`]; the ranges every value
+//! must lie in are in [`validate`]. Files may carry other top-level tables
+//! (a figure's construction) that a caller takes out before deserializing.
+
+mod load;
+mod validate;
+
+pub use load::{parse_set, set_path, Loaded};
+
+use rxsched_core::Quota;
+use serde::{Deserialize, Serialize};
+
+/// Which receive architecture the kernel uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelKind {
+    /// M1: the interrupt-driven 4.2BSD path with `ipintrq`.
+    #[default]
+    Bsd,
+    /// The modified (polling) kernel configured to act as unmodified: the
+    /// M1 path through the new driver structure.
+    Emulated,
+    /// M2: interrupt-initiated polling, with M3/M4 as options.
+    Polling,
+    /// Linux 2.6: hard interrupts, the NET_RX softirq, optional NAPI (M7)
+    /// and transmit-reclaim modes (M8).
+    Linux,
+}
+
+/// The six driver variants of Spanos et al. 2008, as presets of
+/// `kernel.napi` and `kernel.tx_reclaim`.
+pub const VARIANTS: &[(&str, bool, &str)] = &[
+    ("ORIGINAL", false, "per-packet"),
+    ("TX-128", false, "every-128"),
+    ("TX-OFF", false, "before-send"),
+    ("NAPI", true, "per-packet"),
+    ("NAPI-TX-128", true, "every-128"),
+    ("NAPI-TX-OFF", true, "before-send"),
+];
+
+/// Where IP input runs in the interrupt-driven kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpLayer {
+    /// A software interrupt, above every thread (4.2BSD).
+    Softirq,
+    /// A kernel thread, below interrupts (Digital UNIX).
+    #[default]
+    Thread,
+}
+
+/// M3 options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeedbackCfg {
+    /// Whether queue-state feedback is on.
+    pub enabled: bool,
+    /// Inhibit input when the queue is this full (percent of its size).
+    pub high_pct: f64,
+    /// Resume input when it drains to this level (percent).
+    pub low_pct: f64,
+    /// Monitor form: inhibit when fewer than this many slots are free and
+    /// resume only by timeout (0: use the watermarks).
+    pub min_free: u32,
+    /// Resume anyway after this long, in case the consumer hangs.
+    pub timeout_us: f64,
+}
+
+impl Default for FeedbackCfg {
+    fn default() -> Self {
+        // Mogul & Ramakrishnan 1996 §6.6.1: 75% / 25% of a 32-entry queue, one tick.
+        FeedbackCfg {
+            enabled: false,
+            high_pct: 75.0,
+            low_pct: 25.0,
+            min_free: 0,
+            timeout_us: 1000.0,
+        }
+    }
+}
+
+/// M4 options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CycleLimitCfg {
+    /// Whether the CPU-cycle limit is on.
+    pub enabled: bool,
+    /// Share of each period input handling may use, in percent.
+    pub percent: f64,
+    /// The period, in microseconds.
+    pub period_us: f64,
+}
+
+impl Default for CycleLimitCfg {
+    fn default() -> Self {
+        // Mogul & Ramakrishnan 1996 §7: a 10 ms period.
+        CycleLimitCfg {
+            enabled: false,
+            percent: 50.0,
+            period_us: 10_000.0,
+        }
+    }
+}
+
+/// M5 options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerCfg {
+    /// Whether the circuit breaker is on.
+    pub enabled: bool,
+    /// Packets in one interrupt before it trips.
+    pub batch: u32,
+    /// How long interrupts stay off, in microseconds.
+    pub off_us: f64,
+}
+
+impl Default for BreakerCfg {
+    fn default() -> Self {
+        // Mogul & Ramakrishnan 1996 §8: 250 packets, then 1 ms off.
+        BreakerCfg {
+            enabled: false,
+            batch: 250,
+            off_us: 1000.0,
+        }
+    }
+}
+
+/// `[kernel]`: the mechanisms and their parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelCfg {
+    /// The receive architecture.
+    pub kind: KernelKind,
+    /// Where IP input runs in the interrupt-driven kernels.
+    pub ip_layer: IpLayer,
+    /// Packets per polling callback.
+    pub quota: Quota,
+    /// `ipintrq` limit.
+    pub ipintrq_limit: u32,
+    /// Interface output queue limit.
+    pub output_queue_limit: u32,
+    /// screend's input queue size.
+    pub screen_queue_limit: u32,
+    /// Socket receive buffer, in packets.
+    pub socket_packets: u32,
+    /// Socket receive buffer, in bytes.
+    pub socket_bytes: u32,
+    /// M3.
+    pub feedback: FeedbackCfg,
+    /// M4.
+    pub cycle_limit: CycleLimitCfg,
+    /// M5.
+    pub breaker: BreakerCfg,
+    /// Linux: a driver variant preset (`ORIGINAL`, `TX-128`, `TX-OFF`,
+    /// `NAPI`, `NAPI-TX-128`, `NAPI-TX-OFF`); sets `napi` and `tx_reclaim`.
+    pub variant: Option<String>,
+    /// Linux: receive through NAPI (M7).
+    pub napi: Option<bool>,
+    /// Linux: `per-packet`, `every-N` or `before-send` (M8).
+    pub tx_reclaim: Option<String>,
+    /// Linux NAPI: packets per device per poll turn.
+    pub napi_weight: u32,
+    /// Linux NAPI: packets per softirq run.
+    pub napi_budget: u32,
+    /// Linux NAPI: time per softirq run, in µs.
+    pub napi_budget_us: f64,
+    /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`).
+    pub backlog_limit: u32,
+}
+
+impl KernelCfg {
+    /// The Linux receive and reclaim modes, from the preset or the explicit keys.
+    pub fn linux_modes(&self) -> (bool, rxsched_core::TxReclaim) {
+        let (mut napi, mut reclaim) = (false, "per-packet".to_string());
+        if let Some(v) = &self.variant {
+            if let Some((_, n, r)) = VARIANTS.iter().find(|(name, _, _)| name == v) {
+                napi = *n;
+                reclaim = r.to_string();
+            }
+        }
+        if let Some(n) = self.napi {
+            napi = n;
+        }
+        if let Some(r) = &self.tx_reclaim {
+            reclaim = r.clone();
+        }
+        let reclaim =
+            rxsched_core::TxReclaim::parse(&reclaim).unwrap_or(rxsched_core::TxReclaim::PerPacket);
+        (napi, reclaim)
+    }
+}
+
+impl Default for KernelCfg {
+    fn default() -> Self {
+        KernelCfg {
+            kind: KernelKind::Bsd,
+            ip_layer: IpLayer::Thread,
+            quota: Quota::Limited(10),
+            // 4.2BSD: IFQ_MAXLEN 50 for ipintrq and interface output queues.
+            ipintrq_limit: 50,
+            output_queue_limit: 50,
+            screen_queue_limit: 32,
+            // Mogul & Ramakrishnan 1996 §4.2: a delivery queue of 10 packets and 4 KB.
+            socket_packets: 10,
+            socket_bytes: 4096,
+            feedback: FeedbackCfg::default(),
+            cycle_limit: CycleLimitCfg::default(),
+            breaker: BreakerCfg::default(),
+            variant: None,
+            napi: None,
+            tx_reclaim: None,
+            // Spanos et al. 2008: NAPI weight 32; Linux's budget of 300 packets or 2 ms.
+            napi_weight: 32,
+            napi_budget: 300,
+            napi_budget_us: 2000.0,
+            // Linux 2.6.9: netdev_max_backlog = 300.
+            backlog_limit: 300,
+        }
+    }
+}
+
+/// The arrival process of a traffic source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrafficKind {
+    /// Evenly spaced packets.
+    #[default]
+    Constant,
+    /// Exponential gaps.
+    Poisson,
+    /// Bursts of `burst` packets `spacing_us` apart, bursts `1/rate` apart.
+    Burst,
+}
+
+/// `[[traffic]]`: a source of packets arriving on the input interface.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrafficCfg {
+    /// The arrival process.
+    pub kind: TrafficKind,
+    /// Packets per second (bursts per second for `burst`); 0 sends nothing.
+    pub rate_pps: f64,
+    /// Frame size in bytes, Ethernet header and CRC included.
+    pub frame_bytes: u32,
+    /// Packets per burst.
+    pub burst: u32,
+    /// Gap between packets in a burst, in µs (0: back to back at line rate).
+    pub spacing_us: f64,
+    /// Stop after this many packets (0: no limit).
+    pub count: u64,
+    /// When the first packet starts, in µs.
+    pub start_us: f64,
+    /// The interface it arrives on (0 or 1); a router forwards to the other.
+    pub port: u8,
+}
+
+impl Default for TrafficCfg {
+    fn default() -> Self {
+        TrafficCfg {
+            kind: TrafficKind::Constant,
+            rate_pps: 1000.0,
+            frame_bytes: 64,
+            burst: 1,
+            spacing_us: 0.0,
+            count: 0,
+            start_us: 0.0,
+            port: 0,
+        }
+    }
+}
+
+/// What a user process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessKind {
+    /// A user-level filter every forwarded packet passes through.
+    Screend,
+    /// An application reading every packet from a UDP socket.
+    Reader,
+    /// A compute-bound process whose progress is measured.
+    Compute,
+}
+
+impl ProcessKind {
+    /// The name used for the process when it has none of its own.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::Screend => "screend",
+            ProcessKind::Reader => "reader",
+            ProcessKind::Compute => "compute",
+        }
+    }
+}
+
+/// `[[process]]`: a user process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessCfg {
+    /// What it does.
+    pub kind: ProcessKind,
+    /// Its name in `cpu.user:<name>` (default: the kind).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Scheduling priority: lower runs first (screend and readers 0, compute 1).
+    #[serde(default)]
+    pub priority: Option<u32>,
+}
+
+/// `[run]`: how long, and which seed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunCfg {
+    /// Measured interval, in ms.
+    pub duration_ms: f64,
+    /// Warm-up before measuring, in ms.
+    pub warmup_ms: f64,
+    /// The seed of the run's one RNG.
+    pub seed: u64,
+    /// User scheduling quantum, in ms.
+    pub quantum_ms: f64,
+}
+
+impl Default for RunCfg {
+    fn default() -> Self {
+        RunCfg {
+            duration_ms: 1000.0,
+            warmup_ms: 100.0,
+            seed: 1,
+            quantum_ms: 10.0,
+        }
+    }
+}
+
+/// The model part of a scenario file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// The machine profile: a built-in name or a path.
+    pub profile: String,
+    /// Mechanisms.
+    #[serde(default)]
+    pub kernel: KernelCfg,
+    /// Traffic sources.
+    #[serde(default)]
+    pub traffic: Vec<TrafficCfg>,
+    /// User processes.
+    #[serde(default)]
+    pub process: Vec<ProcessCfg>,
+    /// Run length and seed.
+    #[serde(default)]
+    pub run: RunCfg,
+}
+
+impl Scenario {
+    /// The names processes are accounted under (`cpu.user:<name>`).
+    pub fn process_names(&self) -> Vec<String> {
+        self.process
+            .iter()
+            .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
+            .collect()
+    }
+}

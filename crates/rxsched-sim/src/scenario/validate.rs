@@ -1,0 +1,184 @@
+//! The ranges a scenario's values must lie in. A failure names the dotted
+//! key and says what is wanted.
+
+use super::{KernelCfg, ProcessKind, RunCfg, Scenario, TrafficCfg, VARIANTS};
+
+/// A bad value: its dotted key and what is wrong.
+pub type Bad = (String, String);
+
+/// The longest time any setting may name, in µs: 1,000 s of virtual time.
+const MAX_US: f64 = 1e9;
+
+fn positive(v: f64) -> bool {
+    v.is_finite() && v > 0.0 && v <= MAX_US
+}
+
+/// `Err` naming `key` unless `ok`.
+fn need(ok: bool, key: &str, msg: &str) -> Result<(), Bad> {
+    if ok {
+        Ok(())
+    } else {
+        Err((key.to_string(), msg.to_string()))
+    }
+}
+
+/// `Err` unless `v` is a positive time in µs of at most `MAX_US`.
+fn time_us(v: f64, key: &str) -> Result<(), Bad> {
+    need(
+        positive(v),
+        key,
+        "must be a positive time of at most 1e9 µs",
+    )
+}
+
+impl Scenario {
+    /// Checks ranges; on failure returns the dotted key and the reason.
+    pub fn validate(&self) -> Result<(), Bad> {
+        self.kernel.validate()?;
+        need(
+            self.traffic.len() <= 16,
+            "traffic",
+            "at most 16 traffic sources",
+        )?;
+        let reader = self.process.iter().any(|p| p.kind == ProcessKind::Reader);
+        for (i, t) in self.traffic.iter().enumerate() {
+            t.validate(&format!("traffic.{i}"), reader)?;
+        }
+        let consumers = self
+            .process
+            .iter()
+            .filter(|p| matches!(p.kind, ProcessKind::Screend | ProcessKind::Reader))
+            .count();
+        need(
+            consumers <= 1,
+            "process",
+            "at most one screend or reader process",
+        )?;
+        self.run.validate()
+    }
+}
+
+impl KernelCfg {
+    fn validate(&self) -> Result<(), Bad> {
+        for (key, v) in [
+            ("kernel.ipintrq_limit", self.ipintrq_limit),
+            ("kernel.output_queue_limit", self.output_queue_limit),
+            ("kernel.screen_queue_limit", self.screen_queue_limit),
+            ("kernel.socket_packets", self.socket_packets),
+            ("kernel.socket_bytes", self.socket_bytes),
+            ("kernel.backlog_limit", self.backlog_limit),
+        ] {
+            need(v > 0, key, "a queue must hold at least one packet")?;
+        }
+        let f = &self.feedback;
+        for (key, v) in [
+            ("kernel.feedback.high_pct", f.high_pct),
+            ("kernel.feedback.low_pct", f.low_pct),
+        ] {
+            need(
+                (0.0..=100.0).contains(&v),
+                key,
+                "a watermark is a percentage from 0 to 100",
+            )?;
+        }
+        need(
+            f.low_pct < f.high_pct,
+            "kernel.feedback.low_pct",
+            "the low watermark must be below the high one",
+        )?;
+        need(
+            f.min_free == 0 || f.min_free < self.screen_queue_limit,
+            "kernel.feedback.min_free",
+            "must be smaller than the queue",
+        )?;
+        time_us(f.timeout_us, "kernel.feedback.timeout_us")?;
+        let c = &self.cycle_limit;
+        need(
+            c.percent > 0.0 && c.percent <= 100.0,
+            "kernel.cycle_limit.percent",
+            "must be in (0, 100]",
+        )?;
+        time_us(c.period_us, "kernel.cycle_limit.period_us")?;
+        need(
+            self.breaker.batch > 0,
+            "kernel.breaker.batch",
+            "must be at least 1",
+        )?;
+        time_us(self.breaker.off_us, "kernel.breaker.off_us")?;
+        self.validate_linux()
+    }
+
+    fn validate_linux(&self) -> Result<(), Bad> {
+        if let Some(v) = &self.variant {
+            let names: Vec<_> = VARIANTS.iter().map(|(n, _, _)| *n).collect();
+            need(
+                names.contains(&v.as_str()),
+                "kernel.variant",
+                &format!("unknown variant {v:?}; known: {}", names.join(", ")),
+            )?;
+        }
+        if let Some(r) = &self.tx_reclaim {
+            need(
+                rxsched_core::TxReclaim::parse(r).is_some(),
+                "kernel.tx_reclaim",
+                "must be per-packet, every-N (N >= 1) or before-send",
+            )?;
+        }
+        need(
+            self.napi_weight > 0 && self.napi_budget > 0,
+            "kernel.napi_weight",
+            "NAPI weight and budget must be at least 1",
+        )?;
+        time_us(self.napi_budget_us, "kernel.napi_budget_us")
+    }
+}
+
+impl TrafficCfg {
+    fn validate(&self, at: &str, reader: bool) -> Result<(), Bad> {
+        let key = |k: &str| format!("{at}.{k}");
+        need(
+            self.rate_pps.is_finite() && self.rate_pps >= 0.0,
+            &key("rate_pps"),
+            "must not be negative (0: no traffic)",
+        )?;
+        need(
+            (14..=65_535).contains(&self.frame_bytes),
+            &key("frame_bytes"),
+            "must be between 14 and 65535",
+        )?;
+        need(self.burst > 0, &key("burst"), "must be at least 1")?;
+        for (k, v) in [("spacing_us", self.spacing_us), ("start_us", self.start_us)] {
+            need(
+                (0.0..=MAX_US).contains(&v),
+                &key(k),
+                "must be from 0 to 1e9 µs",
+            )?;
+        }
+        need(self.port <= 1, &key("port"), "a host has ports 0 and 1")?;
+        need(
+            self.port == 0 || !reader,
+            &key("port"),
+            "a receiving host (with a reader) has only port 0",
+        )
+    }
+}
+
+impl RunCfg {
+    fn validate(&self) -> Result<(), Bad> {
+        need(
+            positive(self.duration_ms * 1e3),
+            "run.duration_ms",
+            "must be a positive time of at most 1e6 ms",
+        )?;
+        need(
+            self.warmup_ms >= 0.0 && self.warmup_ms * 1e3 <= MAX_US,
+            "run.warmup_ms",
+            "must be from 0 to 1e6 ms",
+        )?;
+        need(
+            positive(self.quantum_ms * 1e3),
+            "run.quantum_ms",
+            "must be a positive time of at most 1e6 ms",
+        )
+    }
+}

@@ -1,0 +1,128 @@
+//! One module per command. What several commands share lives here: running
+//! planned figures in parallel with a progress bar, and the summary line.
+
+pub mod bench;
+pub mod profiles;
+pub mod real;
+pub mod reproduce;
+pub mod sim;
+pub mod sweep;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use rxsched::error::{Error, Result};
+use rxsched::figure::{self, Plan};
+use rxsched::result::ResultFile;
+use rxsched_sim::scenario::parse_set;
+use std::io::IsTerminal;
+use std::path::Path;
+
+/// Parses `--set KEY=VALUE` arguments.
+pub fn parse_sets(sets: &[String]) -> Result<Vec<(String, toml::Value)>> {
+    Ok(sets
+        .iter()
+        .map(|s| parse_set(s))
+        .collect::<std::result::Result<_, _>>()?)
+}
+
+fn pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = jobs {
+        if n == 0 {
+            return Err(Error::flag("jobs", "must be at least 1"));
+        }
+        b = b.num_threads(n);
+    }
+    b.build().map_err(|e| Error::Run(e.to_string()))
+}
+
+/// A progress bar on a terminal, nothing otherwise.
+pub fn bar(len: u64, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len);
+    let template = format!(
+        "{{spinner}} [{{elapsed_precise}}] {{bar:40}} {{pos}}/{{len}} {what} ({{eta}} left)"
+    );
+    b.set_style(ProgressStyle::with_template(&template).expect("valid template"));
+    b
+}
+
+/// Runs every job of every plan in one parallel pass, with a progress bar
+/// on a terminal, and assembles the results in plan order, each with the
+/// simulation wall time it took.
+pub fn run_plans(plans: &[Plan], jobs: Option<usize>) -> Result<Vec<(ResultFile, f64)>> {
+    let pool = pool(jobs)?;
+    let work: Vec<(usize, usize)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(p, plan)| (0..plan.jobs.len()).map(move |j| (p, j)))
+        .collect();
+    let bar = bar(work.len() as u64, "runs");
+    let outs: Vec<_> = pool.install(|| {
+        work.par_iter()
+            .map(|&(p, j)| {
+                let r = figure::run_job(&plans[p].jobs[j], &plans[p]);
+                bar.inc(1);
+                r
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut outs = outs.into_iter();
+    let mut results = Vec::new();
+    for plan in plans {
+        let mine: Vec<_> = outs
+            .by_ref()
+            .take(plan.jobs.len())
+            .collect::<std::result::Result<_, _>>()?;
+        let wall: f64 = mine.iter().map(|(m, _)| m.wall_ms).sum();
+        results.push((figure::assemble(plan, mine), wall));
+    }
+    Ok(results)
+}
+
+/// Writes a result's files into `out`; a failure names the directory.
+pub fn write(out: &Path, r: &ResultFile) -> Result<()> {
+    rxsched::report::write_all(out, r).map_err(|e| out_error(out, e))
+}
+
+/// Refreshes `out/index.html`; a failure names the directory.
+pub fn write_index(out: &Path) -> Result<()> {
+    rxsched::report::write_index(out).map_err(|e| out_error(out, e))
+}
+
+fn out_error(out: &Path, e: std::io::Error) -> Error {
+    Error::flag(
+        "out",
+        format!("cannot write results to {}: {e}", out.display()),
+    )
+}
+
+/// One line per result: series, checks passed and failed, time, file.
+pub fn summary(r: &ResultFile, wall_ms: f64, out: &Path) -> String {
+    let failed = r.checks.iter().filter(|c| !c.pass).count();
+    let mut s = format!(
+        "{}: {} series, {} checks passed, {} failed ({:.0} ms of simulation) -> {}",
+        r.id,
+        r.series.len(),
+        r.checks.len() - failed,
+        failed,
+        wall_ms,
+        out.join(format!("{}.json", r.id)).display()
+    );
+    for c in r.checks.iter().filter(|c| !c.pass) {
+        s += &format!("\n  FAILED {}: {}", c.name, c.detail);
+    }
+    s
+}
+
+/// Exit status 0 if every result passed, 1 otherwise.
+pub fn verdict(ok: bool) -> std::process::ExitCode {
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    }
+}

@@ -1,0 +1,76 @@
+//! `rxsched profiles`: every machine profile, every section of it, and
+//! where each cost came from (the comment beside it in the profile file).
+
+use rxsched::error::{Error, Result};
+use std::process::ExitCode;
+
+/// Prints every built-in profile.
+pub fn run() -> Result<ExitCode> {
+    for (name, src) in rxsched_sim::profile::BUILTIN {
+        let p = rxsched_sim::Profile::parse(name, src)?;
+        let doc: toml_edit::DocumentMut = src
+            .parse()
+            .map_err(|e: toml_edit::TomlError| Error::Run(e.to_string()))?;
+        print!("{}", describe(name, &p.testbed, &p.calibrated_from, &doc));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One profile: its testbed, its calibration sources, then each section's
+/// values with their comments.
+fn describe(name: &str, testbed: &str, from: &[String], doc: &toml_edit::DocumentMut) -> String {
+    let mut s = format!("{name}: {testbed}\n  calibrated from:\n");
+    for c in from {
+        s += &format!("    - {c}\n");
+    }
+    s += "  costs:\n";
+    for (section, item) in doc.iter() {
+        let Some(t) = item.as_table() else { continue };
+        for (k, v) in t.iter() {
+            let Some(v) = v.as_value() else { continue };
+            let comment = v
+                .decor()
+                .suffix()
+                .and_then(|s| s.as_str())
+                .map(|s| s.trim().trim_start_matches('#').trim().to_string())
+                .unwrap_or_default();
+            let val = v.clone().decorated("", "").to_string();
+            s += &format!(
+                "    {:<26} {val:>12}   {comment}\n",
+                format!("{section}.{k}")
+            );
+        }
+    }
+    s + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_section_of_every_profile_is_shown() {
+        for (name, src) in rxsched_sim::profile::BUILTIN {
+            let p = rxsched_sim::Profile::parse(name, src).unwrap();
+            let doc: toml_edit::DocumentMut = src.parse().unwrap();
+            let text = describe(name, &p.testbed, &p.calibrated_from, &doc);
+            for (section, item) in doc.iter() {
+                if let Some(t) = item.as_table() {
+                    for (k, _) in t.iter() {
+                        assert!(
+                            text.contains(&format!("{section}.{k} ")),
+                            "{name}: {section}.{k} missing"
+                        );
+                    }
+                }
+            }
+        }
+        let src = rxsched_sim::profile::BUILTIN
+            .iter()
+            .find(|(n, _)| *n == "mpc8250-linux")
+            .unwrap()
+            .1;
+        let doc: toml_edit::DocumentMut = src.parse().unwrap();
+        assert!(describe("m", "t", &[], &doc).contains("linux.t_cs_in"));
+    }
+}

@@ -1,0 +1,78 @@
+//! `rxsched reproduce`: the published figures.
+
+use super::{run_plans, summary, verdict, write, write_index};
+use rxsched::error::{Error, Result};
+use rxsched::experiment::ExperimentFile;
+use rxsched::experiments;
+use rxsched::figure::{self, Options};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// `reproduce --list`: every id with its title and source.
+pub fn list() -> Result<ExitCode> {
+    for (id, src) in experiments::ALL {
+        let f = ExperimentFile::parse(id, src.to_string(), None)?;
+        println!(
+            "{id:<16} {} [{}]",
+            f.exp.title.as_deref().unwrap_or(""),
+            f.exp.source.as_deref().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The experiments `ids` name: ids, `all`, or a prefix such as `spanos-fig5`.
+fn choose(ids: &[String]) -> Result<Vec<&'static str>> {
+    if ids.is_empty() {
+        return Err(Error::Input(
+            "name experiments to reproduce, or `all`; `--list` shows them".into(),
+        ));
+    }
+    let mut chosen: Vec<&str> = Vec::new();
+    for id in ids {
+        let all = experiments::ALL.iter().map(|(i, _)| *i);
+        if id == "all" {
+            chosen.extend(all);
+        } else if let Some(i) = all.clone().find(|i| i == id) {
+            chosen.push(i);
+        } else {
+            let prefixed: Vec<&str> = all.filter(|i| i.starts_with(&format!("{id}-"))).collect();
+            if prefixed.is_empty() {
+                return Err(Error::Input(format!(
+                    "unknown experiment id {id:?}; `rxsched reproduce --list` shows them"
+                )));
+            }
+            chosen.extend(prefixed);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    chosen.retain(|i| seen.insert(*i));
+    Ok(chosen)
+}
+
+/// `reproduce ID...`
+pub fn run(ids: &[String], out: &Path, opts: Options, jobs: Option<usize>) -> Result<ExitCode> {
+    let mut plans = Vec::new();
+    for id in choose(ids)? {
+        let src = experiments::get(id).expect("chosen ids exist");
+        let f = ExperimentFile::parse(&format!("experiments/{id}.toml"), src.to_string(), None)?;
+        plans.push(figure::plan(&f, None, &opts)?);
+    }
+    let t0 = Instant::now();
+    let results = run_plans(&plans, jobs)?;
+    let mut ok = true;
+    for (r, wall) in &results {
+        write(out, r)?;
+        println!("{}", summary(r, *wall, out));
+        ok &= r.passed();
+    }
+    write_index(out)?;
+    println!(
+        "{} experiments in {:.1} s; report: {}",
+        results.len(),
+        t0.elapsed().as_secs_f64(),
+        out.join("index.html").display()
+    );
+    Ok(verdict(ok))
+}

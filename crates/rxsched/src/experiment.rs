@@ -1,0 +1,288 @@
+//! Experiment files: a scenario plus how to build a figure from it (what
+//! to vary, which series, the published points, the checks). The simulator
+//! crate reads the model part; this module reads the rest and checks it
+//! against the model when the file loads: series named by checks exist,
+//! every metric named exists, and no check is unable to fail.
+
+use crate::checks::Check;
+use crate::result::Axis;
+use rxsched_sim::{InputError, Loaded};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The top-level keys of an experiment file that are not the model's.
+pub const KEYS: &[&str] = &[
+    "id",
+    "title",
+    "source",
+    "figure",
+    "series",
+    "reference",
+    "check",
+];
+
+/// Numbers a throughput search adds to each point.
+pub const THROUGHPUT_METRICS: &[&str] = &[
+    "throughput_pps_per_port",
+    "throughput_mbps_per_port",
+    "t_per_packet_us",
+    "line_rate_pct",
+    "line_limited",
+    "trials",
+];
+
+/// How a figure's points are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FigureKind {
+    /// One run per value of `vary`; a point is that run's metrics record.
+    #[default]
+    Sweep,
+    /// One run per series; the points are the cumulative distribution of a sample.
+    Cdf,
+    /// One run per series; one point per packet of a burst.
+    Burst,
+    /// One RFC 2544 throughput search per value of `vary`: the highest
+    /// per-source rate at which a trial loses nothing.
+    Throughput,
+}
+
+/// An RFC 2544 throughput search: binary search on `traffic.rate_pps` (of
+/// every source) between 0 and the line rate, with trials of fixed length.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchCfg {
+    /// Stop when the bracket is narrower than this fraction of the line rate.
+    pub resolution: f64,
+    /// The length of one trial, in ms (after `run.warmup_ms`).
+    pub trial_ms: f64,
+}
+
+impl Default for SearchCfg {
+    fn default() -> Self {
+        SearchCfg {
+            resolution: 0.002,
+            trial_ms: 100.0,
+        }
+    }
+}
+
+/// `[figure]`: how `reproduce` and `sweep` turn runs into a figure.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FigureCfg {
+    /// How points are made.
+    #[serde(default)]
+    pub kind: FigureKind,
+    /// The x axis.
+    pub x: Axis,
+    /// The y axis.
+    pub y: Axis,
+    /// The key a sweep varies (a `--set` key).
+    #[serde(default)]
+    pub vary: Option<String>,
+    /// The values it takes.
+    #[serde(default)]
+    pub values: Vec<f64>,
+    /// The values in `--quick` form (default: every other value).
+    #[serde(default)]
+    pub quick_values: Vec<f64>,
+    /// Overrides applied in `--quick` form.
+    #[serde(default)]
+    pub quick_set: BTreeMap<String, toml::Value>,
+    /// For `cdf`: which sample (`ipin_latency`, `latency`).
+    #[serde(default)]
+    pub sample: Option<String>,
+    /// For `throughput`: the search.
+    #[serde(default)]
+    pub search: SearchCfg,
+    /// Metrics to show as a table in the report, one row per point.
+    #[serde(default)]
+    pub table: Vec<String>,
+    /// Where the plot's legend goes: `upper-right` (default), `upper-left`,
+    /// `lower-right` or `lower-left`.
+    #[serde(default)]
+    pub legend: Option<String>,
+}
+
+/// `[[series]]`: one curve, as overrides of the base scenario.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesCfg {
+    /// The label, as result files and checks name it.
+    pub label: String,
+    /// Overrides of the base scenario.
+    #[serde(default)]
+    pub set: BTreeMap<String, toml::Value>,
+}
+
+/// `[[reference]]`: published points drawn beside ours.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceCfg {
+    /// The series they belong to.
+    pub series: String,
+    /// `[x, y]` pairs.
+    pub points: Vec<[f64; 2]>,
+    /// Where they come from.
+    #[serde(default)]
+    pub note: String,
+    /// Multiply the published y values by this before drawing or comparing
+    /// (e.g. to remove tracing overhead); the note must say why.
+    #[serde(default)]
+    pub scale: Option<f64>,
+}
+
+/// The figure part of an experiment file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Experiment id (for `reproduce`).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The publication reproduced.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Figure construction.
+    #[serde(default)]
+    pub figure: Option<FigureCfg>,
+    /// Curves.
+    #[serde(default)]
+    pub series: Vec<SeriesCfg>,
+    /// Published points.
+    #[serde(default)]
+    pub reference: Vec<ReferenceCfg>,
+    /// Verdicts.
+    #[serde(default)]
+    pub check: Vec<Check>,
+}
+
+/// A scenario file read whole: the model and the figure.
+#[derive(Debug, Clone)]
+pub struct ExperimentFile {
+    /// The model part, with the source for error lines.
+    pub loaded: Loaded,
+    /// The figure part.
+    pub exp: Experiment,
+}
+
+impl ExperimentFile {
+    /// Parses a scenario file's text.
+    pub fn parse(file: &str, src: String, dir: Option<PathBuf>) -> Result<Self, InputError> {
+        let loaded = Loaded::parse_with(file, src, dir, KEYS)?;
+        let exp: Experiment = loaded.deserialize()?;
+        let f = ExperimentFile { loaded, exp };
+        f.validate()?;
+        Ok(f)
+    }
+
+    /// Reads a scenario file.
+    pub fn read(path: &Path) -> Result<Self, InputError> {
+        let src = std::fs::read_to_string(path).map_err(|e| InputError {
+            file: path.display().to_string(),
+            line: None,
+            key: None,
+            msg: format!("cannot read scenario: {e}"),
+        })?;
+        Self::parse(
+            &path.display().to_string(),
+            src,
+            path.parent().map(Path::to_path_buf),
+        )
+    }
+
+    /// The names of every process any series may run (`cpu.user:<name>`).
+    pub fn process_names(&self) -> Vec<String> {
+        let mut names = self.loaded.scenario.process_names();
+        for s in &self.exp.series {
+            if let Some(toml::Value::Array(procs)) = s.set.get("process") {
+                for p in procs {
+                    let name = p.get("name").or_else(|| p.get("kind"));
+                    if let Some(n) = name.and_then(toml::Value::as_str) {
+                        names.push(n.to_string());
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// Checks that a metric exists in the points of `figure`: a record's
+    /// number for sweeps (and a search's for throughput figures), or one of
+    /// the figure's own axes for distributions and bursts.
+    pub fn check_metric(&self, figure: &FigureCfg, name: &str) -> Result<(), String> {
+        let axes = [figure.x.metric.as_str(), figure.y.metric.as_str()];
+        match figure.kind {
+            FigureKind::Cdf | FigureKind::Burst if axes.contains(&name) => Ok(()),
+            FigureKind::Cdf | FigureKind::Burst => Err(format!(
+                "a {:?} figure's points have only `{}` and `{}`",
+                figure.kind, axes[0], axes[1]
+            )),
+            FigureKind::Throughput => {
+                rxsched_sim::metrics::check_metric(name, &self.process_names(), THROUGHPUT_METRICS)
+            }
+            FigureKind::Sweep => {
+                rxsched_sim::metrics::check_metric(name, &self.process_names(), &[])
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<(), InputError> {
+        let l = &self.loaded;
+        if let Some(f) = &self.exp.figure {
+            f.validate().map_err(|(k, m)| l.error(&k, m))?;
+            self.check_metric(f, &f.y.metric)
+                .map_err(|m| l.error("figure.y.metric", m))?;
+        }
+        let labels: Vec<&str> = self.exp.series.iter().map(|s| s.label.as_str()).collect();
+        for (i, c) in self.exp.check.iter().enumerate() {
+            let key = |k: &str| format!("check.{i}.{k}");
+            if let Some(m) = c.rule.vacuous() {
+                return Err(l.error(&key("kind"), format!("this check can never fail: it {m}")));
+            }
+            for s in c.rule.series() {
+                if !labels.is_empty() && !labels.contains(&s.as_str()) {
+                    return Err(l.error(&key("series"), format!("no series labelled {s:?}")));
+                }
+            }
+            if let (Some(f), Some(m)) = (&self.exp.figure, &c.metric) {
+                self.check_metric(f, m)
+                    .map_err(|e| l.error(&key("metric"), e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FigureCfg {
+    fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |k: &str, m: &str| Err((k.to_string(), m.to_string()));
+        if let Some(l) = &self.legend {
+            if !["upper-right", "upper-left", "lower-right", "lower-left"].contains(&l.as_str()) {
+                return bad(
+                    "figure.legend",
+                    "must be upper-right, upper-left, lower-right or lower-left",
+                );
+            }
+        }
+        let r = self.search.resolution;
+        if !(r > 0.0 && r < 1.0) {
+            return bad(
+                "figure.search.resolution",
+                "must be a fraction of the line rate in (0, 1)",
+            );
+        }
+        let t = self.search.trial_ms;
+        if !(t.is_finite() && t > 0.0 && t <= 1e6) {
+            return bad(
+                "figure.search.trial_ms",
+                "must be a positive time of at most 1e6 ms",
+            );
+        }
+        Ok(())
+    }
+}

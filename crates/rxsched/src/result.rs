@@ -1,0 +1,287 @@
+//! The result file format (`DIR/<id>.json`, CONTRACT.md), and the few ways
+//! of reading numbers out of it that checks, plots and reports share.
+//! Simulated figures and real benchmarks build their results with the
+//! same constructor, [`ResultFile::new`].
+
+use rxsched_sim::Metrics;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The result schema this build writes.
+pub const SCHEMA: &str = "rxsched.result/1";
+
+/// An axis of a figure: a metric and how to label it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    /// A field of the metrics record (dotted for nested ones, e.g. `cpu.user:compute`).
+    pub metric: String,
+    /// Axis label.
+    pub label: String,
+    /// Unit.
+    #[serde(default)]
+    pub unit: String,
+}
+
+impl Axis {
+    /// An axis of `metric` labelled `label` in `unit`.
+    pub fn new(metric: &str, label: &str, unit: &str) -> Axis {
+        Axis {
+            metric: metric.into(),
+            label: label.into(),
+            unit: unit.into(),
+        }
+    }
+}
+
+/// One point of a series: a metrics record (for sweeps and benchmarks), or
+/// a few named numbers (a distribution's or a burst's points).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Point(pub Map<String, Value>);
+
+impl Point {
+    /// The point of a metrics record.
+    pub fn of(m: &Metrics) -> Point {
+        match serde_json::to_value(m) {
+            Ok(Value::Object(o)) => Point(o),
+            _ => Point::default(),
+        }
+    }
+
+    /// A point of named numbers.
+    pub fn xy(x: &str, xv: f64, y: &str, yv: f64) -> Point {
+        let mut p = Point::default();
+        p.set(x, xv);
+        p.set(y, yv);
+        p
+    }
+
+    /// Sets a top-level number.
+    pub fn set(&mut self, name: &str, v: f64) {
+        self.0.insert(name.to_string(), Value::from(v));
+    }
+
+    /// A metric: a top-level number, or `group.key` for nested ones
+    /// (`cpu.user:compute`, `drops.ipintrq`). A key missing from a group
+    /// that the point has (a drop point that dropped nothing) is 0.
+    pub fn get(&self, metric: &str) -> Option<f64> {
+        if let Some(v) = self.0.get(metric).and_then(Value::as_f64) {
+            return Some(v);
+        }
+        let (group, key) = metric.split_once('.')?;
+        let g = self.0.get(group)?;
+        Some(g.get(key).and_then(Value::as_f64).unwrap_or(0.0))
+    }
+
+    /// All drops at this point, at every drop point.
+    pub fn drops(&self) -> f64 {
+        self.0
+            .get("drops")
+            .and_then(Value::as_object)
+            .map_or(0.0, |o| o.values().filter_map(Value::as_f64).sum())
+    }
+}
+
+/// One curve of a result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Series {
+    /// The series label.
+    pub label: String,
+    /// The overrides that make this series.
+    pub config: BTreeMap<String, Value>,
+    /// The points.
+    pub points: Vec<Point>,
+    /// For distributions and bursts: the metrics record of the run behind the points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Value>,
+}
+
+impl Series {
+    /// An empty series.
+    pub fn new(label: &str) -> Series {
+        Series {
+            label: label.into(),
+            config: BTreeMap::new(),
+            points: Vec::new(),
+            run: None,
+        }
+    }
+}
+
+/// Published points drawn beside ours.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reference {
+    /// The series they belong to.
+    pub series: String,
+    /// `[x, y]` pairs.
+    pub points: Vec<[f64; 2]>,
+    /// Where they come from.
+    pub note: String,
+}
+
+/// One verdict, computed from the points.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    /// What was checked.
+    pub name: String,
+    /// Whether it held.
+    pub pass: bool,
+    /// The computed numbers behind the verdict.
+    pub detail: String,
+}
+
+/// What a result is, apart from its data.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    /// Experiment id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// The publication reproduced, or the bench that measured.
+    pub source: String,
+    /// The cost profile used (`linux-veth` for real runs).
+    pub profile: String,
+    /// The seed every run used.
+    pub seed: u64,
+    /// Whether this was the quick form.
+    pub quick: bool,
+}
+
+/// A whole result file (`DIR/<id>.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResultFile {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Experiment id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// The publication reproduced.
+    pub source: String,
+    /// The cost profile used.
+    pub profile: String,
+    /// The seed every run used.
+    pub seed: u64,
+    /// Whether this was the `--quick` form.
+    #[serde(default)]
+    pub quick: bool,
+    /// The x axis.
+    pub x: Axis,
+    /// The y axis.
+    pub y: Axis,
+    /// The curves.
+    pub series: Vec<Series>,
+    /// Published points.
+    pub reference: Vec<Reference>,
+    /// Verdicts computed from the points.
+    pub checks: Vec<Verdict>,
+    /// Metrics the report shows as a table, one row per point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<String>,
+    /// Where the plot's legend goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legend: Option<String>,
+}
+
+impl ResultFile {
+    /// A result with its data and no verdicts yet.
+    pub fn new(
+        meta: Meta,
+        x: Axis,
+        y: Axis,
+        series: Vec<Series>,
+        reference: Vec<Reference>,
+    ) -> Self {
+        ResultFile {
+            schema: SCHEMA.into(),
+            id: meta.id,
+            title: meta.title,
+            source: meta.source,
+            profile: meta.profile,
+            seed: meta.seed,
+            quick: meta.quick,
+            x,
+            y,
+            series,
+            reference,
+            checks: Vec::new(),
+            table: Vec::new(),
+            legend: None,
+        }
+    }
+
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass)
+    }
+
+    /// The points of the series labelled `label`.
+    pub fn points<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a Point> + 'a {
+        self.series
+            .iter()
+            .filter(move |s| s.label == label)
+            .flat_map(|s| s.points.iter())
+    }
+
+    /// A series' points as `(x, metric)` pairs sorted by x.
+    pub fn curve_of(&self, label: &str, metric: &str) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = self
+            .points(label)
+            .filter_map(|p| Some((p.get(&self.x.metric)?, p.get(metric)?)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    }
+
+    /// A series' points as `(x, y)` pairs sorted by x.
+    pub fn curve(&self, label: &str) -> Vec<(f64, f64)> {
+        self.curve_of(label, &self.y.metric)
+    }
+
+    /// The maximum loss-free receive rate of a series: the highest x up to
+    /// which no point lost anything (0 if even the first point lost packets).
+    pub fn mlfrr(&self, label: &str) -> f64 {
+        let mut pts: Vec<(f64, f64)> = self
+            .points(label)
+            .filter_map(|p| Some((p.get(&self.x.metric)?, p.drops())))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts.iter()
+            .take_while(|(_, d)| *d == 0.0)
+            .last()
+            .map_or(0.0, |(x, _)| *x)
+    }
+
+    /// The published points of a series.
+    pub fn reference_points(&self, label: &str) -> Vec<(f64, f64)> {
+        self.reference
+            .iter()
+            .filter(|rf| rf.series == label)
+            .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1])))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn point_lookup() {
+        let mut m = Metrics {
+            delivered_pps: 3.0,
+            ..Default::default()
+        };
+        m.cpu.insert("user:compute".into(), 0.5);
+        m.drops.insert("ipintrq".into(), 2);
+        let p = Point::of(&m);
+        assert_eq!(p.get("delivered_pps"), Some(3.0));
+        assert_eq!(p.get("cpu.user:compute"), Some(0.5));
+        assert_eq!(p.get("drops.ipintrq"), Some(2.0));
+        assert_eq!(p.get("drops.nic_rx_ring"), Some(0.0));
+        assert_eq!(p.get("nonsense"), None);
+        assert_eq!(p.drops(), 2.0);
+    }
+}
