@@ -2,9 +2,9 @@
 //! the lab of network namespaces, a traffic generator and sink, and a router
 //! whose receive scheduling comes from `rxsched-core`.
 
+pub mod backend;
 pub mod lab;
-pub mod ring;
-pub mod route;
+pub mod router;
 pub mod spin;
 pub mod sys;
 pub mod traffic;

@@ -1,9 +1,11 @@
 //! Thin, checked wrappers over the system calls the dataplane needs. Every
 //! error names the interface (or object) and the system call.
 
+use rustix::event::epoll;
+use rustix::io::Errno;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// A failed system call, with what it was called on.
 #[derive(Debug, thiserror::Error)]
@@ -137,17 +139,22 @@ pub fn setsockopt<T>(
 
 /// Pins the calling thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> SysResult<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        check(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            &format!("cpu {cpu}"),
-            "sched_setaffinity",
-        )?;
+    if cpu >= rustix::thread::CpuSet::MAX_CPU {
+        return Err(os(format!("cpu {cpu}"), "sched_setaffinity", Errno::INVAL));
     }
-    Ok(())
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| os(format!("cpu {cpu}"), "sched_setaffinity", e))
+}
+
+/// A [`SysError`] from a rustix error.
+fn os(what: String, syscall: &'static str, e: Errno) -> SysError {
+    SysError {
+        what,
+        syscall,
+        source: e.into(),
+    }
 }
 
 /// Makes the calling thread SCHED_FIFO at `prio`.
@@ -164,52 +171,46 @@ pub fn set_fifo(prio: i32) -> SysResult<()> {
     Ok(())
 }
 
-fn clock(id: libc::clockid_t) -> u64 {
-    // SAFETY: ts is a valid timespec to write into.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(id, &mut ts) };
+fn clock(id: rustix::time::ClockId) -> u64 {
+    let ts = rustix::time::clock_gettime(id);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// CLOCK_MONOTONIC in ns: shared by every process on the machine, so a
 /// generator's send time and a sink's receive time compare directly.
 pub fn mono_ns() -> u64 {
-    clock(libc::CLOCK_MONOTONIC)
+    clock(rustix::time::ClockId::Monotonic)
 }
 
 /// CPU time used by the calling thread, in ns.
 pub fn thread_cpu_ns() -> u64 {
-    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+    clock(rustix::time::ClockId::ThreadCPUTime)
 }
 
 /// Waits for any of `fds` to be readable (or writable with `POLLOUT` in
-/// `events`), for at most `timeout_ms` (-1: forever). Returns the ready mask
-/// per fd. EINTR counts as a timeout.
+/// `events`), for at most `timeout_ms`. Returns the ready mask per fd.
+/// EINTR counts as a timeout.
 pub fn poll_fds(fds: &[RawFd], events: i16, timeout_ms: i32) -> SysResult<Vec<bool>> {
-    let mut p: Vec<libc::pollfd> = fds
+    use rustix::event::{PollFd, PollFlags};
+    let flags = PollFlags::from_bits_truncate(events as u16);
+    // SAFETY: the caller's descriptors stay open across the call.
+    let borrowed: Vec<_> = fds
         .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        })
+        .map(|fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(*fd) })
         .collect();
-    // SAFETY: p is a valid array of pollfd of the given length.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(vec![false; fds.len()]);
-        }
-        return Err(SysError {
-            what: "packet sockets".into(),
-            syscall: "poll",
-            source: e,
-        });
+    let mut p: Vec<PollFd> = borrowed.iter().map(|fd| PollFd::new(fd, flags)).collect();
+    let timeout = rustix::time::Timespec {
+        tv_sec: (timeout_ms / 1000) as i64,
+        tv_nsec: (timeout_ms % 1000) as i64 * 1_000_000,
+    };
+    match rustix::event::poll(&mut p, Some(&timeout)) {
+        Ok(_) => Ok(p
+            .iter()
+            .map(|x| x.revents().intersects(flags | PollFlags::ERR))
+            .collect()),
+        Err(Errno::INTR) => Ok(vec![false; fds.len()]),
+        Err(e) => Err(os("packet sockets".into(), "poll", e)),
     }
-    Ok(p.iter()
-        .map(|x| x.revents & (events | libc::POLLERR) != 0)
-        .collect())
 }
 
 /// Moves the calling thread into network namespace `name` (as made by
@@ -221,13 +222,11 @@ pub fn enter_netns(name: &str) -> SysResult<()> {
         syscall: "open",
         source: e,
     })?;
-    // SAFETY: setns on a namespace file descriptor we hold open.
-    check(
-        unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) },
-        name,
-        "setns(CLONE_NEWNET)",
-    )?;
-    Ok(())
+    rustix::thread::move_into_link_name_space(
+        f.as_fd(),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .map_err(|e| os(name.into(), "setns(CLONE_NEWNET)", e))
 }
 
 /// An epoll set whose members can be armed (waited on) or disarmed: the
@@ -241,85 +240,75 @@ pub struct Epoll {
 impl Epoll {
     /// An empty set.
     pub fn new() -> SysResult<Epoll> {
-        // SAFETY: plain epoll_create1(2).
-        let fd = check(
-            unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) },
-            "epoll",
-            "epoll_create1",
-        )?;
-        // SAFETY: fd was just returned and is owned here.
+        let fd = epoll::create(epoll::CreateFlags::CLOEXEC)
+            .map_err(|e| os("epoll".into(), "epoll_create1", e))?;
         Ok(Epoll {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd,
             fds: Vec::new(),
             armed: Vec::new(),
         })
     }
 
-    fn ctl(&self, op: i32, fd: RawFd, token: usize, events: u32) -> SysResult<()> {
-        let mut ev = libc::epoll_event {
-            events,
-            u64: token as u64,
-        };
-        // SAFETY: ev is a valid epoll_event; fd is open.
-        check(
-            unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) },
-            "epoll",
-            "epoll_ctl",
-        )?;
-        Ok(())
+    fn member(&self, token: usize) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: members are descriptors their owners keep open while the
+        // set is in use (the router owns both).
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fds[token]) }
     }
 
     /// Adds `fd` as member number `fds.len()`, disarmed; returns that number.
     pub fn add(&mut self, fd: RawFd) -> SysResult<usize> {
         let token = self.fds.len();
-        self.ctl(libc::EPOLL_CTL_ADD, fd, token, 0)?;
         self.fds.push(fd);
         self.armed.push(false);
+        epoll::add(
+            &self.fd,
+            self.member(token),
+            epoll::EventData::new_u64(token as u64),
+            epoll::EventFlags::empty(),
+        )
+        .map_err(|e| os("epoll".into(), "epoll_ctl(ADD)", e))?;
         Ok(token)
     }
 
     /// Arms or disarms member `token` (level-triggered readability).
     pub fn arm(&mut self, token: usize, on: bool) -> SysResult<()> {
         if self.armed[token] != on {
-            let events = if on { libc::EPOLLIN as u32 } else { 0 };
-            self.ctl(libc::EPOLL_CTL_MOD, self.fds[token], token, events)?;
+            let flags = if on {
+                epoll::EventFlags::IN
+            } else {
+                epoll::EventFlags::empty()
+            };
+            epoll::modify(
+                &self.fd,
+                self.member(token),
+                epoll::EventData::new_u64(token as u64),
+                flags,
+            )
+            .map_err(|e| os("epoll".into(), "epoll_ctl(MOD)", e))?;
             self.armed[token] = on;
         }
         Ok(())
     }
 
-    /// Blocks in `epoll_wait` for at most `timeout_ms`; returns the members
+    /// Blocks in `epoll_wait` for at most `timeout_ns`; returns the members
     /// that are ready. EINTR counts as a timeout.
-    pub fn wait(&self, timeout_ms: i32) -> SysResult<Vec<usize>> {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        // SAFETY: evs is a valid array of the given length.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.fd.as_raw_fd(),
-                evs.as_mut_ptr(),
-                evs.len() as i32,
-                timeout_ms,
-            )
+    pub fn wait(&self, timeout_ns: u64) -> SysResult<Vec<usize>> {
+        let mut evs: Vec<epoll::Event> = Vec::with_capacity(8);
+        let t = rustix::time::Timespec {
+            tv_sec: (timeout_ns / 1_000_000_000) as i64,
+            tv_nsec: (timeout_ns % 1_000_000_000) as i64,
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(Vec::new());
-            }
-            return Err(SysError {
-                what: "epoll".into(),
-                syscall: "epoll_wait",
-                source: e,
-            });
+        match epoll::wait(&self.fd, rustix::buffer::spare_capacity(&mut evs), Some(&t)) {
+            Ok(_) => Ok(evs.iter().map(|e| e.data.u64() as usize).collect()),
+            Err(Errno::INTR) => Ok(Vec::new()),
+            Err(e) => Err(os("epoll".into(), "epoll_wait", e)),
         }
-        Ok(evs[..n as usize].iter().map(|e| e.u64 as usize).collect())
     }
 }
 
 /// Whether the process runs as root (needed for packet sockets and namespaces).
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// The CPUs this machine has online.
@@ -360,5 +349,19 @@ pub mod signals {
     /// Whether SIGINT or SIGTERM arrived.
     pub fn stopping() -> bool {
         STOP.load(Ordering::Relaxed)
+    }
+}
+
+/// The real clock: CLOCK_MONOTONIC, and the calling thread's CPU time as
+/// the cycle counter of M4.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MonoClock;
+
+impl rxsched_core::Clock for MonoClock {
+    fn now(&self) -> rxsched_core::Nanos {
+        mono_ns()
+    }
+    fn cpu_ns(&self) -> rxsched_core::Nanos {
+        thread_cpu_ns()
     }
 }

@@ -2,7 +2,8 @@
 //! numbers and send times, and the receiving end that measures loss,
 //! reordering and one-way latency (both ends read CLOCK_MONOTONIC).
 
-use crate::ring::{PacketRing, PacketTx, RingConfig, RxBackend, TxBackend};
+use crate::backend::packet::{PacketRing, PacketTx, RingConfig};
+use crate::backend::{RxBackend, TxBackend};
 use crate::sys::{self, mono_ns, SysResult};
 use crate::wire::{build_udp_frame, parse_probe, Mac};
 use serde::Serialize;
@@ -121,7 +122,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
                 if mono_ns() >= end {
                     break;
                 }
-                sys::poll_fds(&[tx.fd()], libc::POLLOUT, 10)?;
+                sys::poll_fds(&[tx.raw_fd()], libc::POLLOUT, 10)?;
             }
         }
         seq += done as u64;
@@ -198,9 +199,6 @@ pub struct SinkReport {
     pub dst_mac: String,
 }
 
-/// At most this many latency samples are kept.
-const MAX_SAMPLES: usize = 4_000_000;
-
 /// Receives until the time is up or the traffic has stopped.
 pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     if let Some(c) = cfg.cpu {
@@ -217,7 +215,8 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     let end = start + (cfg.duration_s * 1e9) as u64;
     let mut seen: Vec<u64> = Vec::new();
     let mut r = SinkReport::default();
-    let mut lat: Vec<u64> = Vec::new();
+    // Three significant digits over any range: memory does not grow with the run.
+    let mut lat = hdrhistogram::Histogram::<u64>::new(3).expect("a valid precision");
     let (mut first, mut last) = (0u64, 0u64);
     let mut max_seen: Option<u64> = None;
     loop {
@@ -228,7 +227,7 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
         if r.received > 0 && now.saturating_sub(last) as f64 > cfg.idle_s * 1e9 {
             break;
         }
-        sys::poll_fds(&[ring.fd()], libc::POLLIN, 50)?;
+        sys::poll_fds(&[ring.raw_fd()], libc::POLLIN, 50)?;
         ring.recv(usize::MAX, &mut |f| {
             let now = mono_ns();
             let Some((seq, sent)) = parse_probe(f) else {
@@ -271,9 +270,8 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
                 r.reordered += 1;
             }
             max_seen = Some(max_seen.map_or(seq, |m| m.max(seq)));
-            if lat.len() < MAX_SAMPLES {
-                lat.push(now.saturating_sub(sent));
-            }
+            lat.record(now.saturating_sub(sent))
+                .expect("an auto-resizing histogram takes any u64");
         });
     }
     r.max_seq = max_seen.unwrap_or(0);
@@ -286,14 +284,13 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     } else {
         0.0
     };
-    lat.sort_unstable();
     if !lat.is_empty() {
-        let q = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize] as f64 / 1e3;
+        let q = |p: f64| lat.value_at_quantile(p) as f64 / 1e3;
         r.latency_us = LatencyUs {
             p50: q(0.5),
             p90: q(0.9),
             p99: q(0.99),
-            max: q(1.0),
+            max: lat.max() as f64 / 1e3,
         };
     }
     r.ring_drops = ring.ring_drops()?;

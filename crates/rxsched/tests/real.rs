@@ -3,8 +3,9 @@
 //! with a message saying so, unless RXSCHED_SKIP_NETNS=1 is set, in which
 //! case they say loudly that they were skipped.
 
+use rxsched_linux::backend::packet::PacketTx;
+use rxsched_linux::backend::TxBackend;
 use rxsched_linux::lab::{self, Lab, Role, D1, ROUTER_MAC, SINK_TAP_MAC};
-use rxsched_linux::ring::{PacketTx, TxBackend};
 use rxsched_linux::wire::{build_udp_frame, Ipv4Packet, Mac, ETH_LEN};
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};

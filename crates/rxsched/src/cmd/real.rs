@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use rxsched::error::{Error, Result};
 use rxsched_core::Quota;
 use rxsched_linux::lab::{self, D0, D1, G0, S0};
-use rxsched_linux::route::{Mode, Route, RouterConfig};
+use rxsched_linux::router::{Mode, Route, RouterConfig};
 use rxsched_linux::traffic::{GenConfig, SinkConfig};
 use rxsched_linux::wire::Mac;
 
@@ -280,7 +280,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
 /// `rxsched route`
 pub fn route(a: RouteArgs) -> Result<()> {
     let cfg = router_config(&a)?;
-    json(&rxsched_linux::route::run(&cfg)?)
+    json(&rxsched_linux::router::run(&cfg)?)
 }
 
 /// `rxsched spin`

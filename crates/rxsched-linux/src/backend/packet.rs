@@ -1,31 +1,11 @@
-//! Packet I/O behind two small traits, so that another backend (AF_XDP) can
-//! come later without touching the policies: an AF_PACKET `TPACKET_V3`
-//! receive ring, and transmission by `sendmmsg`.
+//! AF_PACKET: a `TPACKET_V3` receive ring (the kernel drops on it when it
+//! is full, and says how many), transmission by `sendmmsg`, and waiting for
+//! input with `epoll`.
 
-use crate::sys::{check, packet_socket, setsockopt, SysError, SysResult};
+use super::{RxBackend, TxBackend, Wait};
+use crate::sys::{check, packet_socket, setsockopt, Epoll, SysError, SysResult};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-
-/// Receiving frames.
-pub trait RxBackend {
-    /// The descriptor that becomes readable when frames wait (the "interrupt").
-    fn fd(&self) -> RawFd;
-    /// Hands at most `max` waiting frames to `f`; returns how many.
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize;
-    /// Whether a frame waits now.
-    fn pending(&self) -> bool;
-    /// Frames the kernel dropped because the ring was full, since opening.
-    fn ring_drops(&mut self) -> SysResult<u64>;
-}
-
-/// Transmitting frames.
-pub trait TxBackend {
-    /// Sends the frames; returns how many the kernel took. Fails only on
-    /// errors other than a full queue (EAGAIN/ENOBUFS count as not taken).
-    fn send(&mut self, frames: &[&[u8]]) -> SysResult<usize>;
-    /// The descriptor to wait on for room (POLLOUT).
-    fn fd(&self) -> RawFd;
-}
 
 const SOL_PACKET: i32 = 263;
 const PACKET_VERSION: i32 = 10;
@@ -214,11 +194,16 @@ impl PacketRing {
     pub fn iface(&self) -> &str {
         &self.iface
     }
+
+    /// The socket, to wait on for input.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
 }
 
 impl RxBackend for PacketRing {
-    fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
     }
 
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
@@ -319,6 +304,11 @@ impl PacketTx {
             iface: iface.to_string(),
         })
     }
+
+    /// The socket, to wait on for room.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
 }
 
 impl TxBackend for PacketTx {
@@ -366,7 +356,47 @@ impl TxBackend for PacketTx {
         Ok(r as usize)
     }
 
-    fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+}
+
+/// Waiting on the receive descriptors with `epoll`: a port's "interrupt"
+/// is enabled while its descriptor is armed (level-triggered).
+pub struct EpollWait {
+    epoll: Epoll,
+}
+
+impl EpollWait {
+    /// An empty set.
+    pub fn new() -> SysResult<EpollWait> {
+        Ok(EpollWait {
+            epoll: Epoll::new()?,
+        })
+    }
+}
+
+impl Wait for EpollWait {
+    fn add(&mut self, port: usize, fd: Option<RawFd>) -> SysResult<()> {
+        let fd = fd.ok_or_else(|| SysError {
+            what: format!("port {port}"),
+            syscall: "epoll_ctl",
+            source: io::Error::new(io::ErrorKind::Unsupported, "the backend has no descriptor"),
+        })?;
+        let token = self.epoll.add(fd)?;
+        debug_assert_eq!(token, port);
+        Ok(())
+    }
+
+    fn wait(
+        &mut self,
+        armed: &[bool],
+        _ready: &dyn Fn(usize) -> bool,
+        timeout_ns: u64,
+    ) -> SysResult<Vec<usize>> {
+        for (i, on) in armed.iter().enumerate() {
+            self.epoll.arm(i, *on)?;
+        }
+        self.epoll.wait(timeout_ns)
     }
 }

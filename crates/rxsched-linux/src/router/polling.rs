@@ -1,0 +1,285 @@
+//! The polling router (M2, with M3 and M4): one thread that the core's
+//! [`PollLoop`] drives, exactly as the simulator's polling kernel is
+//! driven. A receive packet is one frame taken off a ring and forwarded to
+//! completion onto its output queue; a transmit packet is one queued frame
+//! claimed for the device, sent in batches when the callback ends.
+
+use super::{
+    forward_one, ring_drops, Counters, Mode, OutQueue, Port, Route, RouterConfig, RouterReport,
+    Stats,
+};
+use crate::backend::{RxBackend, TxBackend, Wait};
+use crate::sys::{self, SysResult};
+use crate::wire::Mac;
+use rxsched_core::{
+    Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
+    Work, MS,
+};
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Frames sent in one `send` call at most.
+const TX_BATCH: usize = 64;
+
+/// What the ports have waiting, as the loop sees it.
+struct View<'a, R, T> {
+    ports: &'a [Port<R, T>],
+    outq: &'a [OutQueue],
+    claimed: &'a [usize],
+}
+
+impl<R: RxBackend, T> Devices for View<'_, R, T> {
+    fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
+        match dir {
+            Dir::Rx => self.ports[dev.0].rx.pending(),
+            Dir::Tx => self.outq[dev.0].len() > self.claimed[dev.0],
+        }
+    }
+}
+
+/// A polling router over ports of backends `R`/`T`, a clock `C` and a way
+/// of waiting `W`.
+pub struct PollingRouter<R, T, C, W> {
+    ports: Vec<Port<R, T>>,
+    routes: Vec<Route>,
+    macs: Vec<Mac>,
+    outq: Vec<OutQueue>,
+    /// Per port: frames at the head of its queue claimed by the transmit callback.
+    claimed: Vec<usize>,
+    out_cap: usize,
+    lp: PollLoop,
+    clock: C,
+    wait: W,
+    counters: Counters,
+    /// While the thread sleeps: when an input inhibit ends.
+    until: Option<Nanos>,
+    /// Frames handled by the callback in progress.
+    in_callback: u64,
+    buf: Vec<u8>,
+}
+
+impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
+    /// A router over `ports`, configured by `cfg`; the thread starts asleep
+    /// with every port's interrupt enabled.
+    pub fn new(
+        ports: Vec<Port<R, T>>,
+        cfg: &RouterConfig,
+        clock: C,
+        mut wait: W,
+    ) -> SysResult<Self> {
+        let mut fac = PollingFacility::new(cfg.quota);
+        if let Some((hi, lo)) = cfg.feedback {
+            fac = fac.with_feedback(QueueFeedback::watermarks(cfg.out_queue as u32, hi, lo, MS));
+        }
+        if let Some(share) = cfg.cycle_limit {
+            fac = fac.with_cycle_limit(CycleLimit::new(10 * MS, share));
+        }
+        let mut lp = PollLoop::new(fac);
+        for (i, p) in ports.iter().enumerate() {
+            lp.register(true, true);
+            wait.add(i, p.rx.fd())?;
+        }
+        Ok(PollingRouter {
+            macs: ports.iter().map(|p| p.mac).collect(),
+            outq: ports.iter().map(|_| OutQueue::default()).collect(),
+            claimed: vec![0; ports.len()],
+            ports,
+            routes: cfg.routes.clone(),
+            out_cap: cfg.out_queue,
+            lp,
+            clock,
+            wait,
+            counters: Counters::default(),
+            until: None,
+            in_callback: 0,
+            buf: vec![0u8; 65_536],
+        })
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The loop, for its counters of inhibits and switches.
+    pub fn poll_loop(&self) -> &PollLoop {
+        &self.lp
+    }
+
+    /// Frames inside the router: on output queues.
+    pub fn in_flight(&self) -> u64 {
+        self.outq.iter().map(|q| q.len() as u64).sum()
+    }
+
+    /// The ports, for their backends.
+    pub fn ports_mut(&mut self) -> &mut [Port<R, T>] {
+        &mut self.ports
+    }
+
+    /// Carries out one unit of work, or waits once while the thread sleeps
+    /// (until an interrupt, an inhibit's end or `deadline`). Returns true if
+    /// it waited.
+    pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
+        let view = View {
+            ports: &self.ports,
+            outq: &self.outq,
+            claimed: &self.claimed,
+        };
+        let Some(work) = self.lp.next(&self.clock, &view) else {
+            self.sleep(deadline)?;
+            return Ok(true);
+        };
+        if !matches!(work, Work::Packet { dir: Dir::Tx, .. }) {
+            self.flush()?;
+        }
+        match work {
+            Work::Switch => {}
+            Work::Callback { .. } => {
+                self.in_callback = 0;
+                self.counters.callbacks.fetch_add(1, Relaxed);
+            }
+            Work::Packet { dev, dir } => {
+                self.in_callback += 1;
+                self.counters
+                    .largest_callback
+                    .fetch_max(self.in_callback, Relaxed);
+                match dir {
+                    Dir::Rx => self.receive_one(dev.0),
+                    Dir::Tx => {
+                        self.claimed[dev.0] += 1;
+                        if self.claimed[dev.0] >= TX_BATCH {
+                            self.flush()?;
+                        }
+                    }
+                }
+            }
+            Work::EnableInterrupts { dev, dir } => {
+                let view = View {
+                    ports: &self.ports,
+                    outq: &self.outq,
+                    claimed: &self.claimed,
+                };
+                let pending = view.pending(dev, dir);
+                self.lp.enabled(dev, dir, pending);
+            }
+            Work::Idle { until } => self.until = until,
+        }
+        Ok(false)
+    }
+
+    /// Takes one frame off port `d`'s ring and forwards it to its queue.
+    fn receive_one(&mut self, d: usize) {
+        let mut out = None;
+        let (routes, macs, outq, cap, c, buf) = (
+            &self.routes,
+            &self.macs,
+            &mut self.outq,
+            self.out_cap,
+            &self.counters,
+            &mut self.buf,
+        );
+        self.ports[d].rx.recv(1, &mut |f| {
+            c.rx.fetch_add(1, Relaxed);
+            out = forward_one(f, buf, routes, macs, outq, cap, c);
+        });
+        if let Some(o) = out {
+            let _ = self.lp.interrupt(DeviceId(o), Dir::Tx);
+            let _ = self
+                .lp
+                .queue_level(self.outq[o].len() as u32, self.clock.now());
+        }
+    }
+
+    /// Sends the frames the transmit callbacks claimed; those the device
+    /// does not take stay queued.
+    fn flush(&mut self) -> SysResult<()> {
+        for d in 0..self.ports.len() {
+            let n = std::mem::take(&mut self.claimed[d]);
+            if n > 0 {
+                self.outq[d].flush(&mut self.ports[d].tx, n, &self.counters)?;
+                let _ = self
+                    .lp
+                    .queue_level(self.outq[d].len() as u32, self.clock.now());
+            }
+        }
+        Ok(())
+    }
+
+    /// The thread sleeps: it waits on the ports whose interrupt is enabled,
+    /// until one has input, the inhibit in force ends, or `deadline`.
+    fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
+        self.flush()?;
+        let now = self.clock.now();
+        let limit = deadline.saturating_sub(now);
+        let timeout = self
+            .until
+            .map_or(limit, |u| u.saturating_sub(now).min(limit));
+        let armed: Vec<bool> = (0..self.ports.len())
+            .map(|i| self.lp.interrupts_enabled(DeviceId(i), Dir::Rx))
+            .collect();
+        let ports = &self.ports;
+        let ready = |i: usize| ports[i].rx.pending();
+        for i in self.wait.wait(&armed, &ready, timeout)? {
+            let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
+        }
+        let now = self.clock.now();
+        if self.until.is_some_and(|u| now >= u) {
+            let _ = self.lp.timer(now);
+        }
+        if self.lp.awake() {
+            self.until = None;
+        }
+        Ok(())
+    }
+
+    /// Runs until the configured duration has passed or a stop signal
+    /// arrives, printing live counters as asked; then reports.
+    pub fn run(&mut self, cfg: &RouterConfig) -> SysResult<RouterReport> {
+        let t0 = self.clock.now();
+        let cpu0 = sys::thread_cpu_ns();
+        let end = t0 + (cfg.duration_s * 1e9) as u64;
+        let mut stats = Stats::new(cfg.stats_every_s, t0);
+        let mut turns = 0u32;
+        loop {
+            turns = turns.wrapping_add(1);
+            let slept = self.turn(end.min(stats.due()))?;
+            if slept || turns.is_multiple_of(64) {
+                let now = self.clock.now();
+                if now >= end || sys::signals::stopping() {
+                    break;
+                }
+                let extra = self.live_extra();
+                stats.tick(Mode::Polling, &self.counters, &extra, now);
+            }
+        }
+        self.flush()?;
+        let mut r = self.report()?;
+        r.duration_s = (self.clock.now() - t0) as f64 / 1e9;
+        r.cpu_s = (sys::thread_cpu_ns() - cpu0) as f64 / 1e9;
+        Ok(r)
+    }
+
+    fn live_extra(&self) -> String {
+        let inh: Vec<String> = self
+            .lp
+            .inhibits()
+            .iter()
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect();
+        format!(
+            "; inhibits [{}]; mode switches {}",
+            inh.join(", "),
+            self.lp.mode_switches()
+        )
+    }
+
+    /// The report so far.
+    pub fn report(&mut self) -> SysResult<RouterReport> {
+        let drops = ring_drops(&mut self.ports)?;
+        let mut r = RouterReport::new(Mode::Polling, &self.counters, drops, self.in_flight());
+        for (cause, n) in self.lp.inhibits() {
+            r.inhibits.insert(cause.name().to_string(), n);
+        }
+        r.mode_switches = self.lp.mode_switches();
+        Ok(r)
+    }
+}
