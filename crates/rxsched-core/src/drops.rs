@@ -2,8 +2,21 @@
 
 use std::collections::BTreeMap;
 
-/// Where a packet was discarded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Where a packet was discarded. Its name in metrics records is the
+/// variant's name in snake case (`nic_rx_ring`, `ipintrq`, ...).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum DropPoint {
     /// The NIC receive ring was full: dropped before the host touched it (M6).
     NicRxRing,
@@ -27,31 +40,11 @@ pub enum DropPoint {
 
 impl DropPoint {
     /// Every drop point, in reporting order.
-    pub const ALL: [DropPoint; 9] = [
-        DropPoint::NicRxRing,
-        DropPoint::Ipintrq,
-        DropPoint::OutputQueue,
-        DropPoint::ScreenQueue,
-        DropPoint::SocketBuffer,
-        DropPoint::Uiq,
-        DropPoint::FilterQueue,
-        DropPoint::Backlog,
-        DropPoint::ScreenDenied,
-    ];
+    pub const ALL: &'static [DropPoint] = <DropPoint as strum::VariantArray>::VARIANTS;
 
     /// The name used in metrics records.
     pub fn name(self) -> &'static str {
-        match self {
-            DropPoint::NicRxRing => "nic_rx_ring",
-            DropPoint::Ipintrq => "ipintrq",
-            DropPoint::OutputQueue => "output_queue",
-            DropPoint::ScreenQueue => "screen_queue",
-            DropPoint::SocketBuffer => "socket_buffer",
-            DropPoint::Uiq => "uiq",
-            DropPoint::FilterQueue => "filter_queue",
-            DropPoint::Backlog => "backlog",
-            DropPoint::ScreenDenied => "screen_denied",
-        }
+        self.into()
     }
 }
 

@@ -35,8 +35,21 @@ pub const MS: Nanos = 1_000_000;
 /// One microsecond in [`Nanos`].
 pub const US: Nanos = 1_000;
 
-/// Why input was inhibited; each cause is counted separately.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Why input was inhibited; each cause is counted separately, under the
+/// variant's name in snake case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum InhibitCause {
     /// M3: a downstream queue rose above its high watermark.
     QueueFeedback,
@@ -48,18 +61,10 @@ pub enum InhibitCause {
 
 impl InhibitCause {
     /// Every cause.
-    pub const ALL: [InhibitCause; 3] = [
-        InhibitCause::QueueFeedback,
-        InhibitCause::CycleLimit,
-        InhibitCause::CircuitBreaker,
-    ];
+    pub const ALL: &'static [InhibitCause] = <InhibitCause as strum::VariantArray>::VARIANTS;
 
     /// The name used in metrics records.
     pub fn name(self) -> &'static str {
-        match self {
-            InhibitCause::QueueFeedback => "queue_feedback",
-            InhibitCause::CycleLimit => "cycle_limit",
-            InhibitCause::CircuitBreaker => "circuit_breaker",
-        }
+        self.into()
     }
 }

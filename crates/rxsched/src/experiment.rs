@@ -173,26 +173,19 @@ pub struct ExperimentFile {
 impl ExperimentFile {
     /// Parses a scenario file's text.
     pub fn parse(file: &str, src: String, dir: Option<PathBuf>) -> Result<Self, InputError> {
-        let loaded = Loaded::parse_with(file, src, dir, KEYS)?;
-        let exp: Experiment = loaded.deserialize()?;
-        let f = ExperimentFile { loaded, exp };
-        f.validate()?;
-        Ok(f)
+        Self::from_loaded(Loaded::parse_with(file, src, dir, KEYS)?)
     }
 
     /// Reads a scenario file.
     pub fn read(path: &Path) -> Result<Self, InputError> {
-        let src = std::fs::read_to_string(path).map_err(|e| InputError {
-            file: path.display().to_string(),
-            line: None,
-            key: None,
-            msg: format!("cannot read scenario: {e}"),
-        })?;
-        Self::parse(
-            &path.display().to_string(),
-            src,
-            path.parent().map(Path::to_path_buf),
-        )
+        Self::from_loaded(Loaded::read_with(path, KEYS)?)
+    }
+
+    fn from_loaded(loaded: Loaded) -> Result<Self, InputError> {
+        let exp: Experiment = loaded.deserialize()?;
+        let f = ExperimentFile { loaded, exp };
+        f.validate()?;
+        Ok(f)
     }
 
     /// The names of every process any series may run (`cpu.user:<name>`).

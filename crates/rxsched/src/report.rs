@@ -98,6 +98,41 @@ fn axis_label(a: &Axis) -> String {
     }
 }
 
+/// The plot's ranges, `(x0, x1, y1)`, and whether x takes whole numbers only.
+fn extent(r: &ResultFile, curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64, f64, bool) {
+    let all = curves.iter().flat_map(|(_, c)| c.iter().copied()).chain(
+        r.reference
+            .iter()
+            .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1]))),
+    );
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    for (x, y) in all {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x0 > 0.0 && x0 < (x1 - x0) * 0.5 {
+        x0 = 0.0;
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+    let integral = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter())
+        .all(|p| p.0.fract() == 0.0);
+    if integral && x1 - x0 <= 20.0 {
+        // Room around the first and last whole-number points.
+        x0 -= 0.25;
+        x1 += 0.25;
+    }
+    (x0, x1, y1, integral)
+}
+
 /// Draws a result: our curves as lines with dots, the published points as
 /// hollow squares of the same colour.
 pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
@@ -110,36 +145,7 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             .iter()
             .map(|s| (s.label.clone(), r.curve(&s.label)))
             .collect();
-        let all = curves.iter().flat_map(|(_, c)| c.iter().copied()).chain(
-            r.reference
-                .iter()
-                .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1]))),
-        );
-        let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
-        for (x, y) in all {
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y1 = y1.max(y);
-        }
-        if x0 > x1 {
-            (x0, x1) = (0.0, 1.0);
-        }
-        if x0 > 0.0 && x0 < (x1 - x0) * 0.5 {
-            x0 = 0.0;
-        }
-        if x1 <= x0 {
-            x1 = x0 + 1.0;
-        }
-        let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
-        let integral = curves
-            .iter()
-            .flat_map(|(_, c)| c.iter())
-            .all(|p| p.0.fract() == 0.0);
-        if integral && x1 - x0 <= 20.0 {
-            // Room around the first and last whole-number points.
-            x0 -= 0.25;
-            x1 += 0.25;
-        }
+        let (x0, x1, y1, integral) = extent(r, &curves);
         let title = format!("{}: {}", r.id, r.title);
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))

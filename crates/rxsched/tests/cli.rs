@@ -94,6 +94,61 @@ fn malformed_scenario_and_bad_overrides_exit_2() {
 }
 
 #[test]
+fn figure_and_check_errors_exit_2_naming_line_and_key() {
+    let fig = "[figure]\nvary = \"traffic.rate_pps\"\nvalues = [1000, 2000]\nx = { metric = \"offered_pps\", label = \"in\" }\ny = { metric = \"delivered_pps\", label = \"out\" }\n";
+    for (name, tail, line, key) in [
+        (
+            "param.toml",
+            "[[check]]\nname = \"c\"\nkind = \"flat\"\nseries = [\"scenario\"]\nmin = 0.9\ntolerance = 3\n",
+            19,
+            "check.0.tolerance",
+        ),
+        (
+            "metric.toml",
+            "[[check]]\nname = \"c\"\nkind = \"flat\"\nseries = [\"scenario\"]\nmin = 0.9\nmetric = \"no.such.metric\"\n",
+            19,
+            "check.0.metric",
+        ),
+        (
+            "vacuous.toml",
+            "[[series]]\nlabel = \"a\"\n[[check]]\nname = \"c\"\nkind = \"peak_ratio\"\nseries = [\"a\"]\nother = [\"a\"]\n",
+            18,
+            "check.0.kind",
+        ),
+        ("type.toml", "[[process]]\nkind = 5\n", 15, "process.0.kind"),
+    ] {
+        let p = scenario(name, &format!("{GOOD}{fig}{tail}"));
+        let o = rxsched(&["sweep", p.to_str().unwrap(), "--vary", "traffic.rate_pps=1000"]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(&format!("{name}:{line}")) && e.contains(key), "{name}: {e}");
+    }
+    let p = scenario("y.toml", GOOD);
+    let o = rxsched(&[
+        "sweep",
+        p.to_str().unwrap(),
+        "--vary",
+        "traffic.rate_pps=1000",
+        "--y",
+        "no.such",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--y"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_bad_override_is_blamed_on_its_set() {
+    let p = scenario("blame.toml", GOOD);
+    let o = rxsched(&["sim", p.to_str().unwrap(), "--set", "traffic.rate_pps=-5"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--set") && e.contains("traffic.rate_pps") && !e.contains("blame.toml:"),
+        "{e}"
+    );
+}
+
+#[test]
 fn sim_prints_a_conserving_metrics_record() {
     let p = scenario("good2.toml", GOOD);
     let o = rxsched(&[

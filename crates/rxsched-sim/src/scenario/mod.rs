@@ -274,8 +274,9 @@ impl Default for TrafficCfg {
 }
 
 /// What a user process does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum ProcessKind {
     /// A user-level filter every forwarded packet passes through.
     Screend,
@@ -288,11 +289,7 @@ pub enum ProcessKind {
 impl ProcessKind {
     /// The name used for the process when it has none of its own.
     pub fn name(self) -> &'static str {
-        match self {
-            ProcessKind::Screend => "screend",
-            ProcessKind::Reader => "reader",
-            ProcessKind::Compute => "compute",
-        }
+        self.into()
     }
 }
 
