@@ -223,43 +223,57 @@ fn malformed_frames_are_counted_by_reason() {
     assert_eq!(r["forwarded"], 5, "the good frames still go through: {r}");
 }
 
+/// One overload trial: `mode` forwarding while the generator sends as fast
+/// as it can for 1 s. Returns (offered pkts/s, delivered frames).
+fn overload_trial(l: &Lab, mode: &str) -> (f64, u64) {
+    let route = spawn(
+        l,
+        Role::Dut,
+        &["route", "--mode", mode, "--cpu", "1", "--duration", "20"],
+    );
+    let sink = spawn(
+        l,
+        Role::Sink,
+        &["sink", "--cpu", "0", "--duration", "10", "--idle", "0.5"],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let g = report(spawn(
+        l,
+        Role::Gen,
+        &["gen", "--cpu", "0", "--rate", "3000000", "--duration", "1"],
+    ));
+    let s = report(sink);
+    stop(&route);
+    let r = report(route);
+    let offered = g["achieved_pps"].as_f64().unwrap();
+    let delivered = s["received"].as_u64().unwrap();
+    eprintln!("{mode}: offered {offered:.0} delivered {delivered} router {r}");
+    (offered, delivered)
+}
+
+/// Under overload (offered at least 2.5 times what polling forwards) the
+/// polling router delivers at least twice what the interrupt-driven one
+/// does. The one-core generator of this lab does not always reach that
+/// overload; a trial that does not is repeated, and if none does the test
+/// fails saying so.
 #[test]
 fn polling_delivers_at_least_twice_interrupt_under_overload() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(t) = TestLab::new("o") else { return };
     let l = &t.0;
-    let mut delivered = Vec::new();
-    for mode in ["interrupt", "polling"] {
-        let route = spawn(
-            l,
-            Role::Dut,
-            &["route", "--mode", mode, "--cpu", "1", "--duration", "20"],
+    for attempt in 1..=4 {
+        let (off_i, intr) = overload_trial(l, "interrupt");
+        let (off_p, poll) = overload_trial(l, "polling");
+        let overloaded = off_i.min(off_p) >= 2.5 * poll as f64;
+        if !overloaded {
+            eprintln!("attempt {attempt}: the generator offered {off_i:.0}/{off_p:.0} pkts/s, not 2.5 times polling's {poll}: not an overload, again");
+            continue;
+        }
+        assert!(
+            poll >= 2 * intr.max(1),
+            "polling {poll} vs interrupt {intr}"
         );
-        let sink = spawn(
-            l,
-            Role::Sink,
-            &["sink", "--cpu", "0", "--duration", "10", "--idle", "0.5"],
-        );
-        std::thread::sleep(Duration::from_millis(400));
-        // Far past both MLFRRs: as fast as one generator core goes, for 1 s.
-        let g = report(spawn(
-            l,
-            Role::Gen,
-            &["gen", "--cpu", "0", "--rate", "3000000", "--duration", "1"],
-        ));
-        let s = report(sink);
-        stop(&route);
-        let r = report(route);
-        eprintln!(
-            "{mode}: offered {} delivered {} router {r}",
-            g["achieved_pps"], s["received"]
-        );
-        delivered.push(s["received"].as_u64().unwrap());
+        return;
     }
-    assert!(
-        delivered[1] >= 2 * delivered[0].max(1),
-        "polling {} vs interrupt {}",
-        delivered[1],
-        delivered[0]
-    );
+    panic!("in 4 attempts the generator never offered 2.5 times what the polling router forwards: the lab could not create an overload");
 }
