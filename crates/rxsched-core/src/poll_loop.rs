@@ -177,6 +177,13 @@ impl PollLoop {
         }
     }
 
+    /// Charges CPU used on the loop's behalf outside its callbacks (a
+    /// kernel thread's receive work that fills the rings it polls) to the
+    /// cycle limit (M4).
+    pub fn charge(&mut self, now: Nanos, cost_ns: Nanos) {
+        self.fac.charge(now, cost_ns);
+    }
+
     /// Why input is inhibited at `now`, if it is.
     pub fn input_inhibited(&mut self, now: Nanos) -> Option<InhibitCause> {
         self.fac.input_inhibited(now)
@@ -208,19 +215,27 @@ impl PollLoop {
                 }
                 // The callback returns: M4 reads the cycle counter here.
                 self.fac.poll_done(job.dev, job.dir, job.done, more);
-                self.fac
-                    .charge(now, clock.cpu_ns().saturating_sub(job.cpu0));
+                if self.fac.has_cycle_limit() {
+                    self.fac
+                        .charge(now, clock.cpu_ns().saturating_sub(job.cpu0));
+                }
                 self.job = None;
                 continue;
             }
             return Some(match self.fac.next_action(now) {
                 Action::Poll { dev, dir, quota } => {
+                    // The cycle counter is read only when M4 needs it.
+                    let cpu0 = if self.fac.has_cycle_limit() {
+                        clock.cpu_ns()
+                    } else {
+                        0
+                    };
                     self.job = Some(Job {
                         dev,
                         dir,
                         quota,
                         done: 0,
-                        cpu0: clock.cpu_ns(),
+                        cpu0,
                     });
                     Work::Callback { dev, dir }
                 }

@@ -115,6 +115,11 @@ impl PollingFacility {
         &mut self.slots[dev.0 * 2 + dir as usize]
     }
 
+    /// Whether a CPU-cycle limit (M4) is configured.
+    pub fn has_cycle_limit(&self) -> bool {
+        self.cycle.is_some()
+    }
+
     /// The packet quota per callback.
     pub fn quota(&self) -> Quota {
         self.quota

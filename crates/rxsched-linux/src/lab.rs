@@ -5,9 +5,17 @@
 //!  rxs-gen [g0] 198.18.0.1/24 ─── 198.18.0.2/24 [d0] rxs-dut [d1] 198.19.0.2/24 ─── 198.19.0.1/24 [s0] rxs-sink
 //! ```
 //!
-//! The DUT's receive softirq is steered to the DUT CPU with RPS on `d0` and
-//! `d1` (veth would otherwise process a frame on the sender's CPU); the
-//! generator and sink sides are steered to the generator CPU.
+//! Every veth end has threaded NAPI: its receive work runs in a kernel
+//! thread (`napi/d0-N`, ...) that the lab pins, `d0` and `d1`'s to the DUT
+//! CPU and `g0` and `s0`'s to the generator CPU. (Without it veth does a
+//! frame's receive work on the *sender's* CPU, and a DUT that borrows the
+//! generator's CPU measures nothing.) GRO is on for every end, which keeps
+//! each veth's NAPI instance, and so its thread, whether or not an XDP
+//! program is attached. A frame beyond a veth's receive ring is dropped
+//! before the receiving side spends anything on it, as on a NIC.
+//!
+//! The sink's receive thread runs at real-time priority [`SINK_NAPI_PRIO`],
+//! above the generator, so that the sink keeps up with what the DUT sends.
 
 use crate::wire::Mac;
 use std::process::Command;
@@ -94,6 +102,20 @@ pub const ROUTER_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 0, 0xf2]);
 /// the sink's packet socket sees every frame and its kernel drops them early
 /// (rather than answering each UDP probe with an ICMP error).
 pub const SINK_TAP_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 1, 0xf1]);
+
+/// Receive-interrupt moderation on the DUT's devices, as a NIC's
+/// `rx-usecs`: after a NAPI poll that found work, the device's interrupt
+/// stays masked and NAPI polls again after [`DUT_COALESCE_NS`], up to this
+/// many times, before it waits for an interrupt again. Without it every
+/// frame at low load costs a cross-CPU wake-up of the receive thread, which
+/// in this VM takes about as much CPU as forwarding the frame.
+pub const DUT_DEFER_IRQS: u32 = 2;
+/// See [`DUT_DEFER_IRQS`]: 50 µs, a common NIC coalescing time.
+pub const DUT_COALESCE_NS: u64 = 50_000;
+
+/// The real-time priority of the sink's receive thread: above the XDP
+/// generator's (10) on the shared CPU.
+pub const SINK_NAPI_PRIO: i32 = 60;
 
 /// Socket send buffers large enough that a generator is not throttled by
 /// RPS back-pressure (REAL.md, "Sender back-pressure with RPS").
@@ -287,13 +309,7 @@ impl Lab {
         }
         // The DUT kernel forwards only when a benchmark asks for it.
         self.set_kernel_forwarding(false)?;
-        for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
-            self.write_sysfs(
-                e.role,
-                &format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface),
-                &cpu_mask(cpu),
-            )?;
-        }
+        self.thread_receive_work()?;
         // Save and raise the send-buffer limits (writable only in the initial namespace).
         let state = self.state_file();
         if !std::path::Path::new(&state).exists() {
@@ -308,6 +324,78 @@ impl Lab {
         }
         sysctl_set("net.core.wmem_max", &WMEM.to_string())?;
         sysctl_set("net.core.wmem_default", &WMEM.to_string())?;
+        Ok(())
+    }
+
+    /// Runs `f` in a thread inside `role`'s network namespace.
+    pub fn in_netns<T: Send>(
+        &self,
+        role: Role,
+        f: impl FnOnce() -> crate::sys::SysResult<T> + Send,
+    ) -> Result<T, LabError> {
+        let ns = self.ns(role);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                crate::sys::enter_netns(&ns)?;
+                f()
+            })
+            .join()
+            .expect("a lab thread does not panic")
+        })
+        .map_err(|e| LabError::Command {
+            cmd: format!("in namespace {ns}"),
+            msg: e.to_string(),
+        })
+    }
+
+    /// GRO and threaded NAPI on every veth end, each NAPI thread pinned to
+    /// its side's CPU, the sink's at [`SINK_NAPI_PRIO`], the others at the
+    /// default priority.
+    fn thread_receive_work(&self) -> Result<(), LabError> {
+        for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
+            self.in_netns(e.role, || crate::napi::set_gro(e.iface, true))?;
+            self.write_sysfs(e.role, &format!("/sys/class/net/{}/threaded", e.iface), "1")?;
+            if e.role == Role::Dut {
+                let dir = format!("/sys/class/net/{}", e.iface);
+                self.write_sysfs(
+                    e.role,
+                    &format!("{dir}/napi_defer_hard_irqs"),
+                    &DUT_DEFER_IRQS.to_string(),
+                )?;
+                self.write_sysfs(
+                    e.role,
+                    &format!("{dir}/gro_flush_timeout"),
+                    &DUT_COALESCE_NS.to_string(),
+                )?;
+            }
+            let prio = if e.iface == S0.iface {
+                crate::napi::Sched::Fifo(SINK_NAPI_PRIO)
+            } else {
+                crate::napi::Sched::Normal
+            };
+            self.in_netns(e.role, || {
+                for tid in crate::napi::thread_ids(e.iface)? {
+                    crate::napi::pin(tid, cpu)?;
+                    crate::napi::set_sched(tid, prio)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Puts the DUT's receive threads (`d0`'s and `d1`'s) back at the
+    /// default priority, as `lab up` left them; a router that was killed
+    /// may have left them otherwise.
+    pub fn reset_dut_receive(&self) -> Result<(), LabError> {
+        for e in [D0, D1] {
+            self.in_netns(e.role, || {
+                for tid in crate::napi::thread_ids(e.iface)? {
+                    crate::napi::set_sched(tid, crate::napi::Sched::Normal)?;
+                }
+                Ok(())
+            })?;
+        }
         Ok(())
     }
 
@@ -361,14 +449,7 @@ impl Lab {
                 }
             }
             for e in [G0, D0, D1, S0].iter().filter(|e| e.role == r) {
-                let path = format!("/sys/class/net/{}/queues/rx-0/rps_cpus", e.iface);
-                if let Ok(m) = self.exec(r, "cat", &[&path]) {
-                    s += &format!(
-                        "  {} receive work steered to CPU mask {}\n",
-                        e.iface,
-                        m.trim()
-                    );
-                }
+                s += &self.receive_status(*e);
             }
             if r == Role::Dut {
                 if let Ok(f) = self.exec(r, "sysctl", &["-n", "net.ipv4.ip_forward"]) {
@@ -390,6 +471,73 @@ impl Lab {
         }
         s
     }
+}
+
+impl Lab {
+    /// Where an interface's receive work runs, and what XDP program it has.
+    fn receive_status(&self, e: End) -> String {
+        let mut s = String::new();
+        match self.in_netns(e.role, || crate::napi::threads(e.iface)) {
+            Ok(ts) => {
+                for t in ts {
+                    let (cpu, sched) = thread_place(t.tid);
+                    s += &format!(
+                        "  {} receive work: napi/{}-{} thread {} on CPU {cpu} ({sched})\n",
+                        e.iface, e.iface, t.id, t.tid
+                    );
+                }
+            }
+            Err(err) => s += &format!("  {}: {err}\n", e.iface),
+        }
+        if e.role == Role::Dut {
+            let dir = format!("/sys/class/net/{}", e.iface);
+            let read = |f: &str| {
+                self.exec(e.role, "cat", &[&format!("{dir}/{f}")])
+                    .map(|v| v.trim().to_string())
+            };
+            if let (Ok(d), Ok(t)) = (read("napi_defer_hard_irqs"), read("gro_flush_timeout")) {
+                s += &format!("  {} interrupt moderation: napi_defer_hard_irqs {d}, gro_flush_timeout {t} ns\n", e.iface);
+            }
+        }
+        if let Ok(out) = self.exec(e.role, "ip", &["-d", "link", "show", e.iface]) {
+            if let Some(p) = out
+                .split_whitespace()
+                .skip_while(|w| *w != "prog/xdp")
+                .nth(2)
+            {
+                s += &format!("  {} XDP program id {p}\n", e.iface);
+            }
+        }
+        s
+    }
+}
+
+/// The CPU a thread may run on and its scheduling class, from `/proc`.
+fn thread_place(tid: i32) -> (String, String) {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
+    let cpus = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map_or("?".to_string(), |v| v.trim().to_string());
+    let st = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap_or_default();
+    // Fields after the command name: policy is field 41, rt priority 40.
+    let f: Vec<&str> = st
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let (prio, policy) = (
+        f.get(37).copied().unwrap_or("?"),
+        f.get(38).copied().unwrap_or("?"),
+    );
+    let sched = match policy {
+        "0" => "normal".to_string(),
+        "1" => format!("FIFO {prio}"),
+        "5" => "idle".to_string(),
+        p => format!("policy {p}"),
+    };
+    (cpus, sched)
 }
 
 /// Per-CPU counters of the receive path.
@@ -426,10 +574,6 @@ pub fn cpu_net() -> CpuNet {
         }
     }
     c
-}
-
-fn cpu_mask(cpu: usize) -> String {
-    format!("{:x}", 1u64 << cpu)
 }
 
 fn sysctl_get(key: &str) -> Option<String> {

@@ -1,11 +1,16 @@
-//! rxsched on real interfaces: AF_PACKET rings behind a small backend trait,
-//! the lab of network namespaces, a traffic generator and sink, and a router
-//! whose receive scheduling comes from `rxsched-core`.
+//! rxsched on real interfaces: packet backends (AF_XDP, AF_PACKET, and
+//! in-memory ones for tests) behind small traits, rxsched's own XDP
+//! programs, threaded-NAPI control, the lab of network namespaces, a
+//! traffic generator and sink, and a router whose receive scheduling comes
+//! from `rxsched-core`.
 
 pub mod backend;
+pub mod bpf;
 pub mod lab;
+pub mod napi;
 pub mod router;
 pub mod spin;
 pub mod sys;
 pub mod traffic;
 pub mod wire;
+pub mod xdpfwd;

@@ -61,7 +61,12 @@ pub fn mac_of(name: &str) -> SysResult<crate::wire::Mac> {
     let s = std::fs::read_to_string(&path).map_err(|e| SysError {
         what: name.into(),
         syscall: "read(/sys/class/net/*/address)",
-        source: e,
+        // No such file: no such device in this namespace.
+        source: if e.kind() == io::ErrorKind::NotFound {
+            io::Error::from_raw_os_error(libc::ENODEV)
+        } else {
+            e
+        },
     })?;
     crate::wire::Mac::parse(&s).ok_or_else(|| SysError {
         what: name.into(),
@@ -71,6 +76,55 @@ pub fn mac_of(name: &str) -> SysResult<crate::wire::Mac> {
             format!("not a MAC address: {s:?}"),
         ),
     })
+}
+
+/// A counter of interface `name` in the calling thread's network namespace
+/// (`/proc/thread-self/net/dev`, which follows `setns`, where `/sys` does
+/// not): `rx_packets`, `rx_dropped`, `tx_packets` or `tx_dropped`.
+pub fn iface_counter(name: &str, counter: &str) -> SysResult<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").map_err(|e| SysError {
+        what: name.into(),
+        syscall: "read(/proc/thread-self/net/dev)",
+        source: e,
+    })?;
+    dev_counter(&text, name, counter).ok_or_else(|| SysError {
+        what: name.into(),
+        syscall: "read(/proc/thread-self/net/dev)",
+        source: io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface {name} or no counter {counter} in this namespace"),
+        ),
+    })
+}
+
+/// A counter from the text of `/proc/net/dev`.
+fn dev_counter(text: &str, name: &str, counter: &str) -> Option<u64> {
+    // Columns after "NAME:": rx bytes, packets, errs, drop, fifo, frame,
+    // compressed, multicast; tx bytes, packets, errs, drop, ...
+    let col = match counter {
+        "rx_packets" => 1,
+        "rx_dropped" => 3,
+        "tx_packets" => 9,
+        "tx_dropped" => 11,
+        _ => return None,
+    };
+    let line = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(&format!("{name}:")))?;
+    line.split_whitespace().nth(col)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn proc_net_dev_columns() {
+        let t = "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n    d0: 100 10 1 7 0 0 0 0 200 20 2 9 0 0 0 0\n";
+        assert_eq!(super::dev_counter(t, "d0", "rx_packets"), Some(10));
+        assert_eq!(super::dev_counter(t, "d0", "rx_dropped"), Some(7));
+        assert_eq!(super::dev_counter(t, "d0", "tx_packets"), Some(20));
+        assert_eq!(super::dev_counter(t, "d0", "tx_dropped"), Some(9));
+        assert_eq!(super::dev_counter(t, "d1", "rx_dropped"), None);
+    }
 }
 
 /// An AF_PACKET socket bound to one interface. `protocol` 0 receives
@@ -339,6 +393,29 @@ pub mod signals {
             libc::signal(libc::SIGINT, on_stop as *const () as libc::sighandler_t);
             libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
         }
+    }
+
+    extern "C" fn on_wake(_: libc::c_int) {}
+
+    /// Makes SIGUSR2 interrupt a blocking system call in the thread it is
+    /// sent to (EINTR, no restart), and do nothing else: the way to end a
+    /// long `bpf(BPF_PROG_TEST_RUN)` from another thread.
+    pub fn install_wake() {
+        // SAFETY: plain data; the handler does nothing.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_wake as *const () as libc::sighandler_t;
+            sa.sa_flags = 0;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
+        }
+    }
+
+    /// Interrupts thread `t`'s blocking system call (see [`install_wake`]).
+    pub fn wake(t: &std::thread::JoinHandle<impl Send>) {
+        use std::os::unix::thread::JoinHandleExt;
+        // SAFETY: signalling a live thread of this process.
+        unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR2) };
     }
 
     /// Whether SIGUSR1 arrived since the last call.

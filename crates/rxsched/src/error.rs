@@ -46,11 +46,14 @@ impl From<SimError> for Error {
 
 impl From<rxsched_linux::sys::SysError> for Error {
     fn from(e: rxsched_linux::sys::SysError) -> Self {
-        // A missing interface or missing privilege is the user's to fix.
+        // A missing interface, missing privilege, an interface that cannot
+        // do what was asked (no XDP, no threaded NAPI) or that another
+        // program holds: the user's to fix.
+        let unsupported = e.source.kind() == std::io::ErrorKind::Unsupported;
         match e.source.raw_os_error() {
-            Some(libc::ENODEV) | Some(libc::ENXIO) | Some(libc::EPERM) | Some(libc::EACCES) => {
-                Error::Input(e.to_string())
-            }
+            Some(libc::ENODEV | libc::ENXIO | libc::EPERM | libc::EACCES)
+            | Some(libc::EOPNOTSUPP | libc::EBUSY | libc::EEXIST) => Error::Input(e.to_string()),
+            _ if unsupported => Error::Input(e.to_string()),
             _ => Error::Run(e.to_string()),
         }
     }

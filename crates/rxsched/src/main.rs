@@ -98,6 +98,15 @@ enum Cmd {
     Sink(cmd::real::SinkArgs),
     /// Forward IPv4 between interfaces with interrupt-driven or polled receive.
     Route(cmd::real::RouteArgs),
+    /// Forward IPv4 in XDP (bpf_fib_lookup + bpf_redirect): the lab's fastest peer.
+    XdpFwd {
+        /// The input interfaces to attach to.
+        #[arg(long, value_delimiter = ',', default_value = "d0")]
+        ports: Vec<String>,
+        /// Seconds to stay attached.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+    },
     /// Benchmarks: `bench real router` sweeps the real dataplane in the lab.
     Bench {
         #[command(subcommand)]
@@ -195,6 +204,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Gen(a) => done(cmd::real::gen(a)),
         Cmd::Sink(a) => done(cmd::real::sink(a)),
         Cmd::Route(a) => done(cmd::real::route(a)),
+        Cmd::XdpFwd { ports, duration } => done(cmd::real::xdp_fwd(&ports, duration)),
         Cmd::Bench {
             what:
                 BenchWhat::Real {

@@ -183,6 +183,15 @@ pub struct ResultFile {
     /// Where the plot's legend goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub legend: Option<String>,
+    /// The share of arrived packets a point may lose and still count as
+    /// loss-free for the MLFRR: 0 in simulations; real runs set it when the
+    /// machine itself loses packets (a virtual CPU descheduled by its host).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mlfrr_loss: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl ResultFile {
@@ -209,6 +218,7 @@ impl ResultFile {
             checks: Vec::new(),
             table: Vec::new(),
             legend: None,
+            mlfrr_loss: 0.0,
         }
     }
 
@@ -241,15 +251,20 @@ impl ResultFile {
     }
 
     /// The maximum loss-free receive rate of a series: the highest x up to
-    /// which no point lost anything (0 if even the first point lost packets).
+    /// which no point lost more than [`ResultFile::mlfrr_loss`] of what
+    /// arrived (0 if even the first point did).
     pub fn mlfrr(&self, label: &str) -> f64 {
-        let mut pts: Vec<(f64, f64)> = self
+        let tol = self.mlfrr_loss;
+        let mut pts: Vec<(f64, bool)> = self
             .points(label)
-            .filter_map(|p| Some((p.get(&self.x.metric)?, p.drops())))
+            .filter_map(|p| {
+                let arrived = p.get("arrived").unwrap_or(0.0);
+                Some((p.get(&self.x.metric)?, p.drops() <= tol * arrived))
+            })
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         pts.iter()
-            .take_while(|(_, d)| *d == 0.0)
+            .take_while(|(_, ok)| *ok)
             .last()
             .map_or(0.0, |(x, _)| *x)
     }

@@ -2,6 +2,7 @@
 //! router and the tools are written against [`RxBackend`] and
 //! [`TxBackend`], and the same code runs on
 //!
+//! - [`xdp`]: AF_XDP sockets fed by an XDP program (copy mode);
 //! - [`packet`]: AF_PACKET `TPACKET_V3` receive rings and `sendmmsg`;
 //! - [`mem`]: in-memory rings and a clock the test moves, so that the
 //!   router's loops are tested without root or a network;
@@ -14,6 +15,7 @@
 pub mod fault;
 pub mod mem;
 pub mod packet;
+pub mod xdp;
 
 use crate::sys::SysResult;
 use std::os::fd::RawFd;
@@ -29,6 +31,11 @@ pub trait RxBackend {
     fn pending(&self) -> bool;
     /// Frames dropped because the ring was full, since opening.
     fn ring_drops(&mut self) -> SysResult<u64>;
+    /// Frames dropped after the kernel's receive work because a socket's
+    /// ring was full (AF_XDP's `xsk_rx_ring`), since opening.
+    fn socket_drops(&mut self) -> SysResult<u64> {
+        Ok(0)
+    }
     /// Frames waiting on the ring now, if the backend can tell.
     fn queued(&self) -> u64 {
         0
@@ -72,6 +79,9 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     }
     fn ring_drops(&mut self) -> SysResult<u64> {
         (**self).ring_drops()
+    }
+    fn socket_drops(&mut self) -> SysResult<u64> {
+        (**self).socket_drops()
     }
     fn queued(&self) -> u64 {
         (**self).queued()

@@ -138,9 +138,20 @@ impl Mode {
     }
 }
 
+/// How the router reaches the devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_XDP sockets fed by an XDP program; receive work in threaded NAPI.
+    Xdp,
+    /// AF_PACKET rings and `sendmmsg`, for devices without XDP.
+    Packet,
+}
+
 /// A router's configuration.
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
+    /// How it reaches the devices.
+    pub backend: Backend,
     /// The interfaces (ports).
     pub ports: Vec<String>,
     /// The routing table.
@@ -428,21 +439,28 @@ fn open_ports(cfg: &RouterConfig) -> SysResult<Vec<Port<PacketRing, PacketTx>>> 
 }
 
 /// Device priority: the interrupt mode's receive thread (M1's interrupt
-/// handler) preempts everything else on the CPU.
+/// handler; with XDP, the devices' NAPI threads) preempts everything else
+/// on the CPU.
 const DEVICE_PRIO: i32 = 50;
-/// Kernel-thread priority for the polling thread: Mogul & Ramakrishnan's
-/// polling thread was a kernel thread, above every user process and below
-/// interrupts. The lowest real-time priority keeps that order: a
-/// compute-bound process gets the CPU only when the thread is idle, or when
-/// the M4 cycle limit makes it give the CPU up. (As a nice-0 thread its
-/// wake-ups waited out a compute process's time slice: p99 latency of 3-5 ms
-/// where the interrupt mode had under 1 ms.) The interrupt mode's
-/// forwarding thread stays a normal-priority thread, as the M1 baseline is
-/// defined.
+/// Kernel-thread priority for the polling thread on AF_PACKET: Mogul &
+/// Ramakrishnan's polling thread was a kernel thread, above every user
+/// process and below interrupts. The lowest real-time priority keeps that
+/// order: a compute-bound process gets the CPU only when the thread is
+/// idle, or when the M4 cycle limit makes it give the CPU up. (As a nice-0
+/// thread its wake-ups waited out a compute process's time slice: p99
+/// latency of 3-5 ms where the interrupt mode had under 1 ms.) The interrupt
+/// mode's forwarding thread stays a normal-priority thread, as the M1
+/// baseline is defined.
 const KTHREAD_PRIO: i32 = 1;
+/// With XDP the polling thread owns the devices' receive work: it runs at
+/// [`POLL_PRIO`], and their NAPI threads just below it at [`NAPI_PRIO`], so
+/// that they run only while the thread waits for input, and are held off
+/// (frames die on the device's ring) while it works.
+const POLL_PRIO: i32 = 50;
+/// See [`POLL_PRIO`].
+const NAPI_PRIO: i32 = 40;
 
-/// Runs the router on AF_PACKET sockets until the duration is over or a
-/// stop signal arrives.
+/// Runs the router until the duration is over or a stop signal arrives.
 pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
     if cfg.ports.is_empty() {
         return Err(SysError {
@@ -452,18 +470,62 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
         });
     }
     sys::signals::install();
-    match cfg.mode {
-        Mode::Polling => {
-            if let Some(c) = cfg.cpu {
-                sys::pin_to_cpu(c)?;
-            }
+    if let Some(c) = cfg.cpu {
+        sys::pin_to_cpu(c)?;
+    }
+    match (cfg.backend, cfg.mode) {
+        (Backend::Packet, Mode::Polling) => {
             sys::set_fifo(KTHREAD_PRIO)?;
             let ports = open_ports(cfg)?;
-            let mut r = polling::PollingRouter::new(ports, cfg, sys::MonoClock, EpollWait::new()?)?;
-            r.run(cfg)
+            polling::PollingRouter::new(ports, cfg, sys::MonoClock, EpollWait::new()?)?.run(cfg)
         }
-        Mode::Interrupt => interrupt::run(open_ports(cfg)?, cfg, DEVICE_PRIO, EpollWait::new()?),
+        (Backend::Packet, Mode::Interrupt) => {
+            interrupt::run(open_ports(cfg)?, cfg, DEVICE_PRIO, EpollWait::new()?)
+        }
+        (Backend::Xdp, mode) => run_xdp(cfg, mode),
     }
+}
+
+/// The router on AF_XDP. Polling: the thread owns the receive work (see
+/// [`POLL_PRIO`]), and input inhibits close the gate. Interrupt (the M1
+/// baseline on the kernel's real receive path): the NAPI threads run at
+/// device priority and fill the sockets' rings, and one normal-priority
+/// thread drains them whenever it gets the CPU, like 4.2BSD's IP layer
+/// draining `ipintrq` (it forwards and sends in batches of `--quota`, as IP
+/// output starts the device as it goes); under overload the receive work
+/// starves it and frames die at the sockets' rings after that work was
+/// spent. M3 and M4 do not apply to the baseline.
+fn run_xdp(cfg: &RouterConfig, mode: Mode) -> SysResult<RouterReport> {
+    let ports = cfg
+        .ports
+        .iter()
+        .map(|p| {
+            let (rx, tx) = crate::backend::xdp::open(p, crate::backend::xdp::XskConfig::default())?;
+            Ok(Port {
+                name: p.clone(),
+                rx,
+                tx,
+                mac: sys::mac_of(p)?,
+            })
+        })
+        .collect::<SysResult<Vec<_>>>()?;
+    let gate = match mode {
+        Mode::Polling => {
+            sys::set_fifo(POLL_PRIO)?;
+            crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(NAPI_PRIO))?
+        }
+        Mode::Interrupt => {
+            crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(DEVICE_PRIO))?
+        }
+    };
+    let mut c = cfg.clone();
+    if mode == Mode::Interrupt {
+        c.feedback = None;
+        c.cycle_limit = None;
+    }
+    polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
+        .with_gate(Box::new(gate), &c)?
+        .run(&c)
 }
 
 /// Frames the rings dropped, on every port.

@@ -20,6 +20,60 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Frames sent in one `send` call at most.
 const TX_BATCH: usize = 64;
 
+/// How the router opens and closes a device's input beyond its own rings:
+/// with threaded NAPI, by the receive threads' priority
+/// ([`crate::napi::NapiGate`]). Also reports those threads' CPU time, which
+/// M4 charges to the loop.
+pub trait Gate {
+    /// Input allowed (true) or inhibited.
+    fn set(&mut self, open: bool) -> SysResult<()>;
+    /// CPU time the receive work outside this thread has used, in ns.
+    fn cpu_ns(&self) -> SysResult<u64>;
+}
+
+/// No gate: the rings are all there is (AF_PACKET, in-memory ports).
+pub struct NoGate;
+
+impl Gate for NoGate {
+    fn set(&mut self, _open: bool) -> SysResult<()> {
+        Ok(())
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        Ok(0)
+    }
+}
+
+impl Gate for crate::napi::NapiGate {
+    fn set(&mut self, open: bool) -> SysResult<()> {
+        crate::napi::NapiGate::set(self, open)
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        crate::napi::NapiGate::cpu_ns(self)
+    }
+}
+
+/// The time read once at the start of a turn. The loop's own per-callback
+/// charge is not used: the router charges M4 itself (see [`CHARGE_EVERY`]).
+struct At {
+    now: Nanos,
+}
+
+impl Clock for At {
+    fn now(&self) -> Nanos {
+        self.now
+    }
+    fn cpu_ns(&self) -> Nanos {
+        0
+    }
+}
+
+/// With M4 on, the router reads its cycle counter every this many turns
+/// and at every wake-up, and charges everything since the last reading:
+/// its own thread's CPU time, callbacks or not, and its receive threads'.
+/// Charging callbacks alone missed a third of what the router took from
+/// other processes (its sleeps and wake-ups, and the receive work).
+const CHARGE_EVERY: u32 = 16;
+
 /// What the ports have waiting, as the loop sees it.
 struct View<'a, R, T> {
     ports: &'a [Port<R, T>],
@@ -55,6 +109,13 @@ pub struct PollingRouter<R, T, C, W> {
     /// Frames handled by the callback in progress.
     in_callback: u64,
     buf: Vec<u8>,
+    gate: Box<dyn Gate>,
+    gate_open: bool,
+    /// With M4: the CPU time (this thread's and the gate's) already charged.
+    charged: Option<u64>,
+    /// Turns since the last charge.
+    since_charge: u32,
+    mode: Mode,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -92,7 +153,47 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             until: None,
             in_callback: 0,
             buf: vec![0u8; 65_536],
-        })
+            gate: Box::new(NoGate),
+            gate_open: true,
+            charged: None,
+            since_charge: 0,
+            mode: cfg.mode,
+        }
+        .metered(cfg))
+    }
+
+    /// Starts M4's accounting from now, when M4 is on.
+    fn metered(mut self, cfg: &RouterConfig) -> Self {
+        if cfg.cycle_limit.is_some() {
+            self.charged = Some(self.clock.cpu_ns());
+        }
+        self
+    }
+
+    /// Drives `gate` with the loop's input inhibits, and (with M4) charges
+    /// the CPU time of the receive work behind it.
+    pub fn with_gate(mut self, gate: Box<dyn Gate>, cfg: &RouterConfig) -> SysResult<Self> {
+        self.gate = gate;
+        if cfg.cycle_limit.is_some() {
+            self.charged = Some(self.cpu_used()?);
+        }
+        Ok(self)
+    }
+
+    /// This thread's CPU time and the gate's receive threads'.
+    fn cpu_used(&self) -> SysResult<Nanos> {
+        Ok(self.clock.cpu_ns() + self.gate.cpu_ns()?)
+    }
+
+    /// Charges M4 with the CPU used since the last charge.
+    fn charge(&mut self, now: Nanos) -> SysResult<()> {
+        if let Some(before) = self.charged {
+            let after = self.cpu_used()?;
+            self.lp.charge(now, after.saturating_sub(before));
+            self.charged = Some(after);
+            self.since_charge = 0;
+        }
+        Ok(())
     }
 
     /// The counters.
@@ -119,17 +220,19 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// (until an interrupt, an inhibit's end or `deadline`). Returns true if
     /// it waited.
     pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
+        let now = self.clock.now();
         let view = View {
             ports: &self.ports,
             outq: &self.outq,
             claimed: &self.claimed,
         };
-        let Some(work) = self.lp.next(&self.clock, &view) else {
+        let at = At { now };
+        let Some(work) = self.lp.next(&at, &view) else {
             self.sleep(deadline)?;
             return Ok(true);
         };
         if !matches!(work, Work::Packet { dir: Dir::Tx, .. }) {
-            self.flush()?;
+            self.flush(now)?;
         }
         match work {
             Work::Switch => {}
@@ -143,11 +246,11 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                     .largest_callback
                     .fetch_max(self.in_callback, Relaxed);
                 match dir {
-                    Dir::Rx => self.receive_one(dev.0),
+                    Dir::Rx => self.receive_one(dev.0, now),
                     Dir::Tx => {
                         self.claimed[dev.0] += 1;
                         if self.claimed[dev.0] >= TX_BATCH {
-                            self.flush()?;
+                            self.flush(now)?;
                         }
                     }
                 }
@@ -163,11 +266,26 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             }
             Work::Idle { until } => self.until = until,
         }
+        self.since_charge += 1;
+        if self.since_charge >= CHARGE_EVERY {
+            self.charge(now)?;
+        }
+        self.follow_inhibit(now)?;
         Ok(false)
     }
 
+    /// Opens or closes the gate as input is allowed or inhibited.
+    fn follow_inhibit(&mut self, now: Nanos) -> SysResult<()> {
+        let open = self.lp.input_inhibited(now).is_none();
+        if open != self.gate_open {
+            self.gate.set(open)?;
+            self.gate_open = open;
+        }
+        Ok(())
+    }
+
     /// Takes one frame off port `d`'s ring and forwards it to its queue.
-    fn receive_one(&mut self, d: usize) {
+    fn receive_one(&mut self, d: usize, now: Nanos) {
         let mut out = None;
         let (routes, macs, outq, cap, c, buf) = (
             &self.routes,
@@ -183,22 +301,18 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         });
         if let Some(o) = out {
             let _ = self.lp.interrupt(DeviceId(o), Dir::Tx);
-            let _ = self
-                .lp
-                .queue_level(self.outq[o].len() as u32, self.clock.now());
+            let _ = self.lp.queue_level(self.outq[o].len() as u32, now);
         }
     }
 
     /// Sends the frames the transmit callbacks claimed; those the device
     /// does not take stay queued.
-    fn flush(&mut self) -> SysResult<()> {
+    fn flush(&mut self, now: Nanos) -> SysResult<()> {
         for d in 0..self.ports.len() {
             let n = std::mem::take(&mut self.claimed[d]);
             if n > 0 {
                 self.outq[d].flush(&mut self.ports[d].tx, n, &self.counters)?;
-                let _ = self
-                    .lp
-                    .queue_level(self.outq[d].len() as u32, self.clock.now());
+                let _ = self.lp.queue_level(self.outq[d].len() as u32, now);
             }
         }
         Ok(())
@@ -207,8 +321,8 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// The thread sleeps: it waits on the ports whose interrupt is enabled,
     /// until one has input, the inhibit in force ends, or `deadline`.
     fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
-        self.flush()?;
         let now = self.clock.now();
+        self.flush(now)?;
         let limit = deadline.saturating_sub(now);
         let timeout = self
             .until
@@ -222,13 +336,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
         }
         let now = self.clock.now();
+        // The receive work that ran while this thread slept is M4's too.
+        self.charge(now)?;
         if self.until.is_some_and(|u| now >= u) {
             let _ = self.lp.timer(now);
         }
         if self.lp.awake() {
             self.until = None;
         }
-        Ok(())
+        self.follow_inhibit(now)
     }
 
     /// Runs until the configured duration has passed or a stop signal
@@ -248,10 +364,10 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                     break;
                 }
                 let extra = self.live_extra();
-                stats.tick(Mode::Polling, &self.counters, &extra, now);
+                stats.tick(self.mode, &self.counters, &extra, now);
             }
         }
-        self.flush()?;
+        self.flush(self.clock.now())?;
         let mut r = self.report()?;
         r.duration_s = (self.clock.now() - t0) as f64 / 1e9;
         r.cpu_s = (sys::thread_cpu_ns() - cpu0) as f64 / 1e9;
@@ -275,7 +391,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// The report so far.
     pub fn report(&mut self) -> SysResult<RouterReport> {
         let drops = ring_drops(&mut self.ports)?;
-        let mut r = RouterReport::new(Mode::Polling, &self.counters, drops, self.in_flight());
+        let mut r = RouterReport::new(self.mode, &self.counters, drops, self.in_flight());
+        let sock: u64 = self
+            .ports
+            .iter_mut()
+            .map(|p| p.rx.socket_drops())
+            .sum::<SysResult<u64>>()?;
+        if sock > 0 {
+            r.drops.insert("xsk_rx_ring".to_string(), sock);
+        }
         for (cause, n) in self.lp.inhibits() {
             r.inhibits.insert(cause.name().to_string(), n);
         }

@@ -27,6 +27,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         Route::parse(&format!("198.18.0.0/24=p0@{GEN_MAC}"), &ports).unwrap(),
     ];
     RouterConfig {
+        backend: Backend::Packet,
         ports,
         routes,
         mode,

@@ -1,11 +1,11 @@
 //! The Linux dataplane commands: `lab`, `gen`, `sink`, `route`, `spin`.
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use rxsched::error::{Error, Result};
 use rxsched_core::Quota;
 use rxsched_linux::lab::{self, D0, D1, G0, S0};
-use rxsched_linux::router::{Mode, Route, RouterConfig};
-use rxsched_linux::traffic::{GenConfig, SinkConfig};
+use rxsched_linux::router::{Backend, Mode, Route, RouterConfig};
+use rxsched_linux::traffic::{Engine, GenConfig, SinkConfig};
 use rxsched_linux::wire::Mac;
 
 /// `rxsched lab ...`
@@ -19,9 +19,30 @@ pub enum LabCmd {
     Status,
 }
 
+/// How frames are sent or received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// XDP programs: a live-frames generator, an XDP counter at the sink.
+    Xdp,
+    /// AF_PACKET: `sendmmsg` and a TPACKET_V3 ring (interfaces without XDP).
+    Packet,
+}
+
+impl From<EngineArg> for Engine {
+    fn from(e: EngineArg) -> Engine {
+        match e {
+            EngineArg::Xdp => Engine::Xdp,
+            EngineArg::Packet => Engine::Packet,
+        }
+    }
+}
+
 /// `rxsched gen`
 #[derive(Args)]
 pub struct GenArgs {
+    /// How to send.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub engine: EngineArg,
     /// Interface to send on.
     #[arg(long, default_value = "g0")]
     pub iface: String,
@@ -37,8 +58,8 @@ pub struct GenArgs {
     /// Frames per second.
     #[arg(long, default_value_t = 10_000.0)]
     pub rate: f64,
-    /// Frame size in bytes (without CRC; at least 60).
-    #[arg(long, default_value_t = 60)]
+    /// Frame size in bytes, without CRC: 62 (the probe's headers and stamp) to 1514 (a 1500-byte MTU).
+    #[arg(long, default_value_t = 62)]
     pub size: usize,
     /// Stop after this many frames (0: no limit).
     #[arg(long, default_value_t = 0)]
@@ -54,6 +75,9 @@ pub struct GenArgs {
 /// `rxsched sink`
 #[derive(Args)]
 pub struct SinkArgs {
+    /// How to receive.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub engine: EngineArg,
     /// Interface to receive on.
     #[arg(long, default_value = "s0")]
     pub iface: String,
@@ -68,9 +92,21 @@ pub struct SinkArgs {
     pub cpu: Option<usize>,
 }
 
+/// How the router reaches the devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// AF_XDP sockets fed by an XDP program, receive work in threaded NAPI.
+    Xdp,
+    /// AF_PACKET rings and sendmmsg (devices without XDP).
+    Packet,
+}
+
 /// `rxsched route`
 #[derive(Args)]
 pub struct RouteArgs {
+    /// How to reach the devices.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub backend: BackendArg,
     /// The interfaces to forward between.
     #[arg(long, value_delimiter = ',', default_value = "d0,d1")]
     pub ports: Vec<String>,
@@ -152,9 +188,9 @@ pub fn gen(a: GenArgs) -> Result<()> {
             a.rate
         )));
     }
-    if !(60..=2048).contains(&a.size) {
+    if !(62..=1514).contains(&a.size) {
         return Err(Error::Input(format!(
-            "--size: must be 60 to 2048 bytes, got {}",
+            "--size: must be 62 to 1514 bytes, got {}",
             a.size
         )));
     }
@@ -174,6 +210,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
         count: a.count,
         duration_s: a.duration,
         cpu: a.cpu,
+        engine: a.engine.into(),
     };
     json(&rxsched_linux::traffic::generate(&cfg)?)
 }
@@ -188,6 +225,7 @@ pub fn sink(a: SinkArgs) -> Result<()> {
         duration_s: a.duration,
         idle_s: a.idle,
         cpu: a.cpu,
+        engine: a.engine.into(),
     })?)
 }
 
@@ -262,6 +300,10 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         ));
     }
     Ok(RouterConfig {
+        backend: match a.backend {
+            BackendArg::Xdp => Backend::Xdp,
+            BackendArg::Packet => Backend::Packet,
+        },
         ports: a.ports.clone(),
         routes,
         mode,
@@ -281,6 +323,12 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
 pub fn route(a: RouteArgs) -> Result<()> {
     let cfg = router_config(&a)?;
     json(&rxsched_linux::router::run(&cfg)?)
+}
+
+/// `rxsched xdp-fwd`
+pub fn xdp_fwd(ports: &[String], duration: f64) -> Result<()> {
+    positive("duration", duration)?;
+    json(&rxsched_linux::xdpfwd::run(ports, duration)?)
 }
 
 /// `rxsched spin`

@@ -1,52 +1,12 @@
-//! `rxsched gen` and `rxsched sink`: rate-controlled UDP with sequence
-//! numbers and send times, and the receiving end that measures loss,
-//! reordering and one-way latency (both ends read CLOCK_MONOTONIC).
+//! The packet engine: generation by `sendmmsg` on an AF_PACKET socket, paced
+//! in user space, and a sink on an AF_PACKET ring. It works on any
+//! interface, XDP or not.
 
+use super::{GenConfig, GenReport, LatencyUs, SinkConfig, SinkReport};
 use crate::backend::packet::{PacketRing, PacketTx, RingConfig};
 use crate::backend::{RxBackend, TxBackend};
 use crate::sys::{self, mono_ns, SysResult};
-use crate::wire::{build_udp_frame, parse_probe, Mac};
-use serde::Serialize;
-
-/// What to send.
-#[derive(Debug, Clone)]
-pub struct GenConfig {
-    /// Interface to send on.
-    pub iface: String,
-    /// Source MAC (default: the interface's own).
-    pub src_mac: Option<Mac>,
-    /// Destination MAC: the next hop.
-    pub dst_mac: Mac,
-    /// Source address.
-    pub src_ip: [u8; 4],
-    /// Destination address.
-    pub dst_ip: [u8; 4],
-    /// Frames per second wanted.
-    pub rate_pps: f64,
-    /// Frame size in bytes (without CRC; at least 60).
-    pub frame_bytes: usize,
-    /// Stop after this many frames (0: no limit).
-    pub count: u64,
-    /// Stop after this many seconds.
-    pub duration_s: f64,
-    /// Pin to this CPU.
-    pub cpu: Option<usize>,
-}
-
-/// What the generator really did.
-#[derive(Debug, Clone, Serialize)]
-pub struct GenReport {
-    /// Frames the kernel took.
-    pub sent: u64,
-    /// From the first to the last send, in seconds.
-    pub duration_s: f64,
-    /// The rate wanted.
-    pub requested_pps: f64,
-    /// The rate achieved: this is the offered rate a benchmark uses.
-    pub achieved_pps: f64,
-    /// Times the send queue was full and the generator waited.
-    pub waits: u64,
-}
+use crate::wire::{build_udp_frame, parse_probe};
 
 /// Frames per `sendmmsg`.
 const BATCH: usize = 32;
@@ -130,73 +90,13 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     }
     let duration_s = (last_send.max(t0 + 1) - t0) as f64 / 1e9;
     Ok(GenReport {
+        engine: "packet",
         sent: seq,
         duration_s,
         requested_pps: cfg.rate_pps,
         achieved_pps: seq as f64 / duration_s,
         waits,
     })
-}
-
-/// How long to listen.
-#[derive(Debug, Clone)]
-pub struct SinkConfig {
-    /// Interface to receive on.
-    pub iface: String,
-    /// Stop after this many seconds at most.
-    pub duration_s: f64,
-    /// Stop this long after the last frame, once frames have come.
-    pub idle_s: f64,
-    /// Pin to this CPU.
-    pub cpu: Option<usize>,
-}
-
-/// Latency percentiles in µs.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct LatencyUs {
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-/// What arrived.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SinkReport {
-    /// Probe frames received.
-    pub received: u64,
-    /// Other frames seen (not from the generator).
-    pub other: u64,
-    /// Probes missing up to the highest sequence number seen.
-    pub lost: u64,
-    /// Probes that came after a higher-numbered one.
-    pub reordered: u64,
-    /// Probes seen twice.
-    pub duplicates: u64,
-    /// The highest sequence number seen.
-    pub max_seq: u64,
-    /// One-way latency.
-    pub latency_us: LatencyUs,
-    /// From the first to the last probe, in seconds.
-    pub duration_s: f64,
-    /// Probes per second over that time.
-    pub rate_pps: f64,
-    /// Frames the kernel dropped on the sink's own ring.
-    pub ring_drops: u64,
-    /// Lowest and highest IPv4 TTL among the probes (a router decrements it).
-    pub ttl_min: u8,
-    /// Highest TTL.
-    pub ttl_max: u8,
-    /// Probes whose IPv4 header checksum did not verify.
-    pub bad_ip_checksum: u64,
-    /// Source MAC of the first probe (a router rewrites it).
-    pub src_mac: String,
-    /// Destination MAC of the first probe.
-    pub dst_mac: String,
 }
 
 /// Receives until the time is up or the traffic has stopped.
@@ -214,7 +114,10 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     let start = mono_ns();
     let end = start + (cfg.duration_s * 1e9) as u64;
     let mut seen: Vec<u64> = Vec::new();
-    let mut r = SinkReport::default();
+    let mut r = SinkReport {
+        engine: "packet",
+        ..SinkReport::default()
+    };
     // Three significant digits over any range: memory does not grow with the run.
     let mut lat = hdrhistogram::Histogram::<u64>::new(3).expect("a valid precision");
     let (mut first, mut last) = (0u64, 0u64);

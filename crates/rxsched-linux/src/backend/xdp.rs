@@ -1,0 +1,557 @@
+//! AF_XDP: a socket bound to one queue of a device, whose XDP program
+//! (`bpf/xsk.bpf.c`) redirects every frame into the socket's receive ring.
+//! veth offers copy mode: the kernel copies each frame into a UMEM frame
+//! that user space lent it through the fill ring; transmission copies out of
+//! the UMEM when the socket is kicked with `sendto`.
+//!
+//! Two drop points are read back: frames the device's own ring could not
+//! take (before any receive work: `nic_rx_ring`, the device's `rx_dropped`
+//! less the socket's drops) and frames the socket's ring could not take
+//! (after the receive work: `xsk_rx_ring`, `XDP_STATISTICS`).
+
+use super::{RxBackend, TxBackend};
+use crate::bpf::{Object, XSK};
+use crate::sys::{ifindex, SysError, SysResult};
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Sizes of a socket's memory and rings (ring sizes are powers of two).
+#[derive(Debug, Clone, Copy)]
+pub struct XskConfig {
+    /// UMEM frames for reception (all lent to the kernel through the fill ring).
+    pub rx_frames: u32,
+    /// UMEM frames for transmission.
+    pub tx_frames: u32,
+    /// Bytes per UMEM frame (a power of two).
+    pub frame_size: u32,
+    /// Entries of the receive ring: frames beyond it die after the receive work.
+    pub rx_ring: u32,
+    /// Entries of the transmit and completion rings.
+    pub tx_ring: u32,
+}
+
+impl Default for XskConfig {
+    fn default() -> Self {
+        XskConfig {
+            rx_frames: 2048,
+            tx_frames: 1024,
+            frame_size: 2048,
+            rx_ring: 512,
+            tx_ring: 512,
+        }
+    }
+}
+
+fn fail(what: &str, call: &'static str) -> SysError {
+    SysError {
+        what: what.to_string(),
+        syscall: call,
+        source: io::Error::last_os_error(),
+    }
+}
+
+/// One mapped ring shared with the kernel.
+struct Ring {
+    producer: *const AtomicU32,
+    consumer: *const AtomicU32,
+    desc: *mut u8,
+    mask: u32,
+    size: u32,
+    map: *mut libc::c_void,
+    map_len: usize,
+}
+
+impl Ring {
+    /// Maps a ring of `size` entries of `esize` bytes at `pgoff`.
+    fn map(
+        fd: RawFd,
+        off: &libc::xdp_ring_offset,
+        size: u32,
+        esize: usize,
+        pgoff: u64,
+        what: &str,
+    ) -> SysResult<Ring> {
+        let len = off.desc as usize + size as usize * esize;
+        // SAFETY: mapping the ring the kernel made for this socket.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                pgoff as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(fail(what, "mmap(AF_XDP ring)"));
+        }
+        let b = p as *mut u8;
+        // SAFETY: the offsets come from XDP_MMAP_OFFSETS and lie in the mapping.
+        unsafe {
+            Ok(Ring {
+                producer: b.add(off.producer as usize) as *const AtomicU32,
+                consumer: b.add(off.consumer as usize) as *const AtomicU32,
+                desc: b.add(off.desc as usize),
+                mask: size - 1,
+                size,
+                map: p,
+                map_len: len,
+            })
+        }
+    }
+
+    fn prod(&self) -> &AtomicU32 {
+        // SAFETY: the pointer is into the live mapping.
+        unsafe { &*self.producer }
+    }
+
+    fn cons(&self) -> &AtomicU32 {
+        // SAFETY: the pointer is into the live mapping.
+        unsafe { &*self.consumer }
+    }
+
+    /// Consumer side: entries ready to read, and the first one's position.
+    fn ready(&self) -> (u32, u32) {
+        let c = self.cons().load(Ordering::Relaxed);
+        let p = self.prod().load(Ordering::Acquire);
+        (p.wrapping_sub(c), c)
+    }
+
+    /// Consumer side: hands `n` entries back.
+    fn release(&self, n: u32) {
+        let c = self.cons().load(Ordering::Relaxed);
+        self.cons().store(c.wrapping_add(n), Ordering::Release);
+    }
+
+    /// Producer side: free entries, and the first free position.
+    fn room(&self) -> (u32, u32) {
+        let p = self.prod().load(Ordering::Relaxed);
+        let c = self.cons().load(Ordering::Acquire);
+        (self.size - p.wrapping_sub(c), p)
+    }
+
+    /// Producer side: publishes `n` entries.
+    fn submit(&self, n: u32) {
+        let p = self.prod().load(Ordering::Relaxed);
+        self.prod().store(p.wrapping_add(n), Ordering::Release);
+    }
+
+    fn addr(&self, pos: u32) -> *mut u64 {
+        // SAFETY: masked into the ring's entries.
+        unsafe { (self.desc as *mut u64).add((pos & self.mask) as usize) }
+    }
+
+    fn xdesc(&self, pos: u32) -> *mut libc::xdp_desc {
+        // SAFETY: masked into the ring's entries.
+        unsafe { (self.desc as *mut libc::xdp_desc).add((pos & self.mask) as usize) }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped.
+        unsafe { libc::munmap(self.map, self.map_len) };
+    }
+}
+
+/// An AF_XDP socket, its UMEM and rings, and the program feeding it.
+struct Xsk {
+    iface: String,
+    umem: *mut u8,
+    umem_len: usize,
+    frame_size: u32,
+    fill: Ring,
+    comp: Ring,
+    rx: Ring,
+    tx: Ring,
+    free_tx: Vec<u64>,
+    /// Frames taken off the receive ring, on their way back to the fill ring.
+    back: Vec<u64>,
+    /// Counters when opened: the device's `rx_dropped` and the socket's drops.
+    base: (u64, u64),
+    // Declared last: the program is detached after the socket is closed.
+    fd: OwnedFd,
+    _prog: Object,
+}
+
+// The UMEM and rings are owned by the socket and reached only through it.
+impl Xsk {
+    fn open(iface: &str, cfg: XskConfig) -> SysResult<Xsk> {
+        let idx = ifindex(iface)? as u32;
+        // SAFETY: plain socket(2).
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(fail(iface, "socket(AF_XDP)"));
+        }
+        // SAFETY: raw was just returned and is owned here.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let frames = cfg.rx_frames + cfg.tx_frames;
+        let umem_len = frames as usize * cfg.frame_size as usize;
+        // SAFETY: an anonymous private mapping for the UMEM.
+        let umem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                umem_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if umem == libc::MAP_FAILED {
+            return Err(fail(iface, "mmap(UMEM)"));
+        }
+        let reg = libc::xdp_umem_reg {
+            addr: umem as u64,
+            len: umem_len as u64,
+            chunk_size: cfg.frame_size,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        let so = |opt: libc::c_int, v: *const libc::c_void, len: usize, call: &'static str| {
+            // SAFETY: v points to a live value of `len` bytes.
+            if unsafe { libc::setsockopt(raw, libc::SOL_XDP, opt, v, len as u32) } < 0 {
+                return Err(fail(iface, call));
+            }
+            Ok(())
+        };
+        let umem_guard = UmemGuard(umem, umem_len);
+        so(
+            libc::XDP_UMEM_REG,
+            &reg as *const _ as *const _,
+            std::mem::size_of_val(&reg),
+            "setsockopt(XDP_UMEM_REG)",
+        )?;
+        let fill_n = cfg.rx_frames.next_power_of_two();
+        for (opt, n, call) in [
+            (
+                libc::XDP_UMEM_FILL_RING,
+                fill_n,
+                "setsockopt(XDP_UMEM_FILL_RING)",
+            ),
+            (
+                libc::XDP_UMEM_COMPLETION_RING,
+                cfg.tx_ring,
+                "setsockopt(XDP_UMEM_COMPLETION_RING)",
+            ),
+            (libc::XDP_RX_RING, cfg.rx_ring, "setsockopt(XDP_RX_RING)"),
+            (libc::XDP_TX_RING, cfg.tx_ring, "setsockopt(XDP_TX_RING)"),
+        ] {
+            so(opt, &n as *const u32 as *const _, 4, call)?;
+        }
+        // SAFETY: plain data for the kernel to fill.
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut ol = std::mem::size_of_val(&off) as u32;
+        // SAFETY: off and ol are valid for the kernel to write.
+        if unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                &mut off as *mut _ as *mut _,
+                &mut ol,
+            )
+        } < 0
+        {
+            return Err(fail(iface, "getsockopt(XDP_MMAP_OFFSETS)"));
+        }
+        let fill = Ring::map(
+            raw,
+            &off.fr,
+            fill_n,
+            8,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            iface,
+        )?;
+        let comp = Ring::map(
+            raw,
+            &off.cr,
+            cfg.tx_ring,
+            8,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            iface,
+        )?;
+        let rx = Ring::map(
+            raw,
+            &off.rx,
+            cfg.rx_ring,
+            16,
+            libc::XDP_PGOFF_RX_RING as u64,
+            iface,
+        )?;
+        let tx = Ring::map(
+            raw,
+            &off.tx,
+            cfg.tx_ring,
+            16,
+            libc::XDP_PGOFF_TX_RING as u64,
+            iface,
+        )?;
+        // Lend every receive frame to the kernel before anything arrives.
+        let (_, pos) = fill.room();
+        for i in 0..cfg.rx_frames {
+            // SAFETY: the fill ring has room for every receive frame.
+            unsafe { *fill.addr(pos.wrapping_add(i)) = i as u64 * cfg.frame_size as u64 };
+        }
+        fill.submit(cfg.rx_frames);
+        // SAFETY: plain data; zeroed is valid.
+        let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+        sa.sxdp_family = libc::AF_XDP as u16;
+        sa.sxdp_ifindex = idx;
+        sa.sxdp_queue_id = 0;
+        sa.sxdp_flags = libc::XDP_COPY;
+        // The kernel releases a closed socket's queue asynchronously: a
+        // socket of a process that just exited may still hold it for a while.
+        let mut tries = 0;
+        // SAFETY: sa is a valid sockaddr_xdp of its size.
+        while unsafe {
+            libc::bind(
+                raw,
+                &sa as *const _ as *const libc::sockaddr,
+                std::mem::size_of_val(&sa) as u32,
+            )
+        } < 0
+        {
+            let e = fail(iface, "bind(AF_XDP, XDP_COPY)");
+            tries += 1;
+            if e.source.raw_os_error() != Some(libc::EBUSY) || tries >= 100 {
+                return Err(e);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut prog = Object::load(XSK, iface)?;
+        prog.set_xsk("xsks", 0, raw)?;
+        let free_tx = (cfg.rx_frames..frames)
+            .map(|i| i as u64 * cfg.frame_size as u64)
+            .collect();
+        std::mem::forget(umem_guard);
+        let mut x = Xsk {
+            iface: iface.to_string(),
+            umem: umem as *mut u8,
+            umem_len,
+            frame_size: cfg.frame_size,
+            fill,
+            comp,
+            rx,
+            tx,
+            free_tx,
+            back: Vec::with_capacity(cfg.rx_ring as usize),
+            base: (0, 0),
+            fd,
+            _prog: prog,
+        };
+        x.base = (x.device_dropped()?, x.socket_dropped()?);
+        x._prog.attach("xdp_to_xsk", iface)?;
+        Ok(x)
+    }
+
+    /// The socket's drops: its ring was full, or the fill ring was empty.
+    fn socket_dropped(&self) -> SysResult<u64> {
+        // SAFETY: plain data for the kernel to fill.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut l = std::mem::size_of_val(&st) as u32;
+        // SAFETY: st and l are valid for the kernel to write.
+        if unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                &mut st as *mut _ as *mut _,
+                &mut l,
+            )
+        } < 0
+        {
+            return Err(fail(&self.iface, "getsockopt(XDP_STATISTICS)"));
+        }
+        Ok(st.rx_dropped + st.rx_ring_full)
+    }
+
+    /// The device's `rx_dropped`: its own ring's drops and the socket's.
+    fn device_dropped(&self) -> SysResult<u64> {
+        crate::sys::iface_counter(&self.iface, "rx_dropped")
+    }
+
+    fn frame(&self, addr: u64, len: usize) -> &[u8] {
+        let a = (addr as usize).min(self.umem_len);
+        let len = len.min(self.umem_len - a);
+        // SAFETY: clamped into the UMEM, which lives as long as self.
+        unsafe { std::slice::from_raw_parts(self.umem.add(a), len) }
+    }
+
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        let (ready, pos) = self.rx.ready();
+        let n = ready.min(max.min(u32::MAX as usize) as u32);
+        if n == 0 {
+            return 0;
+        }
+        self.back.clear();
+        for i in 0..n {
+            // SAFETY: entries up to `ready` are the kernel's finished writes.
+            let d = unsafe { *self.rx.xdesc(pos.wrapping_add(i)) };
+            f(self.frame(d.addr, d.len as usize));
+            self.back.push(d.addr & !(self.frame_size as u64 - 1));
+        }
+        self.rx.release(n);
+        // The frames go straight back to the kernel: the fill ring holds them all.
+        let (_, fpos) = self.fill.room();
+        for (i, a) in self.back.iter().enumerate() {
+            // SAFETY: the fill ring has room for every receive frame.
+            unsafe { *self.fill.addr(fpos.wrapping_add(i as u32)) = *a };
+        }
+        self.fill.submit(n);
+        n as usize
+    }
+
+    fn reclaim(&mut self) {
+        let (n, pos) = self.comp.ready();
+        for i in 0..n {
+            // SAFETY: completed entries are the kernel's finished writes.
+            self.free_tx
+                .push(unsafe { *self.comp.addr(pos.wrapping_add(i)) });
+        }
+        self.comp.release(n);
+    }
+
+    fn send(&mut self, frames: &[&[u8]]) -> SysResult<usize> {
+        self.reclaim();
+        let (room, pos) = self.tx.room();
+        let n = frames.len().min(self.free_tx.len()).min(room as usize);
+        for (i, f) in frames[..n].iter().enumerate() {
+            let addr = self.free_tx.pop().expect("counted above");
+            let len = f.len().min(self.frame_size as usize);
+            // SAFETY: addr is a transmit frame of the UMEM, len within it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(f.as_ptr(), self.umem.add(addr as usize), len);
+                *self.tx.xdesc(pos.wrapping_add(i as u32)) = libc::xdp_desc {
+                    addr,
+                    len: len as u32,
+                    options: 0,
+                };
+            }
+        }
+        self.tx.submit(n as u32);
+        self.kick()?;
+        Ok(n)
+    }
+
+    /// Copy mode transmits inside `sendto`; a busy device is not an error.
+    fn kick(&self) -> SysResult<()> {
+        for _ in 0..4 {
+            let waiting = self.tx.size - self.tx.room().0;
+            if waiting == 0 {
+                return Ok(());
+            }
+            // SAFETY: a zero-length send on our own socket.
+            let r = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => Ok(()),
+                    _ => Err(SysError {
+                        what: self.iface.clone(),
+                        syscall: "sendto(AF_XDP)",
+                        source: e,
+                    }),
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Xsk {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the UMEM mapped in `open`; the rings go first
+        // (fields drop after this body), and the kernel keeps its own
+        // reference until the socket closes.
+        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
+    }
+}
+
+/// Unmaps a UMEM if opening the socket fails half-way.
+struct UmemGuard(*mut libc::c_void, usize);
+
+impl Drop for UmemGuard {
+    fn drop(&mut self) {
+        // SAFETY: unmapping a mapping nobody else holds yet.
+        unsafe { libc::munmap(self.0, self.1) };
+    }
+}
+
+/// The receive side of an AF_XDP port.
+pub struct XskRx(Rc<RefCell<Xsk>>);
+
+/// The transmit side of an AF_XDP port.
+pub struct XskTx(Rc<RefCell<Xsk>>);
+
+/// Opens an AF_XDP socket on queue 0 of `iface` and attaches the program
+/// that feeds it. The two halves share the socket (one thread uses both).
+pub fn open(iface: &str, cfg: XskConfig) -> SysResult<(XskRx, XskTx)> {
+    let x = Rc::new(RefCell::new(Xsk::open(iface, cfg)?));
+    Ok((XskRx(x.clone()), XskTx(x)))
+}
+
+impl XskRx {
+    /// Frames dropped after the kernel's receive work, because the socket's
+    /// ring (or fill ring) was full, since opening.
+    pub fn socket_drops(&self) -> SysResult<u64> {
+        let x = self.0.borrow();
+        Ok(x.socket_dropped()?.saturating_sub(x.base.1))
+    }
+}
+
+impl RxBackend for XskRx {
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.0.borrow().fd.as_raw_fd())
+    }
+
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        self.0.borrow_mut().recv(max, f)
+    }
+
+    fn pending(&self) -> bool {
+        self.0.borrow().rx.ready().0 > 0
+    }
+
+    fn ring_drops(&mut self) -> SysResult<u64> {
+        let x = self.0.borrow();
+        let dev = x.device_dropped()?.saturating_sub(x.base.0);
+        let sock = x.socket_dropped()?.saturating_sub(x.base.1);
+        Ok(dev.saturating_sub(sock))
+    }
+
+    fn socket_drops(&mut self) -> SysResult<u64> {
+        XskRx::socket_drops(self)
+    }
+
+    fn queued(&self) -> u64 {
+        self.0.borrow().rx.ready().0 as u64
+    }
+}
+
+impl TxBackend for XskTx {
+    fn send(&mut self, frames: &[&[u8]]) -> SysResult<usize> {
+        if frames.is_empty() {
+            return Ok(0);
+        }
+        self.0.borrow_mut().send(frames)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.0.borrow().fd.as_raw_fd())
+    }
+}

@@ -1,0 +1,260 @@
+//! rxsched's XDP programs, compiled ahead of time from `bpf/*.bpf.c` (see
+//! `bpf/build.sh`) and embedded in the binary, loaded with aya.
+//!
+//! Programs are attached through a bpf_link, which the kernel removes when
+//! the process holding it exits, however it exits: a killed generator,
+//! sink or router leaves no program behind.
+
+use crate::sys::{SysError, SysResult};
+use aya::maps::{MapData, PerCpuArray};
+use aya::programs::{Xdp, XdpMode};
+use aya::Ebpf;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+/// The generator (`bpf/gen.bpf.c`).
+pub static GEN: &[u8] = aya::include_bytes_aligned!("../bpf/obj/gen.o");
+/// The sink (`bpf/sink.bpf.c`).
+pub static SINK: &[u8] = aya::include_bytes_aligned!("../bpf/obj/sink.o");
+/// Redirection into AF_XDP sockets (`bpf/xsk.bpf.c`).
+pub static XSK: &[u8] = aya::include_bytes_aligned!("../bpf/obj/xsk.o");
+/// Forwarding in XDP (`bpf/fwd.bpf.c`).
+pub static FWD: &[u8] = aya::include_bytes_aligned!("../bpf/obj/fwd.o");
+
+/// An error of aya's as a [`SysError`] naming the object and the call,
+/// with the OS error when there is one (so that callers can tell bad input
+/// from a failure).
+fn aya_err(what: &str, call: &'static str, e: impl std::error::Error + 'static) -> SysError {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut code = None;
+    while let Some(s) = src {
+        if let Some(c) = s
+            .downcast_ref::<io::Error>()
+            .and_then(io::Error::raw_os_error)
+        {
+            code = Some(c);
+            break;
+        }
+        src = s.source();
+    }
+    let msg = e.to_string();
+    let source = match code {
+        Some(c) => io::Error::from_raw_os_error(c),
+        None if msg.contains("unknown network interface") => {
+            io::Error::from_raw_os_error(libc::ENODEV)
+        }
+        None => io::Error::other(msg),
+    };
+    SysError {
+        what: what.to_string(),
+        syscall: call,
+        source,
+    }
+}
+
+/// One loaded object, with its programs attached where asked.
+pub struct Object {
+    ebpf: Ebpf,
+    what: String,
+}
+
+impl Object {
+    /// Loads an embedded object; `what` names it in errors.
+    pub fn load(bytes: &[u8], what: &str) -> SysResult<Object> {
+        let ebpf = Ebpf::load(bytes).map_err(|e| aya_err(what, "bpf(BPF_PROG_LOAD)", e))?;
+        Ok(Object {
+            ebpf,
+            what: what.to_string(),
+        })
+    }
+
+    fn xdp(&mut self, prog: &str) -> SysResult<&mut Xdp> {
+        let what = self.what.clone();
+        let p = self.ebpf.program_mut(prog).ok_or_else(|| SysError {
+            what: what.clone(),
+            syscall: "bpf(BPF_PROG_LOAD)",
+            source: io::Error::new(io::ErrorKind::NotFound, format!("no program {prog}")),
+        })?;
+        let x: &mut Xdp = p
+            .try_into()
+            .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
+        if x.fd().is_err() {
+            x.load()
+                .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
+        }
+        Ok(x)
+    }
+
+    /// Attaches program `prog` to `iface` in native (driver) mode, through a
+    /// bpf_link that goes away with this process.
+    pub fn attach(&mut self, prog: &str, iface: &str) -> SysResult<()> {
+        let x = self.xdp(prog)?;
+        x.attach(iface, XdpMode::Driver)
+            .map(|_| ())
+            .map_err(|e| aya_err(iface, "XDP attach (native, bpf_link_create)", e))
+    }
+
+    /// Attaches tc program `prog` at `iface`'s ingress through a TCX link
+    /// (kernel 6.6 and later) that goes away with this process.
+    pub fn attach_tc(&mut self, prog: &str, iface: &str) -> SysResult<()> {
+        let what = self.what.clone();
+        let p = self.ebpf.program_mut(prog).ok_or_else(|| SysError {
+            what: what.clone(),
+            syscall: "bpf(BPF_PROG_LOAD)",
+            source: io::Error::new(io::ErrorKind::NotFound, format!("no program {prog}")),
+        })?;
+        let tc: &mut aya::programs::SchedClassifier = p
+            .try_into()
+            .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
+        tc.load()
+            .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
+        tc.attach(iface, aya::programs::TcAttachType::Ingress)
+            .map(|_| ())
+            .map_err(|e| aya_err(iface, "tc attach (ingress, TCX link)", e))
+    }
+
+    /// Program `prog`'s descriptor (loading it if need be), for test runs.
+    pub fn prog_fd(&mut self, prog: &str) -> SysResult<RawFd> {
+        let what = self.what.clone();
+        let x = self.xdp(prog)?;
+        let fd = x
+            .fd()
+            .map_err(|e| aya_err(&what, "bpf(BPF_PROG_GET_FD)", e))?;
+        Ok(fd.as_fd().as_raw_fd())
+    }
+
+    /// The map `name`, for typed access.
+    pub fn map(&mut self, name: &str) -> SysResult<&mut aya::maps::Map> {
+        let what = self.what.clone();
+        self.ebpf.map_mut(name).ok_or_else(|| SysError {
+            what,
+            syscall: "bpf(BPF_MAP_CREATE)",
+            source: io::Error::new(io::ErrorKind::NotFound, format!("no map {name}")),
+        })
+    }
+
+    /// Sets entry 0 of array map `name` to the bytes of `value`.
+    pub fn set<V: aya::Pod>(&mut self, name: &str, index: u32, value: V) -> SysResult<()> {
+        let what = self.what.clone();
+        let mut a: aya::maps::Array<&mut MapData, V> = self
+            .map(name)?
+            .try_into()
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e))?;
+        a.set(index, value, 0)
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e))
+    }
+
+    /// Entry `index` of array map `name`.
+    pub fn get<V: aya::Pod>(&mut self, name: &str, index: u32) -> SysResult<V> {
+        let what = self.what.clone();
+        let a: aya::maps::Array<&mut MapData, V> = self
+            .map(name)?
+            .try_into()
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_LOOKUP_ELEM)", e))?;
+        a.get(&index, 0)
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_LOOKUP_ELEM)", e))
+    }
+
+    /// Every CPU's value of entry `index` of per-CPU array map `name`.
+    pub fn per_cpu(&mut self, name: &str, index: u32) -> SysResult<Vec<u64>> {
+        let what = self.what.clone();
+        let a: PerCpuArray<&mut MapData, u64> = self
+            .map(name)?
+            .try_into()
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_LOOKUP_ELEM)", e))?;
+        let v = a
+            .get(&index, 0)
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_LOOKUP_ELEM)", e))?;
+        Ok(v.iter().copied().collect())
+    }
+
+    /// Binds AF_XDP socket `fd` to slot `index` of XSKMAP `name`.
+    pub fn set_xsk(&mut self, name: &str, index: u32, fd: RawFd) -> SysResult<()> {
+        let what = self.what.clone();
+        let mut m: aya::maps::XskMap<&mut MapData> = self
+            .map(name)?
+            .try_into()
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e))?;
+        m.set(index, fd, 0)
+            .map_err(|e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e))
+    }
+}
+
+/// `struct xdp_md` as a test run's context.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// `union bpf_attr` for BPF_PROG_TEST_RUN.
+#[repr(C)]
+#[derive(Debug, Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// Runs XDP program `prog_fd` in live-frames mode on `frame`, as if it had
+/// arrived on `ifindex`: every XDP_TX leaves through that device. The call
+/// returns after `repeat` invocations, or with `EINTR` when a signal is
+/// delivered to the calling thread.
+pub fn run_live(
+    prog_fd: RawFd,
+    frame: &[u8],
+    ifindex: u32,
+    repeat: u32,
+    batch: u32,
+) -> io::Result<()> {
+    let ctx = XdpMd {
+        data_end: frame.len() as u32,
+        ingress_ifindex: ifindex,
+        ..XdpMd::default()
+    };
+    let mut a = TestRunAttr {
+        prog_fd: prog_fd as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        repeat,
+        ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+        ctx_in: &ctx as *const XdpMd as u64,
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size: batch,
+        ..TestRunAttr::default()
+    };
+    // SAFETY: `a` and the buffers it points to live across the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &mut a as *mut TestRunAttr,
+            std::mem::size_of::<TestRunAttr>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
