@@ -117,8 +117,9 @@ pub const DUT_COALESCE_NS: u64 = 50_000;
 /// generator's (10) on the shared CPU.
 pub const SINK_NAPI_PRIO: i32 = 60;
 
-/// Socket send buffers large enough that a generator is not throttled by
-/// RPS back-pressure (REAL.md, "Sender back-pressure with RPS").
+/// Socket send buffers large enough that the packet engine's generator is
+/// not throttled by the receiver's back-pressure (REAL.md, "Sender
+/// back-pressure").
 const WMEM: u64 = 16 * 1024 * 1024;
 
 /// A lab step that failed: the command and what it said.
@@ -227,21 +228,57 @@ impl Lab {
             return Err(LabError::NotRoot);
         }
         self.down()?;
+        self.make_namespaces()?;
+        self.make_links()?;
+        self.address()?;
+        // The DUT kernel forwards only when a benchmark asks for it.
+        self.set_kernel_forwarding(false)?;
+        self.thread_receive_work()?;
+        self.raise_send_buffers()?;
+        self.wait_links_up()
+    }
+
+    /// Waits (at most three seconds) until every lab link reports its
+    /// carrier, so the first frame after `up` is not lost to a link
+    /// still negotiating.
+    fn wait_links_up(&self) -> Result<(), LabError> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        for e in [G0, D0, D1, S0] {
+            let path = format!("/sys/class/net/{}/operstate", e.iface);
+            loop {
+                let state = self.exec(e.role, "cat", &[&path])?;
+                if state.trim() == "up" {
+                    break;
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(LabError::Command {
+                        cmd: format!("wait for {} to come up", e.iface),
+                        msg: format!("operstate is still {:?}", state.trim()),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    fn make_namespaces(&self) -> Result<(), LabError> {
         for r in Role::ALL {
             run("ip", &["netns", "add", &self.ns(r)])?;
             self.exec(r, "ip", &["link", "set", "lo", "up"])?;
             // No IPv6 chatter (router solicitations, DAD) on the benchmark links.
-            self.exec(
-                r,
-                "sysctl",
-                &["-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"],
-            )?;
-            self.exec(
-                r,
-                "sysctl",
-                &["-q", "-w", "net.ipv6.conf.default.disable_ipv6=1"],
-            )?;
+            for k in ["all", "default"] {
+                self.exec(
+                    r,
+                    "sysctl",
+                    &["-q", "-w", &format!("net.ipv6.conf.{k}.disable_ipv6=1")],
+                )?;
+            }
         }
+        Ok(())
+    }
+
+    fn make_links(&self) -> Result<(), LabError> {
         for (a, b) in [(G0, D0), (D1, S0)] {
             run(
                 "ip",
@@ -274,7 +311,11 @@ impl Lab {
             )?;
             self.exec(e.role, "ip", &["link", "set", e.iface, "up"])?;
         }
-        // Routes and static neighbours: nothing depends on ARP.
+        Ok(())
+    }
+
+    /// Routes and static neighbours: nothing depends on ARP.
+    fn address(&self) -> Result<(), LabError> {
         self.exec(
             Role::Gen,
             "ip",
@@ -307,10 +348,12 @@ impl Lab {
                 ],
             )?;
         }
-        // The DUT kernel forwards only when a benchmark asks for it.
-        self.set_kernel_forwarding(false)?;
-        self.thread_receive_work()?;
-        // Save and raise the send-buffer limits (writable only in the initial namespace).
+        Ok(())
+    }
+
+    /// Saves and raises the send-buffer limits for the packet engine
+    /// (writable only in the initial namespace; `down` restores them).
+    fn raise_send_buffers(&self) -> Result<(), LabError> {
         let state = self.state_file();
         if !std::path::Path::new(&state).exists() {
             let saved = ["net.core.wmem_max", "net.core.wmem_default"]
@@ -323,8 +366,7 @@ impl Lab {
             })?;
         }
         sysctl_set("net.core.wmem_max", &WMEM.to_string())?;
-        sysctl_set("net.core.wmem_default", &WMEM.to_string())?;
-        Ok(())
+        sysctl_set("net.core.wmem_default", &WMEM.to_string())
     }
 
     /// Runs `f` in a thread inside `role`'s network namespace.

@@ -17,7 +17,10 @@ fn committed_objects_match_their_sources() {
         panic!("checking bpf/obj needs clang and libbpf-dev (apt-get install clang libbpf-dev), or set RXSCHED_SKIP_BPF_CHECK=1 to skip it, loudly");
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf/build.sh");
-    let o = Command::new("sh").args([script, "check"]).output().expect("run bpf/build.sh");
+    let o = Command::new("sh")
+        .args([script, "check"])
+        .output()
+        .expect("run bpf/build.sh");
     assert!(
         o.status.success(),
         "{}{}",

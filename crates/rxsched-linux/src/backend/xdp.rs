@@ -158,27 +158,199 @@ impl Drop for Ring {
     }
 }
 
-/// An AF_XDP socket, its UMEM and rings, and the program feeding it.
-struct Xsk {
-    iface: String,
-    umem: *mut u8,
-    umem_len: usize,
-    frame_size: u32,
+/// The memory frames live in, shared with the kernel (which pins it).
+struct Umem {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Umem {
+    fn map(len: usize, what: &str) -> SysResult<Umem> {
+        // SAFETY: an anonymous private mapping.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(fail(what, "mmap(UMEM)"));
+        }
+        Ok(Umem {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped; the kernel keeps its
+        // own reference to the pages until the socket is gone.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The four rings of a socket.
+struct Rings {
     fill: Ring,
     comp: Ring,
     rx: Ring,
     tx: Ring,
+}
+
+/// `setsockopt(SOL_XDP, opt)` with a value.
+fn sockopt<T>(fd: RawFd, opt: libc::c_int, v: &T, what: &str, call: &'static str) -> SysResult<()> {
+    // SAFETY: v points to a live T of its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            v as *const T as *const libc::c_void,
+            std::mem::size_of::<T>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(fail(what, call));
+    }
+    Ok(())
+}
+
+/// Registers `umem` with socket `fd` and sizes its rings.
+fn register(fd: RawFd, umem: &Umem, cfg: &XskConfig, fill_n: u32, what: &str) -> SysResult<()> {
+    let reg = libc::xdp_umem_reg {
+        addr: umem.ptr as u64,
+        len: umem.len as u64,
+        chunk_size: cfg.frame_size,
+        headroom: 0,
+        flags: 0,
+        tx_metadata_len: 0,
+    };
+    sockopt(
+        fd,
+        libc::XDP_UMEM_REG,
+        &reg,
+        what,
+        "setsockopt(XDP_UMEM_REG)",
+    )?;
+    for (opt, n, call) in [
+        (
+            libc::XDP_UMEM_FILL_RING,
+            fill_n,
+            "setsockopt(XDP_UMEM_FILL_RING)",
+        ),
+        (
+            libc::XDP_UMEM_COMPLETION_RING,
+            cfg.tx_ring,
+            "setsockopt(XDP_UMEM_COMPLETION_RING)",
+        ),
+        (libc::XDP_RX_RING, cfg.rx_ring, "setsockopt(XDP_RX_RING)"),
+        (libc::XDP_TX_RING, cfg.tx_ring, "setsockopt(XDP_TX_RING)"),
+    ] {
+        sockopt(fd, opt, &n, what, call)?;
+    }
+    Ok(())
+}
+
+/// Maps the rings of socket `fd`.
+fn map_rings(fd: RawFd, cfg: &XskConfig, fill_n: u32, what: &str) -> SysResult<Rings> {
+    // SAFETY: plain data for the kernel to fill.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut ol = std::mem::size_of_val(&off) as u32;
+    // SAFETY: off and ol are valid for the kernel to write.
+    if unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            &mut off as *mut _ as *mut _,
+            &mut ol,
+        )
+    } < 0
+    {
+        return Err(fail(what, "getsockopt(XDP_MMAP_OFFSETS)"));
+    }
+    Ok(Rings {
+        fill: Ring::map(fd, &off.fr, fill_n, 8, libc::XDP_UMEM_PGOFF_FILL_RING, what)?,
+        comp: Ring::map(
+            fd,
+            &off.cr,
+            cfg.tx_ring,
+            8,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            what,
+        )?,
+        rx: Ring::map(
+            fd,
+            &off.rx,
+            cfg.rx_ring,
+            16,
+            libc::XDP_PGOFF_RX_RING as u64,
+            what,
+        )?,
+        tx: Ring::map(
+            fd,
+            &off.tx,
+            cfg.tx_ring,
+            16,
+            libc::XDP_PGOFF_TX_RING as u64,
+            what,
+        )?,
+    })
+}
+
+/// Binds socket `fd` to queue 0 of device `idx` in copy mode. The kernel
+/// releases a closed socket's queue asynchronously: a socket of a process
+/// that just exited may still hold it for a while.
+fn bind(fd: RawFd, idx: u32, what: &str) -> SysResult<()> {
+    // SAFETY: plain data; zeroed is valid.
+    let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+    sa.sxdp_family = libc::AF_XDP as u16;
+    sa.sxdp_ifindex = idx;
+    sa.sxdp_queue_id = 0;
+    sa.sxdp_flags = libc::XDP_COPY;
+    let mut tries = 0;
+    // SAFETY: sa is a valid sockaddr_xdp of its size.
+    while unsafe {
+        libc::bind(
+            fd,
+            &sa as *const _ as *const libc::sockaddr,
+            std::mem::size_of_val(&sa) as u32,
+        )
+    } < 0
+    {
+        let e = fail(what, "bind(AF_XDP, XDP_COPY)");
+        tries += 1;
+        if e.source.raw_os_error() != Some(libc::EBUSY) || tries >= 100 {
+            return Err(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// An AF_XDP socket, its UMEM and rings, and the program feeding it.
+struct Xsk {
+    iface: String,
+    frame_size: u32,
+    rings: Rings,
     free_tx: Vec<u64>,
     /// Frames taken off the receive ring, on their way back to the fill ring.
     back: Vec<u64>,
     /// Counters when opened: the device's `rx_dropped` and the socket's drops.
     base: (u64, u64),
-    // Declared last: the program is detached after the socket is closed.
+    // Dropped in this order: the socket closes, then the program is
+    // detached, then the memory is unmapped.
     fd: OwnedFd,
     _prog: Object,
+    umem: Umem,
 }
 
-// The UMEM and rings are owned by the socket and reached only through it.
 impl Xsk {
     fn open(iface: &str, cfg: XskConfig) -> SysResult<Xsk> {
         let idx = ifindex(iface)? as u32;
@@ -190,160 +362,32 @@ impl Xsk {
         // SAFETY: raw was just returned and is owned here.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let frames = cfg.rx_frames + cfg.tx_frames;
-        let umem_len = frames as usize * cfg.frame_size as usize;
-        // SAFETY: an anonymous private mapping for the UMEM.
-        let umem = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                umem_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if umem == libc::MAP_FAILED {
-            return Err(fail(iface, "mmap(UMEM)"));
-        }
-        let reg = libc::xdp_umem_reg {
-            addr: umem as u64,
-            len: umem_len as u64,
-            chunk_size: cfg.frame_size,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        let so = |opt: libc::c_int, v: *const libc::c_void, len: usize, call: &'static str| {
-            // SAFETY: v points to a live value of `len` bytes.
-            if unsafe { libc::setsockopt(raw, libc::SOL_XDP, opt, v, len as u32) } < 0 {
-                return Err(fail(iface, call));
-            }
-            Ok(())
-        };
-        let umem_guard = UmemGuard(umem, umem_len);
-        so(
-            libc::XDP_UMEM_REG,
-            &reg as *const _ as *const _,
-            std::mem::size_of_val(&reg),
-            "setsockopt(XDP_UMEM_REG)",
-        )?;
+        let umem = Umem::map(frames as usize * cfg.frame_size as usize, iface)?;
         let fill_n = cfg.rx_frames.next_power_of_two();
-        for (opt, n, call) in [
-            (
-                libc::XDP_UMEM_FILL_RING,
-                fill_n,
-                "setsockopt(XDP_UMEM_FILL_RING)",
-            ),
-            (
-                libc::XDP_UMEM_COMPLETION_RING,
-                cfg.tx_ring,
-                "setsockopt(XDP_UMEM_COMPLETION_RING)",
-            ),
-            (libc::XDP_RX_RING, cfg.rx_ring, "setsockopt(XDP_RX_RING)"),
-            (libc::XDP_TX_RING, cfg.tx_ring, "setsockopt(XDP_TX_RING)"),
-        ] {
-            so(opt, &n as *const u32 as *const _, 4, call)?;
-        }
-        // SAFETY: plain data for the kernel to fill.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut ol = std::mem::size_of_val(&off) as u32;
-        // SAFETY: off and ol are valid for the kernel to write.
-        if unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                &mut off as *mut _ as *mut _,
-                &mut ol,
-            )
-        } < 0
-        {
-            return Err(fail(iface, "getsockopt(XDP_MMAP_OFFSETS)"));
-        }
-        let fill = Ring::map(
-            raw,
-            &off.fr,
-            fill_n,
-            8,
-            libc::XDP_UMEM_PGOFF_FILL_RING,
-            iface,
-        )?;
-        let comp = Ring::map(
-            raw,
-            &off.cr,
-            cfg.tx_ring,
-            8,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-            iface,
-        )?;
-        let rx = Ring::map(
-            raw,
-            &off.rx,
-            cfg.rx_ring,
-            16,
-            libc::XDP_PGOFF_RX_RING as u64,
-            iface,
-        )?;
-        let tx = Ring::map(
-            raw,
-            &off.tx,
-            cfg.tx_ring,
-            16,
-            libc::XDP_PGOFF_TX_RING as u64,
-            iface,
-        )?;
+        register(raw, &umem, &cfg, fill_n, iface)?;
+        let rings = map_rings(raw, &cfg, fill_n, iface)?;
         // Lend every receive frame to the kernel before anything arrives.
-        let (_, pos) = fill.room();
+        let (_, pos) = rings.fill.room();
         for i in 0..cfg.rx_frames {
             // SAFETY: the fill ring has room for every receive frame.
-            unsafe { *fill.addr(pos.wrapping_add(i)) = i as u64 * cfg.frame_size as u64 };
+            unsafe { *rings.fill.addr(pos.wrapping_add(i)) = i as u64 * cfg.frame_size as u64 };
         }
-        fill.submit(cfg.rx_frames);
-        // SAFETY: plain data; zeroed is valid.
-        let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
-        sa.sxdp_family = libc::AF_XDP as u16;
-        sa.sxdp_ifindex = idx;
-        sa.sxdp_queue_id = 0;
-        sa.sxdp_flags = libc::XDP_COPY;
-        // The kernel releases a closed socket's queue asynchronously: a
-        // socket of a process that just exited may still hold it for a while.
-        let mut tries = 0;
-        // SAFETY: sa is a valid sockaddr_xdp of its size.
-        while unsafe {
-            libc::bind(
-                raw,
-                &sa as *const _ as *const libc::sockaddr,
-                std::mem::size_of_val(&sa) as u32,
-            )
-        } < 0
-        {
-            let e = fail(iface, "bind(AF_XDP, XDP_COPY)");
-            tries += 1;
-            if e.source.raw_os_error() != Some(libc::EBUSY) || tries >= 100 {
-                return Err(e);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        rings.fill.submit(cfg.rx_frames);
+        bind(raw, idx, iface)?;
         let mut prog = Object::load(XSK, iface)?;
         prog.set_xsk("xsks", 0, raw)?;
-        let free_tx = (cfg.rx_frames..frames)
-            .map(|i| i as u64 * cfg.frame_size as u64)
-            .collect();
-        std::mem::forget(umem_guard);
         let mut x = Xsk {
             iface: iface.to_string(),
-            umem: umem as *mut u8,
-            umem_len,
             frame_size: cfg.frame_size,
-            fill,
-            comp,
-            rx,
-            tx,
-            free_tx,
+            rings,
+            free_tx: (cfg.rx_frames..frames)
+                .map(|i| i as u64 * cfg.frame_size as u64)
+                .collect(),
             back: Vec::with_capacity(cfg.rx_ring as usize),
             base: (0, 0),
             fd,
             _prog: prog,
+            umem,
         };
         x.base = (x.device_dropped()?, x.socket_dropped()?);
         x._prog.attach("xdp_to_xsk", iface)?;
@@ -377,14 +421,14 @@ impl Xsk {
     }
 
     fn frame(&self, addr: u64, len: usize) -> &[u8] {
-        let a = (addr as usize).min(self.umem_len);
-        let len = len.min(self.umem_len - a);
+        let a = (addr as usize).min(self.umem.len);
+        let len = len.min(self.umem.len - a);
         // SAFETY: clamped into the UMEM, which lives as long as self.
-        unsafe { std::slice::from_raw_parts(self.umem.add(a), len) }
+        unsafe { std::slice::from_raw_parts(self.umem.ptr.add(a), len) }
     }
 
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
-        let (ready, pos) = self.rx.ready();
+        let (ready, pos) = self.rings.rx.ready();
         let n = ready.min(max.min(u32::MAX as usize) as u32);
         if n == 0 {
             return 0;
@@ -392,49 +436,49 @@ impl Xsk {
         self.back.clear();
         for i in 0..n {
             // SAFETY: entries up to `ready` are the kernel's finished writes.
-            let d = unsafe { *self.rx.xdesc(pos.wrapping_add(i)) };
+            let d = unsafe { *self.rings.rx.xdesc(pos.wrapping_add(i)) };
             f(self.frame(d.addr, d.len as usize));
             self.back.push(d.addr & !(self.frame_size as u64 - 1));
         }
-        self.rx.release(n);
+        self.rings.rx.release(n);
         // The frames go straight back to the kernel: the fill ring holds them all.
-        let (_, fpos) = self.fill.room();
+        let (_, fpos) = self.rings.fill.room();
         for (i, a) in self.back.iter().enumerate() {
             // SAFETY: the fill ring has room for every receive frame.
-            unsafe { *self.fill.addr(fpos.wrapping_add(i as u32)) = *a };
+            unsafe { *self.rings.fill.addr(fpos.wrapping_add(i as u32)) = *a };
         }
-        self.fill.submit(n);
+        self.rings.fill.submit(n);
         n as usize
     }
 
     fn reclaim(&mut self) {
-        let (n, pos) = self.comp.ready();
+        let (n, pos) = self.rings.comp.ready();
         for i in 0..n {
             // SAFETY: completed entries are the kernel's finished writes.
             self.free_tx
-                .push(unsafe { *self.comp.addr(pos.wrapping_add(i)) });
+                .push(unsafe { *self.rings.comp.addr(pos.wrapping_add(i)) });
         }
-        self.comp.release(n);
+        self.rings.comp.release(n);
     }
 
     fn send(&mut self, frames: &[&[u8]]) -> SysResult<usize> {
         self.reclaim();
-        let (room, pos) = self.tx.room();
+        let (room, pos) = self.rings.tx.room();
         let n = frames.len().min(self.free_tx.len()).min(room as usize);
         for (i, f) in frames[..n].iter().enumerate() {
             let addr = self.free_tx.pop().expect("counted above");
             let len = f.len().min(self.frame_size as usize);
             // SAFETY: addr is a transmit frame of the UMEM, len within it.
             unsafe {
-                std::ptr::copy_nonoverlapping(f.as_ptr(), self.umem.add(addr as usize), len);
-                *self.tx.xdesc(pos.wrapping_add(i as u32)) = libc::xdp_desc {
+                std::ptr::copy_nonoverlapping(f.as_ptr(), self.umem.ptr.add(addr as usize), len);
+                *self.rings.tx.xdesc(pos.wrapping_add(i as u32)) = libc::xdp_desc {
                     addr,
                     len: len as u32,
                     options: 0,
                 };
             }
         }
-        self.tx.submit(n as u32);
+        self.rings.tx.submit(n as u32);
         self.kick()?;
         Ok(n)
     }
@@ -442,7 +486,7 @@ impl Xsk {
     /// Copy mode transmits inside `sendto`; a busy device is not an error.
     fn kick(&self) -> SysResult<()> {
         for _ in 0..4 {
-            let waiting = self.tx.size - self.tx.room().0;
+            let waiting = self.rings.tx.size - self.rings.tx.room().0;
             if waiting == 0 {
                 return Ok(());
             }
@@ -470,25 +514,6 @@ impl Xsk {
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for Xsk {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the UMEM mapped in `open`; the rings go first
-        // (fields drop after this body), and the kernel keeps its own
-        // reference until the socket closes.
-        unsafe { libc::munmap(self.umem as *mut libc::c_void, self.umem_len) };
-    }
-}
-
-/// Unmaps a UMEM if opening the socket fails half-way.
-struct UmemGuard(*mut libc::c_void, usize);
-
-impl Drop for UmemGuard {
-    fn drop(&mut self) {
-        // SAFETY: unmapping a mapping nobody else holds yet.
-        unsafe { libc::munmap(self.0, self.1) };
     }
 }
 
@@ -524,7 +549,7 @@ impl RxBackend for XskRx {
     }
 
     fn pending(&self) -> bool {
-        self.0.borrow().rx.ready().0 > 0
+        self.0.borrow().rings.rx.ready().0 > 0
     }
 
     fn ring_drops(&mut self) -> SysResult<u64> {
@@ -539,7 +564,7 @@ impl RxBackend for XskRx {
     }
 
     fn queued(&self) -> u64 {
-        self.0.borrow().rx.ready().0 as u64
+        self.0.borrow().rings.rx.ready().0 as u64
     }
 }
 

@@ -79,6 +79,8 @@ pub struct SinkConfig {
     pub cpu: Option<usize>,
     /// How to receive.
     pub engine: Engine,
+    /// XDP engine: count at tc ingress (true) or in XDP.
+    pub tc_hook: bool,
 }
 
 /// Latency percentiles in µs.

@@ -156,10 +156,15 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     }
     let mut obj = Object::load(SINK, &cfg.iface)?;
     let drops0 = sys::iface_counter(&cfg.iface, "rx_dropped")?;
-    // At tc ingress: what the router sends arrives as socket buffers, and
-    // veth would copy each one to run an XDP program on it (on the CPU the
-    // generator shares).
-    obj.attach_tc("tc_sink", &cfg.iface)?;
+    // At tc ingress by default: what the router sends arrives as socket
+    // buffers, and veth would copy each one to run an XDP program on it (on
+    // the CPU the generator shares). Frames that arrive as XDP frames are
+    // cheapest to count in XDP.
+    if cfg.tc_hook {
+        obj.attach_tc("tc_sink", &cfg.iface)?;
+    } else {
+        obj.attach("xdp_sink", &cfg.iface)?;
+    }
     let sum =
         |o: &mut Object, k: u32| -> SysResult<u64> { Ok(o.per_cpu("sink_stats", k)?.iter().sum()) };
     let max = |o: &mut Object, k: u32| -> SysResult<u64> {

@@ -72,12 +72,24 @@ pub struct GenArgs {
     pub cpu: Option<usize>,
 }
 
+/// Where the XDP engine's sink counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HookArg {
+    /// At tc ingress: cheapest for frames that arrive as socket buffers.
+    Tc,
+    /// In XDP: cheapest for frames that arrive as XDP frames.
+    Xdp,
+}
+
 /// `rxsched sink`
 #[derive(Args)]
 pub struct SinkArgs {
     /// How to receive.
     #[arg(long, value_enum, default_value = "xdp")]
     pub engine: EngineArg,
+    /// Where the xdp engine counts.
+    #[arg(long, value_enum, default_value = "tc")]
+    pub hook: HookArg,
     /// Interface to receive on.
     #[arg(long, default_value = "s0")]
     pub iface: String,
@@ -226,6 +238,7 @@ pub fn sink(a: SinkArgs) -> Result<()> {
         idle_s: a.idle,
         cpu: a.cpu,
         engine: a.engine.into(),
+        tc_hook: a.hook == HookArg::Tc,
     })?)
 }
 
