@@ -7,37 +7,42 @@
  * the first probe's MACs, and drops the frame. */
 #include "common.h"
 
-enum {
-	S_PROBES,
-	S_OTHER,
-	S_REORDERED,
-	S_BAD_CSUM,
-	S_BYTES,
-	S_NEXT_SEQ,  /* highest sequence number seen + 1, on this CPU */
-	S_TTL_MIN,   /* 256 - lowest TTL, so that 0 means "none yet" */
-	S_TTL_MAX,
-	S_FIRST_NS,
-	S_LAST_NS,
-	S_N
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, S_N);
-	__type(key, __u32);
-	__type(value, __u64);
-} sink_stats SEC(".maps");
-
 /* Latency in ns, log-linear: 32 buckets per power of two (3% wide). */
 #define SUB_BITS 5
 #define LAT_BUCKETS (64 << SUB_BITS)
 
+/* Everything the sink counts, one per CPU (one lookup per frame). */
+struct sink_state {
+	__u64 probes;
+	__u64 other;
+	__u64 reordered;
+	__u64 bad_csum;
+	__u64 bytes;
+	__u64 next_seq;  /* highest sequence number seen + 1, on this CPU */
+	__u64 ttl_min;   /* 256 - lowest TTL, so that 0 means "none yet" */
+	__u64 ttl_max;
+	__u64 first_ns;
+	__u64 last_ns;   /* arrival of the last timed probe */
+	__u64 timed;     /* probes in the latency histogram */
+	__u64 lat[LAT_BUCKETS]; /* latency histogram, see lat_bucket() */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LAT_BUCKETS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sink_state);
+} sink_stats SEC(".maps");
+
+/* Set by user space: a probe is timed when (seq & mask) == 0. Reading the
+ * clock is the dearest step here, so at the highest rates the latency
+ * histogram can be kept from a sample (every count stays exact). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
-} sink_lat SEC(".maps");
+} sink_cfg SEC(".maps");
 
 /* The first probe's destination and source MACs, low 48 bits each. */
 struct {
@@ -88,44 +93,46 @@ static __always_inline int ip_checksum_ok(struct iphdr *ip)
 	return sum == 0xffff;
 }
 
-static __always_inline void set_max(__u32 key, __u64 v)
+/* A big-endian 64-bit field at any alignment in the packet (x86 loads it
+ * in one instruction; the verifier allows unaligned packet access there). */
+static __always_inline __u64 be64_at(const void *p)
 {
-	__u64 *p = bpf_map_lookup_elem(&sink_stats, &key);
-	if (p && v > *p)
-		*p = v;
+	return bpf_be64_to_cpu(*(const __u64 *)p);
 }
 
-static __always_inline void note_probe(struct ethhdr *eth, struct iphdr *ip, struct probe *pr, __u64 bytes)
+static __always_inline void note_probe(struct sink_state *st, struct ethhdr *eth,
+				       struct iphdr *ip, struct probe *pr, __u64 bytes)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 seq = bpf_be64_to_cpu(pr->seq);
-	__u64 sent = bpf_be64_to_cpu(pr->sent_ns);
-	__u32 k = S_NEXT_SEQ;
-	__u64 *next = bpf_map_lookup_elem(&sink_stats, &k);
+	__u64 seq = be64_at(&pr->seq);
+	__u32 zero = 0;
+	__u64 *mask = bpf_map_lookup_elem(&sink_cfg, &zero);
 
-	BUMP(sink_stats, S_PROBES, 1);
-	BUMP(sink_stats, S_BYTES, bytes);
-	if (next) {
-		if (seq + 1 <= *next)
-			BUMP(sink_stats, S_REORDERED, 1);
-		else
-			*next = seq + 1;
-	}
-	BUMP(sink_lat, lat_bucket(now > sent ? now - sent : 0), 1);
+	st->probes++;
+	st->bytes += bytes;
+	if (seq + 1 <= st->next_seq)
+		st->reordered++;
+	else
+		st->next_seq = seq + 1;
 	if (!ip_checksum_ok(ip))
-		BUMP(sink_stats, S_BAD_CSUM, 1);
-	set_max(S_TTL_MIN, 256 - ip->ttl);
-	set_max(S_TTL_MAX, ip->ttl);
-	k = S_FIRST_NS;
-	__u64 *first = bpf_map_lookup_elem(&sink_stats, &k);
-	if (first && *first == 0) {
-		*first = now;
+		st->bad_csum++;
+	if (256 - ip->ttl > st->ttl_min)
+		st->ttl_min = 256 - ip->ttl;
+	if (ip->ttl > st->ttl_max)
+		st->ttl_max = ip->ttl;
+	if (mask && (seq & *mask) && st->first_ns)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 sent = be64_at(&pr->sent_ns);
+	st->timed++;
+	st->lat[lat_bucket(now > sent ? now - sent : 0)]++;
+	if (st->first_ns == 0) {
+		st->first_ns = now;
 		__u32 d = 0, s = 1;
 		__u64 dm = mac48(eth->h_dest), sm = mac48(eth->h_source);
 		bpf_map_update_elem(&sink_macs, &d, &dm, BPF_ANY);
 		bpf_map_update_elem(&sink_macs, &s, &sm, BPF_ANY);
 	}
-	set_max(S_LAST_NS, now);
+	st->last_ns = now;
 }
 
 /* Counts one frame between `data` and `data_end`. */
@@ -134,13 +141,17 @@ static __always_inline void sink(void *data, void *data_end)
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
 	struct probe *pr = data + HDR_LEN;
+	__u32 zero = 0;
+	struct sink_state *st = bpf_map_lookup_elem(&sink_stats, &zero);
 
+	if (!st)
+		return;
 	if ((void *)(pr + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) ||
 	    ip->ihl != 5 || ip->protocol != IPPROTO_UDP || pr->magic != bpf_htonl(PROBE_MAGIC)) {
-		BUMP(sink_stats, S_OTHER, 1);
+		st->other++;
 		return;
 	}
-	note_probe(eth, ip, pr, data_end - data);
+	note_probe(st, eth, ip, pr, data_end - data);
 }
 
 SEC("xdp")

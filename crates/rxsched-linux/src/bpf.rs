@@ -156,9 +156,9 @@ impl Object {
     }
 
     /// Every CPU's value of entry `index` of per-CPU array map `name`.
-    pub fn per_cpu(&mut self, name: &str, index: u32) -> SysResult<Vec<u64>> {
+    pub fn per_cpu<T: aya::Pod>(&mut self, name: &str, index: u32) -> SysResult<Vec<T>> {
         let what = self.what.clone();
-        let a: PerCpuArray<&mut MapData, u64> = self
+        let a: PerCpuArray<&mut MapData, T> = self
             .map(name)?
             .try_into()
             .map_err(|e| aya_err(&what, "bpf(BPF_MAP_LOOKUP_ELEM)", e))?;

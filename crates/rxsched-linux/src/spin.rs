@@ -15,6 +15,11 @@ pub struct SpinReport {
     pub cpu_share: f64,
     /// Loop iterations completed (progress).
     pub iterations: u64,
+    /// Time the hypervisor took from the CPU meanwhile (pinned runs only).
+    pub steal_s: f64,
+    /// Iterations per second of the time the CPU was there to be had:
+    /// `iterations / (duration_s - steal_s)`.
+    pub progress_rate: f64,
 }
 
 /// Spins on `cpu` for `duration_s` seconds (bounded) and reports its share.
@@ -22,6 +27,8 @@ pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
     if let Some(c) = cpu {
         sys::pin_to_cpu(c)?;
     }
+    let steal = || cpu.map_or(Ok(0), sys::cpu_steal_ns);
+    let s0 = steal()?;
     let t0 = mono_ns();
     let c0 = sys::thread_cpu_ns();
     let end = t0 + (duration_s.clamp(0.0, 3600.0) * 1e9) as u64;
@@ -38,10 +45,13 @@ pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
     std::hint::black_box(x);
     let wall = (mono_ns() - t0) as f64 / 1e9;
     let cpu_s = (sys::thread_cpu_ns() - c0) as f64 / 1e9;
+    let steal_s = (steal()?.saturating_sub(s0) as f64 / 1e9).min(wall);
     Ok(SpinReport {
         duration_s: wall,
         cpu_s,
         cpu_share: cpu_s / wall.max(1e-9),
         iterations,
+        steal_s,
+        progress_rate: iterations as f64 / (wall - steal_s).max(1e-9),
     })
 }

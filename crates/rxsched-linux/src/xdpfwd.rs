@@ -44,9 +44,9 @@ pub fn run(ports: &[String], duration_s: f64) -> SysResult<XdpFwdReport> {
         no_fib: 0,
     };
     for o in &mut objs {
-        r.forwarded += o.per_cpu("fwd_stats", 0)?.iter().sum::<u64>();
-        r.passed += o.per_cpu("fwd_stats", 1)?.iter().sum::<u64>();
-        r.no_fib += o.per_cpu("fwd_stats", 2)?.iter().sum::<u64>();
+        r.forwarded += o.per_cpu::<u64>("fwd_stats", 0)?.iter().sum::<u64>();
+        r.passed += o.per_cpu::<u64>("fwd_stats", 1)?.iter().sum::<u64>();
+        r.no_fib += o.per_cpu::<u64>("fwd_stats", 2)?.iter().sum::<u64>();
     }
     Ok(r)
 }

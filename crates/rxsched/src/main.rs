@@ -143,6 +143,16 @@ enum RealBench {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// The lab's own capacity: how fast the XDP generator offers and the
+    /// XDP sink counts, one core each.
+    Lab {
+        /// Shorter trials.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -210,7 +220,13 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 BenchWhat::Real {
                     which: RealBench::Router { quick, out },
                 },
-        } => cmd::bench::router(quick, &out),
+        } => cmd::bench::real(quick, &out, rxsched::bench::router),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which: RealBench::Lab { quick, out },
+                },
+        } => cmd::bench::real(quick, &out, rxsched::bench::lab),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

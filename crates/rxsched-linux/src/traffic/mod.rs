@@ -81,6 +81,9 @@ pub struct SinkConfig {
     pub engine: Engine,
     /// XDP engine: count at tc ingress (true) or in XDP.
     pub tc_hook: bool,
+    /// XDP engine: time one probe in this many (a power of two) for the
+    /// latency histogram; every probe is still counted and checked.
+    pub latency_every: u64,
 }
 
 /// Latency percentiles in µs.
@@ -115,6 +118,8 @@ pub struct SinkReport {
     pub max_seq: u64,
     /// One-way latency.
     pub latency_us: LatencyUs,
+    /// Probes the latency comes from (all, or one in `--latency-every`).
+    pub latency_samples: u64,
     /// From the first to the last probe, in seconds.
     pub duration_s: f64,
     /// Probes per second over that time.

@@ -195,6 +195,7 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
             p99: q(0.99),
             max: lat.max() as f64 / 1e3,
         };
+        r.latency_samples = lat.len();
     }
     r.ring_drops = ring.ring_drops()?;
     Ok(r)

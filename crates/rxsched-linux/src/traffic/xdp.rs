@@ -123,16 +123,61 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     })
 }
 
-/// The counters of `bpf/sink.bpf.c`, in its order.
-const S_PROBES: u32 = 0;
-const S_OTHER: u32 = 1;
-const S_REORDERED: u32 = 2;
-const S_BAD_CSUM: u32 = 3;
-const S_NEXT_SEQ: u32 = 5;
-const S_TTL_MIN: u32 = 6;
-const S_TTL_MAX: u32 = 7;
-const S_FIRST_NS: u32 = 8;
-const S_LAST_NS: u32 = 9;
+/// `struct sink_state` of `bpf/sink.bpf.c`: one per CPU.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct SinkState {
+    probes: u64,
+    other: u64,
+    reordered: u64,
+    bad_csum: u64,
+    bytes: u64,
+    next_seq: u64,
+    ttl_min: u64,
+    ttl_max: u64,
+    first_ns: u64,
+    last_ns: u64,
+    timed: u64,
+    /// Latency histogram (see `lat_bucket` in the program).
+    lat: [u64; LAT_BUCKETS as usize],
+}
+
+// SAFETY: plain integers, no padding.
+unsafe impl aya::Pod for SinkState {}
+
+impl SinkState {
+    /// The CPUs' states combined.
+    fn combine(cpus: &[SinkState]) -> SinkState {
+        let sum = |f: fn(&SinkState) -> u64| cpus.iter().map(f).sum();
+        let max = |f: fn(&SinkState) -> u64| cpus.iter().map(f).max().unwrap_or(0);
+        SinkState {
+            probes: sum(|s| s.probes),
+            other: sum(|s| s.other),
+            reordered: sum(|s| s.reordered),
+            bad_csum: sum(|s| s.bad_csum),
+            bytes: sum(|s| s.bytes),
+            next_seq: max(|s| s.next_seq),
+            ttl_min: max(|s| s.ttl_min),
+            ttl_max: max(|s| s.ttl_max),
+            first_ns: cpus
+                .iter()
+                .map(|s| s.first_ns)
+                .filter(|v| *v > 0)
+                .min()
+                .unwrap_or(0),
+            last_ns: max(|s| s.last_ns),
+            timed: sum(|s| s.timed),
+            lat: std::array::from_fn(|i| cpus.iter().map(|s| s.lat[i]).sum()),
+        }
+    }
+
+    fn read(obj: &mut Object) -> SysResult<SinkState> {
+        Ok(SinkState::combine(
+            &obj.per_cpu::<SinkState>("sink_stats", 0)?,
+        ))
+    }
+}
+
 /// The latency histogram's shape (see `lat_bucket` in the program).
 const SUB_BITS: u32 = 5;
 const LAT_BUCKETS: u32 = 64 << SUB_BITS;
@@ -155,6 +200,7 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
         sys::pin_to_cpu(c)?;
     }
     let mut obj = Object::load(SINK, &cfg.iface)?;
+    obj.set("sink_cfg", 0, cfg.latency_every.max(1) - 1)?;
     let drops0 = sys::iface_counter(&cfg.iface, "rx_dropped")?;
     // At tc ingress by default: what the router sends arrives as socket
     // buffers, and veth would copy each one to run an XDP program on it (on
@@ -165,18 +211,14 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     } else {
         obj.attach("xdp_sink", &cfg.iface)?;
     }
-    let sum =
-        |o: &mut Object, k: u32| -> SysResult<u64> { Ok(o.per_cpu("sink_stats", k)?.iter().sum()) };
-    let max = |o: &mut Object, k: u32| -> SysResult<u64> {
-        Ok(o.per_cpu("sink_stats", k)?.into_iter().max().unwrap_or(0))
-    };
     let start = mono_ns();
     let end = start + (cfg.duration_s * 1e9) as u64;
     let (mut seen, mut last_change) = (0, start);
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let now = mono_ns();
-        let n = sum(&mut obj, S_PROBES)? + sum(&mut obj, S_OTHER)?;
+        let st = SinkState::read(&mut obj)?;
+        let n = st.probes + st.other;
         if n != seen {
             (seen, last_change) = (n, now);
         }
@@ -185,36 +227,31 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
             break;
         }
     }
+    let st = SinkState::read(&mut obj)?;
     let mut r = SinkReport {
         engine: "xdp",
-        received: sum(&mut obj, S_PROBES)?,
-        other: sum(&mut obj, S_OTHER)?,
-        reordered: sum(&mut obj, S_REORDERED)?,
-        bad_ip_checksum: sum(&mut obj, S_BAD_CSUM)?,
+        received: st.probes,
+        other: st.other,
+        reordered: st.reordered,
+        bad_ip_checksum: st.bad_csum,
+        max_seq: st.next_seq.saturating_sub(1),
+        lost: st.next_seq.saturating_sub(st.probes),
+        ttl_min: if st.ttl_min > 0 {
+            (256 - st.ttl_min) as u8
+        } else {
+            0
+        },
+        ttl_max: st.ttl_max as u8,
+        duration_s: st.last_ns.saturating_sub(st.first_ns) as f64 / 1e9,
+        latency_samples: st.timed,
         ..SinkReport::default()
     };
-    let next = max(&mut obj, S_NEXT_SEQ)?;
-    r.max_seq = next.saturating_sub(1);
-    r.lost = next.saturating_sub(r.received);
-    let ttl_lo = max(&mut obj, S_TTL_MIN)?;
-    r.ttl_min = if ttl_lo > 0 { (256 - ttl_lo) as u8 } else { 0 };
-    r.ttl_max = max(&mut obj, S_TTL_MAX)? as u8;
-    let firsts: Vec<u64> = obj
-        .per_cpu("sink_stats", S_FIRST_NS)?
-        .into_iter()
-        .filter(|v| *v > 0)
-        .collect();
-    let (first, last) = (
-        firsts.into_iter().min().unwrap_or(0),
-        max(&mut obj, S_LAST_NS)?,
-    );
-    r.duration_s = last.saturating_sub(first) as f64 / 1e9;
     r.rate_pps = if r.duration_s > 0.0 {
         r.received as f64 / r.duration_s
     } else {
         0.0
     };
-    r.latency_us = latency(&mut obj, r.received)?;
+    r.latency_us = latency(&st.lat);
     let mac = |o: &mut Object, i: u32| -> SysResult<String> {
         let v: u64 = o.get("sink_macs", i)?;
         let b = v.to_be_bytes();
@@ -227,17 +264,13 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
 }
 
 /// Percentiles from the program's latency histogram.
-fn latency(obj: &mut Object, n: u64) -> SysResult<LatencyUs> {
-    if n == 0 {
-        return Ok(LatencyUs::default());
-    }
-    let mut counts = Vec::with_capacity(LAT_BUCKETS as usize);
-    for i in 0..LAT_BUCKETS {
-        counts.push(obj.per_cpu("sink_lat", i)?.iter().sum::<u64>());
-    }
+fn latency(counts: &[u64]) -> LatencyUs {
     let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return LatencyUs::default();
+    }
     let at = |p: f64| {
-        let rank = ((total.saturating_sub(1)) as f64 * p).round() as u64;
+        let rank = ((total - 1) as f64 * p).round() as u64;
         let mut seen = 0;
         for (i, c) in counts.iter().enumerate() {
             seen += c;
@@ -247,17 +280,54 @@ fn latency(obj: &mut Object, n: u64) -> SysResult<LatencyUs> {
         }
         0.0
     };
-    Ok(LatencyUs {
+    LatencyUs {
         p50: at(0.5),
         p90: at(0.9),
         p99: at(0.99),
         max: at(1.0),
-    })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn state(probes: u64, next_seq: u64, first_ns: u64, bucket: usize) -> SinkState {
+        let mut lat = [0u64; LAT_BUCKETS as usize];
+        lat[bucket] = probes;
+        SinkState {
+            probes,
+            other: 1,
+            reordered: 0,
+            bad_csum: 0,
+            bytes: 62 * probes,
+            next_seq,
+            ttl_min: 256 - 63,
+            ttl_max: 63,
+            first_ns,
+            last_ns: first_ns + 10,
+            timed: probes,
+            lat,
+        }
+    }
+
+    /// CPUs' states add up counts, take the highest sequence number and
+    /// the earliest first arrival of a CPU that saw any.
+    #[test]
+    fn states_of_cpus_combine() {
+        let c = SinkState::combine(&[
+            state(10, 40, 500, 3),
+            state(0, 0, 0, 0),
+            state(30, 31, 700, 9),
+        ]);
+        assert_eq!((c.probes, c.other, c.timed), (40, 3, 40));
+        assert_eq!((c.next_seq, c.first_ns, c.last_ns), (40, 500, 710));
+        assert_eq!((c.lat[3], c.lat[9]), (10, 30));
+        // Percentiles from the combined histogram: p50 and p99 in bucket 9.
+        let l = latency(&c.lat);
+        assert_eq!((l.p50, l.p99), (bucket_ns(9) / 1e3, bucket_ns(9) / 1e3));
+        assert_eq!(latency(&[0; 4]).p99, 0.0);
+    }
 
     /// The user-space inverse of the program's bucket function: every
     /// value falls in the bucket whose middle is within 3% of it.

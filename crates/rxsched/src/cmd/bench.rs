@@ -7,8 +7,16 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// `bench real router`.
-pub fn router(quick: bool, out: &Path) -> Result<ExitCode> {
+/// A benchmark of the real dataplane.
+pub type RealBench =
+    fn(
+        &rxsched::bench::BenchOpts,
+        &dyn Fn(&str),
+    ) -> std::result::Result<Vec<rxsched::result::ResultFile>, rxsched::bench::BenchError>;
+
+/// `bench real router` and `bench real lab`: checks that it can run, then
+/// runs `bench` with a progress line and writes its results.
+pub fn real(quick: bool, out: &Path, bench: RealBench) -> Result<ExitCode> {
     if !rxsched_linux::sys::is_root() {
         return Err(Error::Input(
             "bench real: needs root (CAP_NET_ADMIN and packet sockets): run it with sudo".into(),
@@ -40,7 +48,7 @@ pub fn router(quick: bool, out: &Path) -> Result<ExitCode> {
             bar.set_message(m.to_string());
         }
     };
-    let results = rxsched::bench::router(&opts, &progress)?;
+    let results = bench(&opts, &progress)?;
     bar.finish_and_clear();
     let mut ok = true;
     for r in &results {
