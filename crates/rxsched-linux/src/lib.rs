@@ -12,5 +12,6 @@ pub mod router;
 pub mod spin;
 pub mod sys;
 pub mod traffic;
+pub mod wakecost;
 pub mod wire;
 pub mod xdpfwd;

@@ -281,6 +281,18 @@ pub fn thread_cpu_ns() -> u64 {
     clock(rustix::time::ClockId::ThreadCPUTime)
 }
 
+/// How many times the calling thread has blocked (and so been woken):
+/// its voluntary context switches.
+pub fn thread_wakeups() -> u64 {
+    // SAFETY: ru is valid for the kernel to write.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD and a valid rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_nvcsw as u64
+}
+
 /// Waits for any of `fds` to be readable (or writable with `POLLOUT` in
 /// `events`), for at most `timeout_ms`. Returns the ready mask per fd.
 /// EINTR counts as a timeout.

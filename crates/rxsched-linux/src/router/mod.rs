@@ -165,6 +165,10 @@ pub struct RouterConfig {
     pub feedback: Option<(f64, f64)>,
     /// Polling, M4: input may use this share of each 10 ms.
     pub cycle_limit: Option<f64>,
+    /// Polling, M4: what each wake-up of the router costs the task it
+    /// interrupts beyond the CPU time it is charged with, in ns (see
+    /// [`crate::wakecost`]); `None`: measured at start when M4 is on.
+    pub wake_cost_ns: Option<u64>,
     /// The CPU everything runs on.
     pub cpu: Option<usize>,
     /// Stop after this many seconds.
@@ -244,6 +248,9 @@ pub struct RouterReport {
     pub in_flight: u64,
     /// CPU time the router's threads used, in seconds.
     pub cpu_s: f64,
+    /// With M4: the cost charged per wake-up, in ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake_cost_ns: Option<u64>,
 }
 
 impl RouterReport {
@@ -267,6 +274,7 @@ impl RouterReport {
             mode_switches: 0,
             in_flight,
             cpu_s: 0.0,
+            wake_cost_ns: None,
         }
     }
 }
@@ -473,6 +481,7 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
     if let Some(c) = cfg.cpu {
         sys::pin_to_cpu(c)?;
     }
+    let cfg = &with_wake_cost(cfg)?;
     match (cfg.backend, cfg.mode) {
         (Backend::Packet, Mode::Polling) => {
             sys::set_fifo(KTHREAD_PRIO)?;
@@ -484,6 +493,19 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
         }
         (Backend::Xdp, mode) => run_xdp(cfg, mode),
     }
+}
+
+/// With M4 on in polling mode, the configuration with the wake-up cost
+/// measured on the router's CPU unless given (before the thread takes a
+/// real-time priority: the measurement's loop must be preemptible).
+fn with_wake_cost(cfg: &RouterConfig) -> SysResult<RouterConfig> {
+    let mut c = cfg.clone();
+    if cfg.mode == Mode::Polling && cfg.cycle_limit.is_some() && cfg.wake_cost_ns.is_none() {
+        // SAFETY: sched_getcpu has no preconditions.
+        let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
+        c.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpu.unwrap_or(here))?);
+    }
+    Ok(c)
 }
 
 /// The router on AF_XDP. Polling: the thread owns the receive work (see

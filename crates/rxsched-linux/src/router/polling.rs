@@ -115,6 +115,8 @@ pub struct PollingRouter<R, T, C, W> {
     charged: Option<u64>,
     /// Turns since the last charge.
     since_charge: u32,
+    /// With M4: ns charged per wake-up of this thread on top of CPU time.
+    wake_cost: u64,
     mode: Mode,
 }
 
@@ -157,6 +159,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             gate_open: true,
             charged: None,
             since_charge: 0,
+            wake_cost: cfg.cycle_limit.and(cfg.wake_cost_ns).unwrap_or(0),
             mode: cfg.mode,
         }
         .metered(cfg))
@@ -180,9 +183,17 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         Ok(self)
     }
 
-    /// This thread's CPU time and the gate's receive threads'.
+    /// This thread's CPU time and the gate's receive threads', and what
+    /// its wake-ups cost the tasks they interrupted: each wake-up of this
+    /// thread follows one of the receive work, which a timer or device
+    /// interrupt started on the CPU (see [`crate::wakecost`]).
     fn cpu_used(&self) -> SysResult<Nanos> {
-        Ok(self.clock.cpu_ns() + self.gate.cpu_ns()?)
+        let wakes = if self.wake_cost > 0 {
+            self.wake_cost * sys::thread_wakeups()
+        } else {
+            0
+        };
+        Ok(self.clock.cpu_ns() + self.gate.cpu_ns()? + wakes)
     }
 
     /// Charges M4 with the CPU used since the last charge.
@@ -404,6 +415,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             r.inhibits.insert(cause.name().to_string(), n);
         }
         r.mode_switches = self.lp.mode_switches();
+        r.wake_cost_ns = self.charged.map(|_| self.wake_cost);
         Ok(r)
     }
 }

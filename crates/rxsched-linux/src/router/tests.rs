@@ -34,6 +34,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         quota,
         feedback,
         cycle_limit: None,
+        wake_cost_ns: None,
         cpu: None,
         duration_s: 1.0,
         stats_every_s: 0.0,

@@ -153,6 +153,10 @@ pub struct RouteArgs {
     /// Polling, M4: percentage of each 10 ms that input may use.
     #[arg(long)]
     pub cycle_limit: Option<f64>,
+    /// Polling, M4: what one wake-up of the router costs the task it
+    /// interrupts, beyond CPU time, in ns (default: measured at start).
+    #[arg(long)]
+    pub wake_cost_ns: Option<u64>,
     /// Pin every thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -339,6 +343,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         quota,
         feedback,
         cycle_limit: a.cycle_limit.map(|p| p / 100.0),
+        wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
         duration_s: a.duration,
         stats_every_s: a.stats_every.max(0.0),
