@@ -135,7 +135,8 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
                     format!("{r:.0} pkts/s")
                 }
             ));
-            s.points.push(trial::run(lab, *fwd, r, secs, idle)?);
+            s.points
+                .push(steady(|| trial::run(lab, *fwd, r, secs, idle), progress)?);
         }
         series.push(s);
     }
@@ -158,6 +159,39 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     lab.set_kernel_forwarding(false)
         .map_err(|e| BenchError(e.to_string()))?;
     Ok(vec![r1, r2, r3])
+}
+
+/// A point measured while the hypervisor took more than this share of the
+/// DUT CPU is measured again (a stall of the host's CPUs can halve a
+/// point's rate and its compute progress; steal on this VM is usually
+/// 0–5%, but runs of 20–50% happen).
+const STEAL_RETRY: f64 = 0.1;
+/// Trials of one point at most.
+const MAX_TRIALS: usize = 3;
+
+/// One point from up to [`MAX_TRIALS`] trials: the first whose DUT steal
+/// share is at most [`STEAL_RETRY`], or else the one with the least steal.
+/// The point records how many trials it took (`trials`).
+fn steady(
+    mut trial: impl FnMut() -> Result<Point, BenchError>,
+    progress: &dyn Fn(&str),
+) -> Result<Point, BenchError> {
+    let steal = |p: &Point| p.get("dut_steal_share").unwrap_or(0.0);
+    let mut best = trial()?;
+    let mut n = 1;
+    while steal(&best) > STEAL_RETRY && n < MAX_TRIALS {
+        progress(&format!(
+            "  the hypervisor took {:.0}% of the DUT CPU; measuring again",
+            100.0 * steal(&best)
+        ));
+        let p = trial()?;
+        n += 1;
+        if steal(&p) < steal(&best) {
+            best = p;
+        }
+    }
+    best.set("trials", n as f64);
+    Ok(best)
 }
 
 fn router_result(series: Vec<Series>) -> ResultFile {
@@ -368,4 +402,46 @@ pub fn write(out: &std::path::Path, results: &[ResultFile]) -> std::io::Result<(
         crate::report::write_all(out, r)?;
     }
     crate::report::write_index(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Trials whose steal shares are `steals`, in order; each point's y is
+    /// its trial number.
+    fn points(steals: &[f64]) -> (Point, usize) {
+        let next = RefCell::new(0);
+        let p = steady(
+            || {
+                let mut i = next.borrow_mut();
+                let mut p = Point::xy("offered_pps", 1.0, "delivered_pps", *i as f64);
+                p.set("dut_steal_share", steals[*i]);
+                *i += 1;
+                Ok(p)
+            },
+            &|_| {},
+        )
+        .unwrap();
+        let n = *next.borrow();
+        (p, n)
+    }
+
+    #[test]
+    fn a_quiet_point_is_measured_once() {
+        let (p, n) = points(&[0.02, 0.0, 0.0]);
+        assert_eq!((n, p.get("trials")), (1, Some(1.0)));
+    }
+
+    #[test]
+    fn a_stolen_point_is_measured_again_and_the_quietest_kept() {
+        let (p, n) = points(&[0.4, 0.05, 0.0]);
+        assert_eq!((n, p.get("delivered_pps")), (2, Some(1.0)));
+        let (p, n) = points(&[0.4, 0.3, 0.35]);
+        assert_eq!(
+            (n, p.get("delivered_pps"), p.get("trials")),
+            (3, Some(1.0), Some(3.0))
+        );
+    }
 }
