@@ -112,7 +112,7 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     let lab = &opts.lab;
     let (rates, secs) = rates(opts.quick);
     progress("measuring the compute process alone");
-    let idle = trial::idle_progress(lab, 1.0)?;
+    let dut = trial::measure_dut(lab, 1.0)?;
     let all = [
         Forwarder::Kernel,
         Forwarder::XdpFwd,
@@ -136,7 +136,7 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
                 }
             ));
             s.points
-                .push(steady(|| trial::run(lab, *fwd, r, secs, idle), progress)?);
+                .push(steady(|| trial::run(lab, *fwd, r, secs, &dut), progress)?);
         }
         series.push(s);
     }
@@ -155,7 +155,7 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     let mut limit = limit;
     limit.extend(polling);
     let r2 = cpu_limit_result(limit);
-    let r3 = latency_result(lab, mlfrr, idle, opts.quick, progress)?;
+    let r3 = latency_result(lab, mlfrr, &dut, opts.quick, progress)?;
     lab.set_kernel_forwarding(false)
         .map_err(|e| BenchError(e.to_string()))?;
     Ok(vec![r1, r2, r3])
@@ -273,7 +273,7 @@ const LATENCY_TRIALS: usize = 5;
 fn latency_result(
     lab: &Lab,
     mlfrr: f64,
-    idle: f64,
+    dut: &trial::Dut,
     quick: bool,
     progress: &dyn Fn(&str),
 ) -> Result<ResultFile, BenchError> {
@@ -288,7 +288,7 @@ fn latency_result(
                 fwd.label(),
                 rep + 1
             ));
-            trials[i].push(trial::run(lab, *fwd, rate, secs, idle)?);
+            trials[i].push(trial::run(lab, *fwd, rate, secs, dut)?);
         }
     }
     let series = modes

@@ -42,9 +42,11 @@ impl Forwarder {
         }
     }
 
-    /// The command that forwards, if it is a process of ours.
-    fn command(self, secs: f64) -> Option<Vec<String>> {
+    /// The command that forwards for `secs`, if it is a process of ours;
+    /// M4 charges `wake_cost_ns` per wake-up.
+    fn command(self, secs: f64, wake_cost_ns: u64) -> Option<Vec<String>> {
         let d = secs.to_string();
+        let wake = wake_cost_ns.to_string();
         let cpu = DUT_CPU.to_string();
         let route = |extra: &[&str]| {
             let mut v = strings(&["route", "--backend", "xdp", "--cpu", &cpu, "--duration", &d]);
@@ -56,7 +58,14 @@ impl Forwarder {
             Forwarder::XdpFwd => Some(strings(&["xdp-fwd", "--ports", D0.iface, "--duration", &d])),
             Forwarder::Interrupt => route(&["--mode", "interrupt"]),
             Forwarder::Polling => route(&["--mode", "polling"]),
-            Forwarder::PollingLimit50 => route(&["--mode", "polling", "--cycle-limit", "50"]),
+            Forwarder::PollingLimit50 => route(&[
+                "--mode",
+                "polling",
+                "--cycle-limit",
+                "50",
+                "--wake-cost-ns",
+                &wake,
+            ]),
         }
     }
 
@@ -156,11 +165,36 @@ fn counters(lab: &Lab, router: Option<&Child>) -> Result<Counters, BenchError> {
     .map_err(|e| BenchError(e.to_string()))
 }
 
-/// The compute process's progress rate on an idle DUT: its full share.
-pub fn idle_progress(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
+/// What the DUT CPU gives when nothing forwards.
+#[derive(Debug, Clone, Copy)]
+pub struct Dut {
+    /// The compute process's progress rate: its full share.
+    pub idle: f64,
+    /// The cost of one wake-up of the receive work to the task it
+    /// interrupts (M4 charges it; see `rxsched_linux::wakecost`).
+    pub wake_cost_ns: u64,
+}
+
+/// Measures the idle DUT: the compute process alone for `secs`, then the
+/// wake-up cost (the median of three measurements, from a thread of this
+/// process pinned to the DUT CPU, so that every polling router with M4 in
+/// the run charges the same).
+pub fn measure_dut(lab: &Lab, secs: f64) -> Result<Dut, BenchError> {
     let c = spawn(lab, Role::Dut, &spin_args(secs))?;
     let r = finish(c, "spin")?;
-    Ok(f(&r, "progress_rate"))
+    let wake = std::thread::spawn(|| {
+        (0..3)
+            .map(|_| rxsched_linux::wakecost::measure(DUT_CPU))
+            .collect::<Result<Vec<u64>, _>>()
+    })
+    .join()
+    .map_err(|_| BenchError("the wake-up cost measurement panicked".into()))?;
+    let mut wake = wake.map_err(|e| BenchError(e.to_string()))?;
+    wake.sort_unstable();
+    Ok(Dut {
+        idle: f(&r, "progress_rate"),
+        wake_cost_ns: wake[1],
+    })
 }
 
 fn spin_args(secs: f64) -> Vec<String> {
@@ -174,20 +208,20 @@ fn spin_args(secs: f64) -> Vec<String> {
 }
 
 /// One point: `fwd` forwarding while the generator offers `rate` for
-/// `secs`, with the compute process on the DUT CPU; `idle` is its progress
-/// rate on an idle DUT.
+/// `secs`, with the compute process on the DUT CPU, compared with `dut`.
 pub fn run(
     lab: &Lab,
     fwd: Forwarder,
     rate: f64,
     secs: f64,
-    idle: f64,
+    dut: &Dut,
 ) -> Result<Point, BenchError> {
+    let idle = dut.idle;
     let io = |e: lab::LabError| BenchError(e.to_string());
     lab.reset_dut_receive().map_err(io)?;
     lab.set_kernel_forwarding(fwd.kernel_forwarding())
         .map_err(io)?;
-    let router = match fwd.command(secs + 6.0) {
+    let router = match fwd.command(secs + 6.0, dut.wake_cost_ns) {
         Some(args) => Some(spawn(lab, Role::Dut, &args)?),
         None => None,
     };
@@ -286,6 +320,9 @@ fn metrics(g: &Value, sk: &Value, rt: Option<&Value>) -> Metrics {
     m.extra.insert("gen_waits".into(), f(g, "waits"));
     if let Some(r) = rt {
         m.mode_switches = f(r, "mode_switches") as u64;
+        if let Some(w) = r.get("wake_cost_ns").and_then(Value::as_f64) {
+            m.extra.insert("wake_cost_ns".into(), w);
+        }
         if let Some(o) = r.get("inhibits").and_then(Value::as_object) {
             m.inhibits = o
                 .iter()
@@ -346,7 +383,7 @@ pub fn idle_cpu(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
         spawn(
             lab,
             Role::Dut,
-            &Forwarder::Polling.command(secs).expect("a router"),
+            &Forwarder::Polling.command(secs, 0).expect("a router"),
         )?,
         "route",
     )?;
