@@ -264,7 +264,7 @@ fn cpu_limit_result(series: Vec<Series>) -> ResultFile {
 }
 
 /// Trials of each router mode in the latency comparison.
-const LATENCY_TRIALS: usize = 5;
+const LATENCY_TRIALS: usize = 7;
 
 /// Latency of the two router modes at a tenth of polling's MLFRR:
 /// [`LATENCY_TRIALS`] trials of each, alternating, and each mode's trial
