@@ -22,7 +22,7 @@ pub use drops::{DropCounts, DropPoint};
 pub use feedback::QueueFeedback;
 pub use interrupt::{BatchStep, InterruptBatch};
 pub use napi::{Napi, NapiAction, NapiConfig};
-pub use poll_loop::{Clock, Devices, PollLoop, Wake, Work};
+pub use poll_loop::{Clock, Devices, InhibitCheck, PollLoop, Wake, Work};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
 pub use quota::Quota;
 pub use tx_reclaim::TxReclaim;

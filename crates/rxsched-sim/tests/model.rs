@@ -68,7 +68,7 @@ proptest! {
 }
 
 /// At a rate where packets never overlap, a compute-bound process gets
-/// exactly the CPU that the per-packet costs leave: preempted work resumes
+/// exactly the CPU that the per-packet costs and the clock leave: preempted work resumes
 /// with exactly its remaining time, and nothing is charged twice or lost.
 #[test]
 fn preemption_charges_exactly_the_modelled_costs() {
@@ -82,7 +82,8 @@ fn preemption_charges_exactly_the_modelled_costs() {
         + c.ip_switch + c.ip_input + c.ip_output + c.driver_tx // IP thread
         + c.intr_dispatch + c.tx_reclaim; // transmit-complete interrupt
     let (m, _) = run(&s, None).unwrap();
-    let expected = 1.0 - 500.0 * per_packet as f64 / 1e9;
+    let clock = c.clock_hz as f64 * c.clock_tick as f64 / 1e9; // the hardclock
+    let expected = 1.0 - 500.0 * per_packet as f64 / 1e9 - clock;
     let got = m.cpu["user:compute"];
     assert!(
         (got - expected).abs() < 2e-4,

@@ -3,7 +3,7 @@
 //! parameter a rule does not take is an error. Nothing here knows a paper's
 //! numbers: every threshold comes from the file, every value from points.
 
-use crate::result::{ResultFile, Verdict};
+use crate::result::{Claim, ResultFile, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// One `[[check]]`.
@@ -17,6 +17,9 @@ pub struct Check {
     /// Ignore points beyond this x.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<f64>,
+    /// The claim of the text this check stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
     /// The rule and its parameters.
     #[serde(flatten)]
     pub rule: Rule,
@@ -202,6 +205,7 @@ impl Check {
             name: self.name.clone(),
             pass,
             detail,
+            claim: self.claim.clone(),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! every metric named exists, and no check is unable to fail.
 
 use crate::checks::Check;
-use crate::result::Axis;
+use crate::result::{Axis, Claim, ClaimKind};
 use rxsched_sim::{InputError, Loaded};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -20,6 +20,7 @@ pub const KEYS: &[&str] = &[
     "series",
     "reference",
     "check",
+    "claim",
 ];
 
 /// Numbers a throughput search adds to each point.
@@ -159,6 +160,9 @@ pub struct Experiment {
     /// Verdicts.
     #[serde(default)]
     pub check: Vec<Check>,
+    /// Claims of the text that no check stands for.
+    #[serde(default)]
+    pub claim: Vec<Claim>,
 }
 
 /// A scenario file read whole: the model and the figure.
@@ -245,6 +249,22 @@ impl ExperimentFile {
             if let (Some(f), Some(m)) = (&self.exp.figure, &c.metric) {
                 self.check_metric(f, m)
                     .map_err(|e| l.error(&key("metric"), e))?;
+            }
+            if let Some(cl) = &c.claim {
+                if cl.kind == ClaimKind::HeldOut || cl.unchecked.is_some() {
+                    return Err(l.error(
+                        &key("claim"),
+                        "a check stands for a claim it checks: a held-out or unchecked claim goes in a top-level [[claim]]".into(),
+                    ));
+                }
+            }
+        }
+        for (i, cl) in self.exp.claim.iter().enumerate() {
+            if cl.unchecked.is_none() {
+                return Err(l.error(
+                    &format!("claim.{i}"),
+                    "a claim that no check stands for must say why (`unchecked`); a checked claim goes in its [[check]]".into(),
+                ));
             }
         }
         Ok(())

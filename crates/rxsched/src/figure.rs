@@ -255,6 +255,7 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
     result.table = f.table.clone();
     result.legend = f.legend.clone();
     result.checks = exp.check.iter().map(|c| c.evaluate(&result)).collect();
+    result.claims = exp.claim.clone();
     result
 }
 

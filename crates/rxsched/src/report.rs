@@ -1,6 +1,6 @@
 //! Writing results: JSON, CSV, an SVG plot per figure, and `index.html`.
 
-use crate::result::{Axis, ResultFile, SCHEMA};
+use crate::result::{Axis, Claim, ResultFile, SCHEMA};
 use plotters::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -296,19 +296,68 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
         );
         h += &summary_table(r);
         h += &values_table(r);
-        h += "<table><tr><th>check</th><th>verdict</th><th>computed</th></tr>\n";
-        for c in &r.checks {
-            let v = verdict(c.pass);
-            h += &format!(
-                "<tr><td>{}</td><td>{v}</td><td>{}</td></tr>\n",
-                esc(&c.name),
-                esc(&c.detail)
-            );
-        }
-        h += "</table></section>\n";
+        h += &claims_table(r);
+        h += &checks_table(r);
+        h += "</section>\n";
     }
     h += "</body></html>\n";
     std::fs::write(dir.join("index.html"), h)
+}
+
+/// The claims of the text about this figure: each with its section, how it
+/// is used, our value (the check's computed numbers) and the verdict; then
+/// the claims no check stands for, with the reason.
+fn claims_table(r: &ResultFile) -> String {
+    let checked = r
+        .checks
+        .iter()
+        .filter_map(|c| c.claim.as_ref().map(|cl| (cl, c)));
+    if r.claims.is_empty() && checked.clone().next().is_none() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h3>Claims of the text</h3>\n<table><tr><th>claim</th><th>where</th><th>kind</th><th>ours</th><th>verdict</th></tr>\n",
+    );
+    let row = |quote: &str, cl: &Claim, ours: &str, v: &str| {
+        format!(
+            "<tr><td>\u{201c}{}\u{201d}</td><td>{}</td><td>{}</td><td>{}</td><td>{v}</td></tr>\n",
+            esc(quote),
+            esc(&cl.section),
+            cl.kind.word(),
+            esc(ours)
+        )
+    };
+    for (cl, c) in checked {
+        h += &row(&cl.quote, cl, &c.detail, verdict(c.pass));
+    }
+    for cl in &r.claims {
+        let why = cl.unchecked.as_deref().unwrap_or("");
+        h += &row(&cl.quote, cl, why, "<span>not checked</span>");
+    }
+    h + "</table>\n"
+}
+
+/// The checks no claim of the text stands for (consistency, conservation,
+/// the design's own expectations), or every check for a real result.
+fn checks_table(r: &ResultFile) -> String {
+    let rest: Vec<_> = r.checks.iter().filter(|c| c.claim.is_none()).collect();
+    if rest.is_empty() {
+        return String::new();
+    }
+    let mut h = String::new();
+    if rest.len() < r.checks.len() {
+        h += "<h3>Other checks</h3>\n";
+    }
+    h += "<table><tr><th>check</th><th>verdict</th><th>computed</th></tr>\n";
+    for c in rest {
+        h += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            esc(&c.name),
+            verdict(c.pass),
+            esc(&c.detail)
+        );
+    }
+    h + "</table>\n"
 }
 
 /// A small table per series: peak, MLFRR and the value at the highest x,

@@ -121,6 +121,47 @@ pub struct Reference {
     pub note: String,
 }
 
+/// How a claim of the text is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClaimKind {
+    /// A number the testbed's profile is calibrated from (within 5%).
+    Calibration,
+    /// A number the model predicts (within 15%).
+    Prediction,
+    /// A shape: which curve is above which, where one collapses or stays flat.
+    Shape,
+    /// A value the text withholds: we report ours and check nothing.
+    HeldOut,
+}
+
+impl ClaimKind {
+    /// The word the report shows.
+    pub fn word(self) -> &'static str {
+        match self {
+            ClaimKind::Calibration => "calibration",
+            ClaimKind::Prediction => "prediction",
+            ClaimKind::Shape => "shape",
+            ClaimKind::HeldOut => "held out",
+        }
+    }
+}
+
+/// A claim of the publication's text about a figure or table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Its words, briefly quoted.
+    pub quote: String,
+    /// Where in the text (`§6.2`).
+    pub section: String,
+    /// How it is used.
+    pub kind: ClaimKind,
+    /// For a claim that no check stands for: why, and what we show instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchecked: Option<String>,
+}
+
 /// One verdict, computed from the points.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {
@@ -130,6 +171,9 @@ pub struct Verdict {
     pub pass: bool,
     /// The computed numbers behind the verdict.
     pub detail: String,
+    /// The claim of the text the check stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
 }
 
 /// What a result is, apart from its data.
@@ -177,6 +221,10 @@ pub struct ResultFile {
     pub reference: Vec<Reference>,
     /// Verdicts computed from the points.
     pub checks: Vec<Verdict>,
+    /// Claims of the text that no check stands for (held out, or outside
+    /// the model), each with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<Claim>,
     /// Metrics the report shows as a table, one row per point.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub table: Vec<String>,
@@ -216,6 +264,7 @@ impl ResultFile {
             series,
             reference,
             checks: Vec::new(),
+            claims: Vec::new(),
             table: Vec::new(),
             legend: None,
             mlfrr_loss: 0.0,

@@ -116,6 +116,18 @@ fn figure_and_check_errors_exit_2_naming_line_and_key() {
             "check.0.kind",
         ),
         ("type.toml", "[[process]]\nkind = 5\n", 15, "process.0.kind"),
+        (
+            "claim.toml",
+            "[[claim]]\nquote = \"q\"\nsection = \"§1\"\nkind = \"shape\"\n",
+            14,
+            "claim.0",
+        ),
+        (
+            "claimkind.toml",
+            "[[claim]]\nquote = \"q\"\nsection = \"§1\"\nkind = \"guess\"\nunchecked = \"why\"\n",
+            17,
+            "claim.0.kind",
+        ),
     ] {
         let p = scenario(name, &format!("{GOOD}{fig}{tail}"));
         let o = rxsched(&["sweep", p.to_str().unwrap(), "--vary", "traffic.rate_pps=1000"]);

@@ -155,6 +155,9 @@ pub struct KernelCfg {
     pub cycle_limit: CycleLimitCfg,
     /// M5.
     pub breaker: BreakerCfg,
+    /// Polling: whether M3 and M4 inhibits stop a callback at the next
+    /// packet (`packet`) or only when it returns (`callback`).
+    pub inhibit_check: rxsched_core::InhibitCheck,
     /// Linux: a driver variant preset (`ORIGINAL`, `TX-128`, `TX-OFF`,
     /// `NAPI`, `NAPI-TX-128`, `NAPI-TX-OFF`); sets `napi` and `tx_reclaim`.
     pub variant: Option<String>,
@@ -219,6 +222,7 @@ impl Default for KernelCfg {
             napi_budget_us: 2000.0,
             // Linux 2.6.9: netdev_max_backlog = 300.
             backlog_limit: 300,
+            inhibit_check: rxsched_core::InhibitCheck::Packet,
         }
     }
 }

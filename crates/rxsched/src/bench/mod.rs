@@ -56,6 +56,7 @@ fn named(name: &str, rule: Rule) -> Check {
         name: name.into(),
         metric: None,
         until: None,
+        claim: None,
         rule,
     }
 }

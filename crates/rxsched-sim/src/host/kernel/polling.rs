@@ -101,7 +101,7 @@ impl Polling {
                 k.cycle_limit.percent / 100.0,
             ));
         }
-        let mut lp = PollLoop::new(fac);
+        let mut lp = PollLoop::new(fac).with_inhibit_check(k.inhibit_check);
         for _ in 0..ports {
             lp.register(true, true);
         }
