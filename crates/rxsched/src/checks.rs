@@ -20,6 +20,11 @@ pub struct Check {
     /// The claim of the text this check stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
+    /// The model is known to miss this claim, and why (the mechanism it
+    /// lacks): the check is computed and shown, and a failure does not
+    /// fail the result. A known miss that passes is an error in the tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_miss: Option<String>,
     /// The rule and its parameters.
     #[serde(flatten)]
     pub rule: Rule,
@@ -206,6 +211,7 @@ impl Check {
             pass,
             detail,
             claim: self.claim.clone(),
+            known_miss: self.known_miss.clone(),
         }
     }
 }

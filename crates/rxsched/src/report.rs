@@ -328,7 +328,11 @@ fn claims_table(r: &ResultFile) -> String {
         )
     };
     for (cl, c) in checked {
-        h += &row(&cl.quote, cl, &c.detail, verdict(c.pass));
+        let v = match (&c.known_miss, c.pass) {
+            (Some(why), false) => format!("<span class=fail>missed</span> (known: {})", esc(why)),
+            _ => verdict(c.pass).to_string(),
+        };
+        h += &row(&cl.quote, cl, &c.detail, &v);
     }
     for cl in &r.claims {
         let why = cl.unchecked.as_deref().unwrap_or("");

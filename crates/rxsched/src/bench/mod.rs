@@ -57,6 +57,7 @@ fn named(name: &str, rule: Rule) -> Check {
         metric: None,
         until: None,
         claim: None,
+        known_miss: None,
         rule,
     }
 }
