@@ -7,7 +7,7 @@
 
 use crate::sys::{SysError, SysResult};
 use aya::maps::{MapData, PerCpuArray};
-use aya::programs::{Xdp, XdpMode};
+use aya::programs::{Program, ProgramError, SchedClassifier, Xdp, XdpMode};
 use aya::Ebpf;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -68,16 +68,24 @@ impl Object {
         })
     }
 
-    fn xdp(&mut self, prog: &str) -> SysResult<&mut Xdp> {
-        let what = self.what.clone();
+    /// Program `prog` of the object as its type `P` (not loaded yet, maybe).
+    fn program<P>(&mut self, prog: &str) -> SysResult<&mut P>
+    where
+        for<'a> &'a mut P: TryFrom<&'a mut Program, Error = ProgramError>,
+    {
+        let what = &self.what;
         let p = self.ebpf.program_mut(prog).ok_or_else(|| SysError {
             what: what.clone(),
             syscall: "bpf(BPF_PROG_LOAD)",
             source: io::Error::new(io::ErrorKind::NotFound, format!("no program {prog}")),
         })?;
-        let x: &mut Xdp = p
-            .try_into()
-            .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
+        p.try_into()
+            .map_err(|e| aya_err(what, "bpf(BPF_PROG_LOAD)", e))
+    }
+
+    fn xdp(&mut self, prog: &str) -> SysResult<&mut Xdp> {
+        let what = self.what.clone();
+        let x: &mut Xdp = self.program(prog)?;
         if x.fd().is_err() {
             x.load()
                 .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
@@ -98,14 +106,7 @@ impl Object {
     /// (kernel 6.6 and later) that goes away with this process.
     pub fn attach_tc(&mut self, prog: &str, iface: &str) -> SysResult<()> {
         let what = self.what.clone();
-        let p = self.ebpf.program_mut(prog).ok_or_else(|| SysError {
-            what: what.clone(),
-            syscall: "bpf(BPF_PROG_LOAD)",
-            source: io::Error::new(io::ErrorKind::NotFound, format!("no program {prog}")),
-        })?;
-        let tc: &mut aya::programs::SchedClassifier = p
-            .try_into()
-            .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
+        let tc: &mut SchedClassifier = self.program(prog)?;
         tc.load()
             .map_err(|e| aya_err(&what, "bpf(BPF_PROG_LOAD)", e))?;
         tc.attach(iface, aya::programs::TcAttachType::Ingress)

@@ -22,6 +22,23 @@ pub struct SpinReport {
     pub progress_rate: f64,
 }
 
+/// Computes until the monotonic clock reaches `end` (ns) or `stop` says
+/// so; returns the iterations done, each `rounds` steps of a xorshift.
+pub(crate) fn busy(end: u64, rounds: u32, stop: impl Fn() -> bool) -> u64 {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut iterations = 0u64;
+    while mono_ns() < end && !stop() {
+        for _ in 0..rounds {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        iterations += 1;
+    }
+    std::hint::black_box(x);
+    iterations
+}
+
 /// Spins on `cpu` for `duration_s` seconds (bounded) and reports its share.
 pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
     if let Some(c) = cpu {
@@ -32,17 +49,7 @@ pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
     let t0 = mono_ns();
     let c0 = sys::thread_cpu_ns();
     let end = t0 + (duration_s.clamp(0.0, 3600.0) * 1e9) as u64;
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut iterations = 0u64;
-    while mono_ns() < end && !sys::signals::stopping() {
-        for _ in 0..10_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        iterations += 1;
-    }
-    std::hint::black_box(x);
+    let iterations = busy(end, 10_000, sys::signals::stopping);
     let wall = (mono_ns() - t0) as f64 / 1e9;
     let cpu_s = (sys::thread_cpu_ns() - c0) as f64 / 1e9;
     let steal_s = (steal()?.saturating_sub(s0) as f64 / 1e9).min(wall);

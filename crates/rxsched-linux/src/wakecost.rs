@@ -30,18 +30,7 @@ const ROUNDS: usize = 5;
 /// hypervisor's steal), spinning for `ns` of wall time.
 fn spin_for(cpu: usize, ns: u64) -> f64 {
     let steal0 = sys::cpu_steal_ns(cpu).unwrap_or(0);
-    let end = mono_ns() + ns;
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut n = 0u64;
-    while mono_ns() < end {
-        for _ in 0..100 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        n += 1;
-    }
-    std::hint::black_box(x);
+    let n = crate::spin::busy(mono_ns() + ns, 100, || false);
     let stolen = sys::cpu_steal_ns(cpu).map_or(0, |s| s.saturating_sub(steal0));
     n as f64 / ns.saturating_sub(stolen).max(1) as f64
 }

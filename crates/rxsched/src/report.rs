@@ -318,10 +318,10 @@ fn claims_table(r: &ResultFile) -> String {
     let mut h = String::from(
         "<h3>Claims of the text</h3>\n<table><tr><th>claim</th><th>where</th><th>kind</th><th>ours</th><th>verdict</th></tr>\n",
     );
-    let row = |quote: &str, cl: &Claim, ours: &str, v: &str| {
+    let row = |cl: &Claim, ours: &str, v: &str| {
         format!(
             "<tr><td>\u{201c}{}\u{201d}</td><td>{}</td><td>{}</td><td>{}</td><td>{v}</td></tr>\n",
-            esc(quote),
+            esc(&cl.quote),
             esc(&cl.section),
             cl.kind.word(),
             esc(ours)
@@ -332,11 +332,11 @@ fn claims_table(r: &ResultFile) -> String {
             (Some(why), false) => format!("<span class=fail>missed</span> (known: {})", esc(why)),
             _ => verdict(c.pass).to_string(),
         };
-        h += &row(&cl.quote, cl, &c.detail, &v);
+        h += &row(cl, &c.detail, &v);
     }
     for cl in &r.claims {
         let why = cl.unchecked.as_deref().unwrap_or("");
-        h += &row(&cl.quote, cl, why, "<span>not checked</span>");
+        h += &row(cl, why, "<span>not checked</span>");
     }
     h + "</table>\n"
 }

@@ -159,17 +159,23 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
 /// number and send time 0 (the engine stamps them).
 pub fn template(cfg: &GenConfig, src_mac: Mac) -> Vec<u8> {
     let mut b = vec![0u8; cfg.frame_bytes.max(64)];
-    let n = crate::wire::build_udp_frame(
-        &mut b,
+    let n = probe(&mut b, cfg, src_mac, 0, 0);
+    b.truncate(n);
+    b
+}
+
+/// Builds the generator's probe number `seq`, sent at `now`, into `buf`;
+/// returns its length.
+pub fn probe(buf: &mut [u8], cfg: &GenConfig, src_mac: Mac, seq: u64, now: u64) -> usize {
+    crate::wire::build_udp_frame(
+        buf,
         cfg.frame_bytes,
         src_mac,
         cfg.dst_mac,
         cfg.src_ip,
         cfg.dst_ip,
         (9000, 9001),
-        0,
-        0,
-    );
-    b.truncate(n);
-    b
+        seq,
+        now,
+    )
 }

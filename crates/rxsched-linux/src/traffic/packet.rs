@@ -6,7 +6,7 @@ use super::{GenConfig, GenReport, LatencyUs, SinkConfig, SinkReport};
 use crate::backend::packet::{PacketRing, PacketTx, RingConfig};
 use crate::backend::{RxBackend, TxBackend};
 use crate::sys::{self, mono_ns, SysResult};
-use crate::wire::{build_udp_frame, parse_probe};
+use crate::wire::parse_probe;
 
 /// Frames per `sendmmsg`.
 const BATCH: usize = 32;
@@ -57,19 +57,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
             n = n.min((cfg.count - seq) as usize);
         }
         let lens: Vec<usize> = (0..n)
-            .map(|i| {
-                build_udp_frame(
-                    &mut bufs[i],
-                    cfg.frame_bytes,
-                    src_mac,
-                    cfg.dst_mac,
-                    cfg.src_ip,
-                    cfg.dst_ip,
-                    (9000, 9001),
-                    seq + i as u64,
-                    now,
-                )
-            })
+            .map(|i| super::probe(&mut bufs[i], cfg, src_mac, seq + i as u64, now))
             .collect();
         let mut done = 0;
         while done < n {
