@@ -79,6 +79,9 @@ pub struct Metrics {
     pub offered_pps: f64,
     /// Packets/s reaching their final consumer over the measured interval.
     pub delivered_pps: f64,
+    /// Packets/s the host took off the wire (not dropped at a full
+    /// receive ring) over the measured interval.
+    pub received_pps: f64,
     /// Packets that arrived, over the whole run.
     pub arrived: u64,
     /// Packets the host took off the wire (arrived less NIC ring drops).
@@ -140,6 +143,7 @@ impl Default for Samples {
 pub const FIELDS: &[&str] = &[
     "offered_pps",
     "delivered_pps",
+    "received_pps",
     "arrived",
     "received",
     "delivered",

@@ -10,6 +10,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../profiles/dec3000-300.toml"),
     ),
     (
+        "dec3000-500-fddi",
+        include_str!("../../../profiles/dec3000-500-fddi.toml"),
+    ),
+    (
         "dec3100-ultrix",
         include_str!("../../../profiles/dec3100-ultrix.toml"),
     ),
@@ -87,6 +91,14 @@ pub struct Costs {
     pub screend: u64,
     /// Switching between user processes.
     pub context_switch: u64,
+    /// The packet filter, run where the kernel takes a packet: the filter
+    /// program, the enqueue on the capture queue and the reader's wake-up.
+    pub pf_filter: u64,
+    /// tcpdump's per-packet work: its share of a read call, copying the
+    /// captured bytes out, and formatting them.
+    pub capture_read: u64,
+    /// tcpdump writing one packet's header to a disk file, beyond `capture_read`.
+    pub capture_file: u64,
     /// UDP input and socket enqueue.
     pub udp_input: u64,
     /// The application's receive call, per packet.

@@ -68,6 +68,16 @@ pub enum Rule {
     Flat { series: Vec<String>, min: f64 },
     /// The last point is at most `max` of the peak.
     Collapses { series: Vec<String>, max: f64 },
+    /// Where the curve, past its peak, first falls to `fraction` of the peak
+    /// (interpolated between points): the livelock point, within bounds.
+    LivelockAt {
+        series: Vec<String>,
+        fraction: f64,
+        #[serde(default)]
+        min: Option<f64>,
+        #[serde(default)]
+        max: Option<f64>,
+    },
     /// Peak of `series` over peak of `other`.
     PeakRatio(Compare),
     /// MLFRR of `series` over MLFRR of `other`.
@@ -101,12 +111,15 @@ pub enum Rule {
         #[serde(default)]
         at: Option<f64>,
     },
-    /// From x = `at` on, the points span at most `max`.
+    /// From x = `at` on, the points span at most `max` (with `relative`,
+    /// at most `max` of their mean).
     Stable {
         series: Vec<String>,
         max: f64,
         #[serde(default)]
         at: Option<f64>,
+        #[serde(default)]
+        relative: bool,
     },
     /// The points lie on a line: r² at least `min`.
     Linear { series: Vec<String>, min: f64 },
@@ -165,6 +178,7 @@ impl Rule {
             LastOverMlfrr(b) | RangeOverMlfrr(b) => b.series.iter().collect(),
             Flat { series, .. }
             | Collapses { series, .. }
+            | LivelockAt { series, .. }
             | OrderLast { series, .. }
             | Reference { series, .. }
             | PeakReference { series, .. }
@@ -189,7 +203,11 @@ impl Rule {
             LastOverMlfrr(b) | RangeOverMlfrr(b) if open(&b.min, &b.max) => {
                 Some("needs `min` or `max`")
             }
-            QuantileDiff { min, max, .. } | PointDiff { min, max, .. } if open(min, max) => {
+            QuantileDiff { min, max, .. }
+            | PointDiff { min, max, .. }
+            | LivelockAt { min, max, .. }
+                if open(min, max) =>
+            {
                 Some("needs `min` or `max`")
             }
             _ => None,
@@ -231,6 +249,12 @@ impl View<'_> {
         match rule {
             Flat { series, min } => self.each(series, |_, cv| flat(cv, *min)),
             Collapses { series, max } => self.each(series, |_, cv| collapses(cv, *max)),
+            LivelockAt {
+                series,
+                fraction,
+                min,
+                max,
+            } => self.each(series, |_, cv| livelock_at(cv, *fraction, *min, *max)),
             PeakRatio(c) => self.ratio("peak", c, |s| peak(&self.curve(s)).1),
             MlfrrRatio(c) => self.ratio("mlfrr", c, |s| self.r.mlfrr(s)),
             LastRatio(c) => self.ratio("last", c, |s| last(&self.curve(s))),
@@ -244,9 +268,14 @@ impl View<'_> {
             Above { series, min, at } => {
                 self.each(series, |_, cv| above(cv, *min, at.unwrap_or(f64::MIN)))
             }
-            Stable { series, max, at } => {
-                self.each(series, |_, cv| stable(cv, *max, at.unwrap_or(f64::MIN)))
-            }
+            Stable {
+                series,
+                max,
+                at,
+                relative,
+            } => self.each(series, |_, cv| {
+                stable(cv, *max, at.unwrap_or(f64::MIN), *relative)
+            }),
             Linear { series, min } => self.each(series, |_, cv| {
                 let v = r2(cv);
                 (v >= *min, format!("r² = {v:.4}"))
@@ -494,7 +523,7 @@ impl View<'_> {
                 .r
                 .points(s)
                 .filter(|p| p.get("line_limited").unwrap_or(0.0) == 0.0)
-                .filter_map(|p| Some((p.get(&self.r.x.metric)?, p.get(&self.r.y.metric)?)))
+                .filter_map(|p| Some((p.get(&self.r.x.metric)?, p.get(self.r.y_of(s))?)))
                 .collect();
             v.sort_by(|a, b| a.0.total_cmp(&b.0));
             v
@@ -571,6 +600,38 @@ fn collapses(cv: &[(f64, f64)], max: f64) -> Outcome {
     )
 }
 
+fn livelock_at(cv: &[(f64, f64)], fraction: f64, min: Option<f64>, max: Option<f64>) -> Outcome {
+    let (px, py) = peak(cv);
+    let floor = fraction * py;
+    let mut prev = (px, py);
+    for &(x, y) in cv.iter().filter(|p| p.0 > px) {
+        if y <= floor {
+            let at = if prev.1 > y {
+                prev.0 + (x - prev.0) * (prev.1 - floor) / (prev.1 - y)
+            } else {
+                x
+            };
+            return (
+                within(at, min, max),
+                format!(
+                    "falls to {:.0}% of its peak ({py:.0}) at x = {at:.0} (want {})",
+                    fraction * 100.0,
+                    bounds(min, max)
+                ),
+            );
+        }
+        prev = (x, y);
+    }
+    (
+        false,
+        format!(
+            "never falls to {:.0}% of its peak ({py:.0}); last {:.0}",
+            fraction * 100.0,
+            last(cv)
+        ),
+    )
+}
+
 fn from(cv: &[(f64, f64)], at: f64) -> Vec<f64> {
     cv.iter().filter(|p| p.0 >= at).map(|p| p.1).collect()
 }
@@ -593,13 +654,21 @@ fn above(cv: &[(f64, f64)], min: f64, at: f64) -> Outcome {
     )
 }
 
-fn stable(cv: &[(f64, f64)], max: f64, at: f64) -> Outcome {
+fn stable(cv: &[(f64, f64)], max: f64, at: f64, relative: bool) -> Outcome {
     let ys = from(cv, at);
-    let spread =
+    let mut spread =
         ys.iter().copied().fold(f64::MIN, f64::max) - ys.iter().copied().fold(f64::MAX, f64::min);
+    let mean = ys.iter().sum::<f64>() / ys.len().max(1) as f64;
+    if relative {
+        spread = if mean > 0.0 { spread / mean } else { f64::INFINITY };
+    }
+    let of = if relative { " of the mean" } else { "" };
     (
         ys.len() >= 2 && spread <= max,
-        format!("spread {spread:.3} over {} points", ys.len()),
+        format!(
+            "spread {spread:.3}{of} over {} points (want <= {max})",
+            ys.len()
+        ),
     )
 }
 

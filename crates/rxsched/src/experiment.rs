@@ -116,6 +116,10 @@ pub struct SeriesCfg {
     /// Overrides of the base scenario.
     #[serde(default)]
     pub set: BTreeMap<String, toml::Value>,
+    /// Plot this metric for the series instead of the figure's y (for
+    /// example what the kernel received beside what it delivered).
+    #[serde(default)]
+    pub y: Option<String>,
 }
 
 /// `[[reference]]`: published points drawn beside ours.
@@ -234,6 +238,14 @@ impl ExperimentFile {
             f.validate().map_err(|(k, m)| l.error(&k, m))?;
             self.check_metric(f, &f.y.metric)
                 .map_err(|m| l.error("figure.y.metric", m))?;
+        }
+        if let Some(f) = &self.exp.figure {
+            for (i, s) in self.exp.series.iter().enumerate() {
+                if let Some(m) = &s.y {
+                    self.check_metric(f, m)
+                        .map_err(|e| l.error(&format!("series.{i}.y"), e))?;
+                }
+            }
         }
         let labels: Vec<&str> = self.exp.series.iter().map(|s| s.label.as_str()).collect();
         for (i, c) in self.exp.check.iter().enumerate() {

@@ -18,6 +18,8 @@ pub const ALL: &[(&str, &str)] = experiments![
     "mogul-fig7-1",
     "mogul-fig7-6",
     "mogul-fig7-8",
+    "mogul-fig8-1",
+    "mogul-fig8-2",
     "spanos-table1",
     "spanos-fig5-64",
     "spanos-fig5-256",

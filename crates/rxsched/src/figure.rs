@@ -220,6 +220,13 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
         .iter()
         .map(|(label, config)| Series {
             config: config.clone(),
+            y: plan
+                .file
+                .exp
+                .series
+                .iter()
+                .find(|c| &c.label == label)
+                .and_then(|c| c.y.clone()),
             ..Series::new(label)
         })
         .collect();

@@ -96,6 +96,9 @@ pub struct Series {
     /// For distributions and bursts: the metrics record of the run behind the points.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<Value>,
+    /// The metric plotted for this series when it is not the figure's y.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub y: Option<String>,
 }
 
 impl Series {
@@ -106,6 +109,7 @@ impl Series {
             config: BTreeMap::new(),
             points: Vec::new(),
             run: None,
+            y: None,
         }
     }
 }
@@ -288,14 +292,29 @@ impl ResultFile {
             .flat_map(|s| s.points.iter())
     }
 
-    /// A series' points as `(x, metric)` pairs sorted by x.
+    /// A series' points as `(x, metric)` pairs sorted by x; the figure's
+    /// y stands for the series' own y metric when it has one.
     pub fn curve_of(&self, label: &str, metric: &str) -> Vec<(f64, f64)> {
+        let metric = if metric == self.y.metric {
+            self.y_of(label)
+        } else {
+            metric
+        };
         let mut v: Vec<(f64, f64)> = self
             .points(label)
             .filter_map(|p| Some((p.get(&self.x.metric)?, p.get(metric)?)))
             .collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v
+    }
+
+    /// The metric a series plots as y.
+    pub fn y_of(&self, label: &str) -> &str {
+        self.series
+            .iter()
+            .find(|s| s.label == label)
+            .and_then(|s| s.y.as_deref())
+            .unwrap_or(&self.y.metric)
     }
 
     /// A series' points as `(x, y)` pairs sorted by x.

@@ -21,6 +21,8 @@ pub struct Meter {
     pub arrived_w: u64,
     /// Deliveries in the measured interval.
     pub delivered_w: u64,
+    /// Arrivals in the measured interval that found the receive ring full.
+    pub ring_drops_w: u64,
     /// Drops by point.
     pub drops: DropCounts,
     /// Interrupts taken.
@@ -41,6 +43,7 @@ impl Meter {
             delivered: 0,
             arrived_w: 0,
             delivered_w: 0,
+            ring_drops_w: 0,
             drops: DropCounts::default(),
             interrupts: Interrupts::default(),
             events: 0,
@@ -62,6 +65,14 @@ impl Meter {
     /// A packet was discarded at `point`.
     pub fn drop(&mut self, point: DropPoint) {
         self.drops.add(point);
+    }
+
+    /// A packet arriving at `now` found the receive ring full.
+    pub fn ring_drop(&mut self, now: Nanos) {
+        self.drops.add(DropPoint::NicRxRing);
+        if now >= self.w0 {
+            self.ring_drops_w += 1;
+        }
     }
 
     /// A packet reached its final consumer at `now`.

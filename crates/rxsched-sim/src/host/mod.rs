@@ -52,7 +52,7 @@ impl Host {
     /// Builds a host ready to run.
     pub fn new(s: &Scenario, p: Profile) -> Host {
         let (users, names) = Users::new(s);
-        let ports = if users.consumer == Consumer::Reader {
+        let ports = if matches!(users.consumer, Consumer::Reader | Consumer::Capture) {
             1
         } else {
             2
@@ -192,9 +192,9 @@ impl Host {
             INTR => self.next_intr(),
             SOFT | KTHREAD => self.k.next_step(&mut self.m, c),
             _ => {
-                let (step, screen_popped) = self.m.users.next(c - USER0);
-                if screen_popped {
-                    self.k.screen_level(&mut self.m);
+                let (step, popped) = self.m.users.next(c - USER0);
+                if popped {
+                    self.k.queue_level(&mut self.m);
                 }
                 step.map(Step::User)
             }
@@ -229,7 +229,7 @@ impl Host {
                     self.m.carry(c, next);
                 }
             }
-            Step::User(users::Step::AppRead(p)) => self.m.deliver(p),
+            Step::User(users::Step::AppRead(p) | users::Step::Capture(p, _)) => self.m.deliver(p),
             Step::User(_) => {}
             s => self.k.complete(&mut self.m, c, s),
         }
@@ -248,7 +248,7 @@ impl Host {
         self.m.meter.arrival(now);
         let nic = &mut self.m.nics[p.port as usize];
         if nic.rx.len() >= nic.rx_cap {
-            self.m.drop(DropPoint::NicRxRing);
+            self.m.meter.ring_drop(now);
         } else {
             nic.rx.push_back(p);
             self.k.rx_arrived(&mut self.m, p.port);
@@ -284,6 +284,7 @@ impl Host {
         let m = Metrics {
             offered_pps: meter.arrived_w as f64 / secs,
             delivered_pps: meter.delivered_w as f64 / secs,
+            received_pps: (meter.arrived_w - meter.ring_drops_w) as f64 / secs,
             arrived: meter.arrived,
             received: meter.arrived - meter.drops.get(DropPoint::NicRxRing),
             delivered: meter.delivered,

@@ -1,11 +1,12 @@
 //! User processes and their scheduler: a user-level screening filter
-//! (screend), a reader of a UDP socket, and compute-bound processes, run by
+//! (screend), a reader of a UDP socket, a packet-capture monitor (tcpdump)
+//! reading the packet-filter queue, and compute-bound processes, run by
 //! priority and round robin within a priority with a time quantum.
 
 use super::cpu::{Cpu, USER0};
 use super::step::Packet;
 use crate::profile::Costs;
-use crate::scenario::{ProcessKind, Scenario};
+use crate::scenario::{CaptureOutput, ProcessKind, Scenario};
 use rxsched_core::{Nanos, US};
 use std::collections::VecDeque;
 
@@ -21,6 +22,8 @@ pub enum Step {
     Screen(Packet),
     /// The application's receive call for one packet.
     AppRead(Packet),
+    /// tcpdump reads one packet and writes it out.
+    Capture(Packet, CaptureOutput),
     /// A slice of computation.
     Compute,
 }
@@ -29,7 +32,7 @@ impl Step {
     /// The packet the step carries.
     pub fn packet(&self) -> Option<Packet> {
         match *self {
-            Step::Screen(p) | Step::AppRead(p) => Some(p),
+            Step::Screen(p) | Step::AppRead(p) | Step::Capture(p, _) => Some(p),
             Step::CtxSwitch | Step::Compute => None,
         }
     }
@@ -41,6 +44,13 @@ impl Step {
             Step::Screen(_) => c.screend,
             Step::AppRead(p) => {
                 c.app_read + (p.bytes as f64 * c.app_read_per_byte).round() as Nanos
+            }
+            Step::Capture(_, out) => {
+                c.capture_read
+                    + match out {
+                        CaptureOutput::Null => 0,
+                        CaptureOutput::File => c.capture_file,
+                    }
             }
             Step::Compute => COMPUTE_SLICE,
         }
@@ -56,11 +66,14 @@ pub enum Consumer {
     Screend,
     /// An application reads them from a UDP socket.
     Reader,
+    /// The packet filter queues them for a capture process.
+    Capture,
 }
 
 #[derive(Debug)]
 struct User {
     kind: ProcessKind,
+    output: CaptureOutput,
     prio: u32,
     blocked: bool,
     switch_pending: bool,
@@ -79,6 +92,9 @@ pub struct Users {
     /// screend's input queue.
     pub screen_q: VecDeque<Packet>,
     screen_cap: usize,
+    /// The packet-filter queue tcpdump reads.
+    pub filter_q: VecDeque<Packet>,
+    filter_cap: usize,
     /// The reader's socket receive buffer.
     pub sock_q: VecDeque<Packet>,
     sock_bytes: u32,
@@ -93,6 +109,8 @@ impl Users {
             Consumer::Screend
         } else if s.process.iter().any(|q| q.kind == ProcessKind::Reader) {
             Consumer::Reader
+        } else if s.process.iter().any(|q| q.kind == ProcessKind::Tcpdump) {
+            Consumer::Capture
         } else {
             Consumer::Forward
         };
@@ -106,6 +124,7 @@ impl Users {
             .iter()
             .map(|q| User {
                 kind: q.kind,
+                output: q.output.unwrap_or_default(),
                 prio: q
                     .priority
                     .unwrap_or(if q.kind == ProcessKind::Compute { 1 } else { 0 }),
@@ -122,6 +141,8 @@ impl Users {
             consumer,
             screen_q: VecDeque::new(),
             screen_cap: k.screen_queue_limit as usize,
+            filter_q: VecDeque::new(),
+            filter_cap: k.filter_queue_limit as usize,
             sock_q: VecDeque::new(),
             sock_bytes: 0,
             sock_cap_pkts: k.socket_packets as usize,
@@ -135,6 +156,7 @@ impl Users {
             || match self.procs[u].kind {
                 ProcessKind::Screend => !self.screen_q.is_empty(),
                 ProcessKind::Reader => !self.sock_q.is_empty(),
+                ProcessKind::Tcpdump => !self.filter_q.is_empty(),
                 ProcessKind::Compute => true,
             }
     }
@@ -176,7 +198,7 @@ impl Users {
     }
 
     /// Process `u`'s next step, and whether it took a packet off the
-    /// screening queue (whose level feeds back to the kernel).
+    /// watched queue (whose level feeds back to the kernel).
     pub fn next(&mut self, u: usize) -> (Option<Step>, bool) {
         if std::mem::take(&mut self.procs[u].switch_pending) {
             return (Some(Step::CtxSwitch), false);
@@ -194,7 +216,29 @@ impl Users {
                 }
                 None => (None, false),
             },
+            ProcessKind::Tcpdump => match self.filter_q.pop_front() {
+                Some(p) => (Some(Step::Capture(p, self.procs[u].output)), true),
+                None => (None, false),
+            },
         }
+    }
+
+    /// The queue queue-state feedback watches (screend's or the packet
+    /// filter's): its length and size.
+    pub fn watched(&self) -> (usize, usize) {
+        match self.consumer {
+            Consumer::Capture => (self.filter_q.len(), self.filter_cap),
+            _ => (self.screen_q.len(), self.screen_cap),
+        }
+    }
+
+    /// Offers a packet to the packet-filter queue; false if it is full.
+    pub fn to_filter(&mut self, p: Packet) -> bool {
+        if self.filter_q.len() >= self.filter_cap {
+            return false;
+        }
+        self.filter_q.push_back(p);
+        true
     }
 
     /// Offers a packet to screend's queue; false if the queue is full.
@@ -220,6 +264,6 @@ impl Users {
 
     /// Packets waiting in the processes' queues.
     pub fn packets(&self) -> u64 {
-        (self.screen_q.len() + self.sock_q.len()) as u64
+        (self.screen_q.len() + self.sock_q.len() + self.filter_q.len()) as u64
     }
 }

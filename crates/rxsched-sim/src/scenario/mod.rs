@@ -145,6 +145,8 @@ pub struct KernelCfg {
     pub output_queue_limit: u32,
     /// screend's input queue size.
     pub screen_queue_limit: u32,
+    /// The packet-filter (capture) queue's size.
+    pub filter_queue_limit: u32,
     /// Socket receive buffer, in packets.
     pub socket_packets: u32,
     /// Socket receive buffer, in bytes.
@@ -207,6 +209,8 @@ impl Default for KernelCfg {
             ipintrq_limit: 50,
             output_queue_limit: 50,
             screen_queue_limit: 32,
+            // Mogul & Ramakrishnan 1997 §8.2: the packet-filter queue holds 32.
+            filter_queue_limit: 32,
             // Mogul & Ramakrishnan 1996 §4.2: a delivery queue of 10 packets and 4 KB.
             socket_packets: 10,
             socket_bytes: 4096,
@@ -288,6 +292,19 @@ pub enum ProcessKind {
     Reader,
     /// A compute-bound process whose progress is measured.
     Compute,
+    /// A packet-capture monitor (tcpdump) reading the packet-filter queue.
+    Tcpdump,
+}
+
+/// Where the capture process writes what it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CaptureOutput {
+    /// `/dev/null`: the per-packet work of reading and formatting only.
+    #[default]
+    Null,
+    /// A disk file: each packet's header is also written out.
+    File,
 }
 
 impl ProcessKind {
@@ -306,9 +323,12 @@ pub struct ProcessCfg {
     /// Its name in `cpu.user:<name>` (default: the kind).
     #[serde(default)]
     pub name: Option<String>,
-    /// Scheduling priority: lower runs first (screend and readers 0, compute 1).
+    /// Scheduling priority: lower runs first (screend, readers and tcpdump 0, compute 1).
     #[serde(default)]
     pub priority: Option<u32>,
+    /// tcpdump only: where captured packets go.
+    #[serde(default)]
+    pub output: Option<CaptureOutput>,
 }
 
 /// `[run]`: how long, and which seed.

@@ -40,19 +40,39 @@ impl Scenario {
             "traffic",
             "at most 16 traffic sources",
         )?;
-        let reader = self.process.iter().any(|p| p.kind == ProcessKind::Reader);
+        let reader = self
+            .process
+            .iter()
+            .any(|p| matches!(p.kind, ProcessKind::Reader | ProcessKind::Tcpdump));
         for (i, t) in self.traffic.iter().enumerate() {
             t.validate(&format!("traffic.{i}"), reader)?;
         }
         let consumers = self
             .process
             .iter()
-            .filter(|p| matches!(p.kind, ProcessKind::Screend | ProcessKind::Reader))
+            .filter(|p| {
+                matches!(
+                    p.kind,
+                    ProcessKind::Screend | ProcessKind::Reader | ProcessKind::Tcpdump
+                )
+            })
             .count();
         need(
             consumers <= 1,
             "process",
-            "at most one screend or reader process",
+            "at most one screend, reader or tcpdump process",
+        )?;
+        for (i, p) in self.process.iter().enumerate() {
+            need(
+                p.output.is_none() || p.kind == ProcessKind::Tcpdump,
+                &format!("process.{i}.output"),
+                "only a tcpdump process has an output",
+            )?;
+        }
+        need(
+            !(reader && self.kernel.kind == super::KernelKind::Linux),
+            "kernel.kind",
+            "the linux kernel forwards; a reader or tcpdump needs bsd, emulated or polling",
         )?;
         self.run.validate()
     }
@@ -64,6 +84,7 @@ impl KernelCfg {
             ("kernel.ipintrq_limit", self.ipintrq_limit),
             ("kernel.output_queue_limit", self.output_queue_limit),
             ("kernel.screen_queue_limit", self.screen_queue_limit),
+            ("kernel.filter_queue_limit", self.filter_queue_limit),
             ("kernel.socket_packets", self.socket_packets),
             ("kernel.socket_bytes", self.socket_bytes),
             ("kernel.backlog_limit", self.backlog_limit),
@@ -87,7 +108,7 @@ impl KernelCfg {
             "the low watermark must be below the high one",
         )?;
         need(
-            f.min_free == 0 || f.min_free < self.screen_queue_limit,
+            f.min_free == 0 || f.min_free < self.screen_queue_limit.min(self.filter_queue_limit),
             "kernel.feedback.min_free",
             "must be smaller than the queue",
         )?;

@@ -31,6 +31,8 @@ pub enum Step {
     IpOutput(Packet),
     /// UDP input and the socket enqueue.
     UdpInput(Packet),
+    /// The packet filter: match, enqueue for the capture process, wake it.
+    Filter(Packet),
     /// Reclaiming one transmitted buffer on port `n`.
     TxReclaim(u8, Packet),
     /// Loading one prepared frame onto port `n`'s transmit ring.
@@ -41,7 +43,11 @@ impl Step {
     /// The packet the step carries.
     pub fn packet(&self) -> Option<Packet> {
         match *self {
-            Step::RxLink(p) | Step::IpInput(p) | Step::IpOutput(p) | Step::UdpInput(p) => Some(p),
+            Step::RxLink(p)
+            | Step::IpInput(p)
+            | Step::IpOutput(p)
+            | Step::UdpInput(p)
+            | Step::Filter(p) => Some(p),
             Step::IpSwitch | Step::TxReclaim(..) | Step::Load(_) => None,
         }
     }
@@ -86,11 +92,12 @@ impl Stack {
             Step::IpInput(_) => c.ip_input,
             Step::IpOutput(_) => c.ip_output + c.driver_tx,
             Step::UdpInput(_) => c.udp_input,
+            Step::Filter(_) => c.pf_filter,
         }
     }
 
     /// Applies a finished stack step in context `c`. Returns true if
-    /// screend's queue changed length.
+    /// the watched queue (screend's or the packet filter's) changed length.
     pub fn complete(&mut self, m: &mut Machine, c: CtxId, step: Step) -> bool {
         match step {
             Step::TxReclaim(n, _) => {
@@ -115,6 +122,8 @@ impl Stack {
             Step::IpInput(p) => match m.users.consumer {
                 Consumer::Forward => m.carry(c, step::Step::Bsd(Step::IpOutput(p))),
                 Consumer::Reader => m.carry(c, step::Step::Bsd(Step::UdpInput(p))),
+                // Captured packets go to the filter before IP; none reach here.
+                Consumer::Capture => m.carry(c, step::Step::Bsd(Step::Filter(p))),
                 Consumer::Screend => {
                     if !m.users.to_screen(p) {
                         m.drop(DropPoint::ScreenQueue);
@@ -136,6 +145,12 @@ impl Stack {
                 if !m.users.to_socket(p) {
                     m.drop(DropPoint::SocketBuffer);
                 }
+            }
+            Step::Filter(p) => {
+                if !m.users.to_filter(p) {
+                    m.drop(DropPoint::FilterQueue);
+                }
+                return true;
             }
             Step::RxLink(_) | Step::IpSwitch => {}
         }
@@ -301,7 +316,10 @@ impl Kernel for Bsd {
             step::Step::IntrEnter(IntrSrc::Tx(_)) => m.meter.interrupts.tx += 1,
             step::Step::Bsd(Step::RxLink(p)) => {
                 self.batch.handled(m.now);
-                if self.ipintrq.len() >= self.ipintrq_cap {
+                if m.users.consumer == Consumer::Capture {
+                    // The packet filter runs in the receive interrupt (§8.1).
+                    m.carry(c, step::Step::Bsd(Step::Filter(p)));
+                } else if self.ipintrq.len() >= self.ipintrq_cap {
                     m.drop(DropPoint::Ipintrq);
                 } else {
                     self.ipintrq.push_back(p);
@@ -315,9 +333,13 @@ impl Kernel for Bsd {
         }
     }
 
-    fn cost(&self, _m: &Machine, step: step::Step) -> Nanos {
+    fn cost(&self, m: &Machine, step: step::Step) -> Nanos {
         let c = &self.stack.c;
         match step {
+            // A captured packet is not queued for IP.
+            step::Step::Bsd(Step::RxLink(p)) if m.users.consumer == Consumer::Capture => {
+                self.stack.rx_cost(p)
+            }
             // Emulating the unmodified kernel, the interrupt handler reaches the
             // link-level code through the polling driver's receive callback.
             step::Step::IntrEnter(IntrSrc::Rx(_)) if self.emulated => {

@@ -84,8 +84,8 @@ pub trait Kernel: std::fmt::Debug {
         false
     }
 
-    /// screend's queue changed length (M3 watches it).
-    fn screen_level(&mut self, _m: &mut Machine) {}
+    /// The watched queue (screend's or the packet filter's) changed length (M3 watches it).
+    fn queue_level(&mut self, _m: &mut Machine) {}
 
     /// screend accepted `p`: what its context does next (`ip_output`).
     fn screened(&mut self, p: Packet) -> Option<Step>;

@@ -11,7 +11,8 @@ use crate::host::machine::Machine;
 use crate::host::nic::Nic;
 use crate::host::step::{self, IntrSrc, Packet};
 use crate::profile::Profile;
-use crate::scenario::Scenario;
+use crate::host::users::Consumer;
+use crate::scenario::{ProcessKind, Scenario};
 use rxsched_core::{
     Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
     Wake, Work,
@@ -84,11 +85,17 @@ impl Polling {
         let mut fac = PollingFacility::new(k.quota);
         if k.feedback.enabled {
             let t = (k.feedback.timeout_us * 1e3) as Nanos;
+            // The queue watched: the packet filter's for a monitor, else screend's.
+            let size = if s.process.iter().any(|q| q.kind == ProcessKind::Tcpdump) {
+                k.filter_queue_limit
+            } else {
+                k.screen_queue_limit
+            };
             fac = fac.with_feedback(if k.feedback.min_free > 0 {
-                QueueFeedback::min_free(k.screen_queue_limit, k.feedback.min_free, t)
+                QueueFeedback::min_free(size, k.feedback.min_free, t)
             } else {
                 QueueFeedback::watermarks(
-                    k.screen_queue_limit,
+                    size,
                     k.feedback.high_pct / 100.0,
                     k.feedback.low_pct / 100.0,
                     t,
@@ -187,7 +194,14 @@ impl Kernel for Polling {
                 }
                 let _ = self.lp.interrupt(DeviceId(n as usize), dir);
             }
-            step::Step::Poll(Step::Rx(p)) => m.carry(c, step::Step::Bsd(bsd::Step::IpInput(p))),
+            step::Step::Poll(Step::Rx(p)) => {
+                let next = if m.users.consumer == Consumer::Capture {
+                    bsd::Step::Filter(p)
+                } else {
+                    bsd::Step::IpInput(p)
+                };
+                m.carry(c, step::Step::Bsd(next));
+            }
             step::Step::Poll(Step::EnableIntr(n, dir)) => {
                 let dev = DeviceId(n as usize);
                 let pending = Ports(&m.nics).pending(dev, dir);
@@ -196,7 +210,7 @@ impl Kernel for Polling {
             step::Step::Bsd(s) => {
                 let screen_changed = self.stack.complete(m, c, s);
                 if screen_changed {
-                    self.screen_level(m);
+                    self.queue_level(m);
                 }
             }
             _ => {}
@@ -227,8 +241,8 @@ impl Kernel for Polling {
         self.lp.idle(m.now) == Wake::Now
     }
 
-    fn screen_level(&mut self, m: &mut Machine) {
-        let w = self.lp.queue_level(m.users.screen_q.len() as u32, m.now);
+    fn queue_level(&mut self, m: &mut Machine) {
+        let w = self.lp.queue_level(m.users.watched().0 as u32, m.now);
         Self::wake_at(m, w);
     }
 
