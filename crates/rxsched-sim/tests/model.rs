@@ -33,7 +33,7 @@ proptest! {
         rate in 0u32..20_000,
         traffic in prop::sample::select(vec!["constant", "poisson", "burst"]),
         burst in 1u32..40,
-        screend in any::<bool>(),
+        consumer in prop::sample::select(vec!["", "screend", "tcpdump", "tcpdump-file"]),
         compute in any::<bool>(),
         feedback in any::<bool>(),
         min_free in prop::sample::select(vec![0u32, 8]),
@@ -43,7 +43,12 @@ proptest! {
         frame in prop::sample::select(vec![64u32, 200, 1514]),
     ) {
         let mut procs = Vec::new();
-        if screend { procs.push("{ kind = \"screend\" }"); }
+        match consumer {
+            "screend" => procs.push("{ kind = \"screend\" }"),
+            "tcpdump" => procs.push("{ kind = \"tcpdump\" }"),
+            "tcpdump-file" => procs.push("{ kind = \"tcpdump\", output = \"file\" }"),
+            _ => {}
+        }
         if compute { procs.push("{ kind = \"compute\" }"); }
         let procs = format!("[{}]", procs.join(", "));
         let s = scenario(BASE, &[
@@ -210,4 +215,47 @@ fn napi_masks_receive_interrupts_under_load() {
         napi.delivered,
         orig.delivered
     );
+}
+
+/// The monitor: the packet filter runs in the receive interrupt of the
+/// unmodified kernel, costing exactly its profile's work per packet, and
+/// tcpdump delivers everything at a low rate.
+#[test]
+fn packet_filter_runs_in_the_receive_interrupt() {
+    let s = scenario(
+        "profile = \"dec3000-500-fddi\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 500\nframe_bytes = 80\n[[process]]\nkind = \"tcpdump\"\n[run]\nduration_ms = 1000\nwarmup_ms = 10\n",
+        &[],
+    );
+    let c = Profile::load("dec3000-500-fddi", None).unwrap().cost;
+    let (m, _) = run(&s, None).unwrap();
+    let clock = c.clock_hz as f64 * c.clock_tick as f64 / 1e9;
+    let per_packet = (c.intr_dispatch + c.rx_copy + c.rx_link + c.pf_filter) as f64 / 1e9;
+    let got = m.cpu["interrupt"] - clock;
+    assert!(
+        (got - 500.0 * per_packet).abs() < 2e-4,
+        "interrupt share {got}, expected {}",
+        500.0 * per_packet
+    );
+    assert_eq!(m.drops.values().sum::<u64>(), 0);
+    assert!(m.delivered + m.in_flight == m.arrived);
+}
+
+/// The monitor form of queue-state feedback (§8.2): polling stops when
+/// fewer than 8 slots of the packet-filter queue are free, so far fewer
+/// packets are thrown away at that queue, and more reach tcpdump.
+#[test]
+fn monitor_feedback_stops_polling_at_the_filter_queue() {
+    let src = "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nquota = 10\n[kernel.feedback]\nmin_free = 8\n[[traffic]]\nrate_pps = 12000\n[[process]]\nkind = \"tcpdump\"\n[run]\nduration_ms = 300\nwarmup_ms = 20\n";
+    let (off, _) = run(&scenario(src, &[]), None).unwrap();
+    let (on, _) = run(&scenario(src, &[("kernel.feedback.enabled", "true")]), None).unwrap();
+    assert!(on.inhibits.get("queue_feedback").copied().unwrap_or(0) > 0);
+    assert_eq!(off.inhibits.get("queue_feedback").copied().unwrap_or(0), 0);
+    let fq = |m: &Metrics| m.drops.get("filter_queue").copied().unwrap_or(0);
+    assert!(
+        fq(&on) * 10 < fq(&off),
+        "filter-queue drops {} vs {}",
+        fq(&on),
+        fq(&off)
+    );
+    assert!(on.delivered_pps > 1.2 * off.delivered_pps);
 }

@@ -660,7 +660,11 @@ fn stable(cv: &[(f64, f64)], max: f64, at: f64, relative: bool) -> Outcome {
         ys.iter().copied().fold(f64::MIN, f64::max) - ys.iter().copied().fold(f64::MAX, f64::min);
     let mean = ys.iter().sum::<f64>() / ys.len().max(1) as f64;
     if relative {
-        spread = if mean > 0.0 { spread / mean } else { f64::INFINITY };
+        spread = if mean > 0.0 {
+            spread / mean
+        } else {
+            f64::INFINITY
+        };
     }
     let of = if relative { " of the mean" } else { "" };
     (

@@ -321,6 +321,18 @@ mod tests {
             .with(&[parse_set("kernel.breaker.off_us=nan").unwrap()])
             .unwrap_err();
         assert_eq!(e.key.as_deref(), Some("kernel.breaker.off_us"));
+        let e = l
+            .with(&[parse_set("process=[{ kind = \"compute\", output = \"file\" }]").unwrap()])
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("process"), "{e}");
+        assert!(e.to_string().contains("only a tcpdump process"), "{e}");
+        let e = l
+            .with(&[
+                parse_set("process=[{ kind = \"tcpdump\" }]").unwrap(),
+                parse_set("kernel.kind=linux").unwrap(),
+            ])
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("kernel.kind"));
         let e = l.with(&[parse_set("kernel.nope=1").unwrap()]).unwrap_err();
         assert_eq!(
             (e.file.as_str(), e.key.as_deref()),

@@ -10,8 +10,8 @@ use crate::host::event::Ev;
 use crate::host::machine::Machine;
 use crate::host::nic::Nic;
 use crate::host::step::{self, IntrSrc, Packet};
-use crate::profile::Profile;
 use crate::host::users::Consumer;
+use crate::profile::Profile;
 use crate::scenario::{ProcessKind, Scenario};
 use rxsched_core::{
     Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
