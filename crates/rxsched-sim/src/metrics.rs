@@ -127,6 +127,8 @@ pub struct Samples {
     /// For the first packets of the run, the time from the first arrival until
     /// each started onto the output wire, in ns, in packet order.
     pub to_device_ns: Vec<u64>,
+    /// The first step starts and ends of the run, as a kernel trace.
+    pub trace: Vec<crate::host::meter::TraceEvent>,
 }
 
 impl Default for Samples {
@@ -135,6 +137,7 @@ impl Default for Samples {
             ipin_latency: histogram(),
             latency: histogram(),
             to_device_ns: Vec::new(),
+            trace: Vec::new(),
         }
     }
 }

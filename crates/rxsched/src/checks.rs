@@ -121,6 +121,8 @@ pub enum Rule {
         #[serde(default)]
         relative: bool,
     },
+    /// The points rise with x: a timeline's milestones happen in the listed order.
+    Increasing { series: Vec<String> },
     /// The points lie on a line: r² at least `min`.
     Linear { series: Vec<String>, min: f64 },
     /// A distribution's quantile `at`: `other`'s less `series`'s.
@@ -186,6 +188,7 @@ impl Rule {
             | Above { series, .. }
             | Stable { series, .. }
             | Linear { series, .. }
+            | Increasing { series }
             | DropShare { series, .. }
             | Fit { series, .. }
             | FitSlope { series, .. } => series.iter().collect(),
@@ -275,6 +278,19 @@ impl View<'_> {
                 relative,
             } => self.each(series, |_, cv| {
                 stable(cv, *max, at.unwrap_or(f64::MIN), *relative)
+            }),
+            Increasing { series } => self.each(series, |_, cv| {
+                let bad = cv.windows(2).find(|w| w[1].1 < w[0].1);
+                match bad {
+                    None => (cv.len() >= 2, format!("{} points in order", cv.len())),
+                    Some(w) => (
+                        false,
+                        format!(
+                            "x = {} at {:.1} comes before x = {} at {:.1}",
+                            w[1].0, w[1].1, w[0].0, w[0].1
+                        ),
+                    ),
+                }
             }),
             Linear { series, min } => self.each(series, |_, cv| {
                 let v = r2(cv);
@@ -401,7 +417,7 @@ impl View<'_> {
             .filter(|rf| series.contains(&rf.series))
         {
             let cv = self.curve(&rf.series);
-            for [x, y] in &rf.points {
+            for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
                 let Some(ours) = interpolate(&cv, *x) else {
                     continue;
                 };

@@ -47,6 +47,9 @@ pub enum FigureKind {
     /// One RFC 2544 throughput search per value of `vary`: the highest
     /// per-source rate at which a trial loses nothing.
     Throughput,
+    /// One run per series; one point per milestone of a kernel trace (the
+    /// time a named step first starts or ends), as in a traced timeline.
+    Timeline,
 }
 
 /// An RFC 2544 throughput search: binary search on `traffic.rate_pps` (of
@@ -101,6 +104,12 @@ pub struct FigureCfg {
     /// Metrics to show as a table in the report, one row per point.
     #[serde(default)]
     pub table: Vec<String>,
+    /// For `timeline`: the milestones, in order. Each is a step's name
+    /// (`rx_intr`, `rx_link`, `ip_input`, ...), optionally `#k` for packet
+    /// k's step (from 0) and `.end` for its end rather than its start; each
+    /// is the first such event of the run.
+    #[serde(default)]
+    pub milestones: Vec<String>,
     /// Where the plot's legend goes: `upper-right` (default), `upper-left`,
     /// `lower-right` or `lower-left`.
     #[serde(default)]
@@ -218,8 +227,10 @@ impl ExperimentFile {
     pub fn check_metric(&self, figure: &FigureCfg, name: &str) -> Result<(), String> {
         let axes = [figure.x.metric.as_str(), figure.y.metric.as_str()];
         match figure.kind {
-            FigureKind::Cdf | FigureKind::Burst if axes.contains(&name) => Ok(()),
-            FigureKind::Cdf | FigureKind::Burst => Err(format!(
+            FigureKind::Cdf | FigureKind::Burst | FigureKind::Timeline if axes.contains(&name) => {
+                Ok(())
+            }
+            FigureKind::Cdf | FigureKind::Burst | FigureKind::Timeline => Err(format!(
                 "a {:?} figure's points have only `{}` and `{}`",
                 figure.kind, axes[0], axes[1]
             )),
@@ -299,6 +310,12 @@ impl FigureCfg {
             return bad(
                 "figure.search.resolution",
                 "must be a fraction of the line rate in (0, 1)",
+            );
+        }
+        if (self.kind == FigureKind::Timeline) == self.milestones.is_empty() {
+            return bad(
+                "figure.milestones",
+                "a timeline figure needs milestones, and only a timeline has them",
             );
         }
         let t = self.search.trial_ms;

@@ -9,6 +9,7 @@ macro_rules! experiments {
 
 /// Every experiment: its id and scenario text, in `reproduce all` order.
 pub const ALL: &[(&str, &str)] = experiments![
+    "mogul-fig4-1",
     "mogul-fig4-2",
     "mogul-fig6-1",
     "mogul-fig6-3",
@@ -16,6 +17,7 @@ pub const ALL: &[(&str, &str)] = experiments![
     "mogul-fig6-5",
     "mogul-fig6-6",
     "mogul-fig7-1",
+    "mogul-fig7-4",
     "mogul-fig7-6",
     "mogul-fig7-8",
     "mogul-fig8-1",

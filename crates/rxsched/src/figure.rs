@@ -4,6 +4,7 @@
 use crate::experiment::{ExperimentFile, FigureCfg, FigureKind};
 use crate::result::{Meta, Point, Reference, ResultFile, Series};
 use crate::search;
+use rxsched_sim::host::meter::TraceEvent;
 use rxsched_sim::metrics::Histogram;
 use rxsched_sim::{InputError, Metrics, Samples, Scenario, SimError};
 use serde_json::Value;
@@ -58,7 +59,10 @@ fn values(
     figure: &FigureCfg,
     quick: bool,
 ) -> Result<Vec<Option<f64>>, InputError> {
-    if matches!(figure.kind, FigureKind::Cdf | FigureKind::Burst) {
+    if matches!(
+        figure.kind,
+        FigureKind::Cdf | FigureKind::Burst | FigureKind::Timeline
+    ) {
         return Ok(vec![None]);
     }
     let v = if quick && !figure.quick_values.is_empty() {
@@ -193,6 +197,7 @@ fn points(f: &FigureCfg, job: &Job, m: &Metrics, samples: &Samples) -> (Vec<Poin
             };
             (cdf_points(h, &f.x.metric, &f.y.metric), run())
         }
+        FigureKind::Timeline => (timeline_points(f, &samples.trace), run()),
         FigureKind::Burst => {
             let n = job
                 .scenario
@@ -209,6 +214,33 @@ fn points(f: &FigureCfg, job: &Job, m: &Metrics, samples: &Samples) -> (Vec<Poin
             (pts, run())
         }
     }
+}
+
+/// The milestones of a timeline figure found in a run's trace: x is the
+/// milestone's position (from 1), y the time in µs from the first event of
+/// the first event that matches it. A milestone the trace never reaches
+/// has no point.
+fn timeline_points(f: &FigureCfg, trace: &[TraceEvent]) -> Vec<Point> {
+    let t0 = trace.first().map_or(0, |e| e.t);
+    let mut pts = Vec::new();
+    for (i, m) in f.milestones.iter().enumerate() {
+        let (name, end) = match m.strip_suffix(".end") {
+            Some(n) => (n, true),
+            None => (m.as_str(), false),
+        };
+        let (name, packet) = match name.split_once('#') {
+            Some((n, k)) => (n, k.parse::<u32>().ok()),
+            None => (name, None),
+        };
+        let hit = trace
+            .iter()
+            .find(|e| e.step == name && e.end == end && (packet.is_none() || e.packet == packet));
+        if let Some(e) = hit {
+            let us = (e.t - t0) as f64 / 1e3;
+            pts.push(Point::xy(&f.x.metric, (i + 1) as f64, &f.y.metric, us));
+        }
+    }
+    pts
 }
 
 /// Builds the result file from finished runs (in job order) and evaluates its checks.

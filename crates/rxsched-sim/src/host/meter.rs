@@ -9,6 +9,9 @@ use rxsched_core::{DropCounts, DropPoint, Nanos};
 /// How many packets at the start of a run have their hand-to-device time kept.
 const TRACE_PACKETS: u32 = 64;
 
+/// How many step starts and ends at the start of a run are traced.
+const TRACE_EVENTS: usize = 400;
+
 /// Counters and samples of one run.
 #[derive(Debug)]
 pub struct Meter {
@@ -32,6 +35,19 @@ pub struct Meter {
     first_arrival: Option<Nanos>,
     first_delivery: Option<Nanos>,
     samples: Samples,
+}
+
+/// One traced step boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// When, from the start of the run.
+    pub t: Nanos,
+    /// The step's name.
+    pub step: &'static str,
+    /// The packet it carries, by arrival order.
+    pub packet: Option<u32>,
+    /// Its end rather than its start.
+    pub end: bool,
 }
 
 impl Meter {
@@ -97,6 +113,13 @@ impl Meter {
                 .ipin_latency
                 .record(now - p.arrived)
                 .expect("an auto-resizing histogram takes any u64");
+        }
+    }
+
+    /// A step started or ended: the first few are kept, as a kernel trace.
+    pub fn trace(&mut self, ev: TraceEvent) {
+        if self.samples.trace.len() < TRACE_EVENTS {
+            self.samples.trace.push(ev);
         }
     }
 

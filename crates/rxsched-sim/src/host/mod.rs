@@ -31,7 +31,7 @@ use cpu::{Cpu, CtxId, INTR, KTHREAD, SOFT, USER0};
 use event::{Ev, Events};
 use kernel::Kernel;
 use machine::Machine;
-use meter::Meter;
+use meter::{Meter, TraceEvent};
 use nic::{IntrController, Nic};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -171,6 +171,12 @@ impl Host {
             Step::User(s) => s.cost(&self.m.p.cost),
             s => self.k.cost(&self.m, s),
         };
+        self.m.meter.trace(TraceEvent {
+            t: self.m.now,
+            step: step.name(),
+            packet: step.packet().map(|p| p.id),
+            end: false,
+        });
         self.m.cpu.ctx[c].chunk = Some(cpu::Chunk { remaining, step });
         true
     }
@@ -223,6 +229,12 @@ impl Host {
 
     /// Applies a completed step's effect.
     fn complete(&mut self, c: CtxId, step: Step) {
+        self.m.meter.trace(TraceEvent {
+            t: self.m.now,
+            step: step.name(),
+            packet: step.packet().map(|p| p.id),
+            end: true,
+        });
         match step {
             Step::User(users::Step::Screen(p)) => {
                 if let Some(next) = self.k.screened(p) {

@@ -63,6 +63,23 @@ pub enum Step {
 }
 
 impl Step {
+    /// The step's name in a trace (`rx_intr`, `rx_link`, `ip_input`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::IntrEnter(IntrSrc::Rx(_) | IntrSrc::Poll(_, Dir::Rx)) => "rx_intr",
+            Step::IntrEnter(IntrSrc::Tx(_) | IntrSrc::Poll(_, Dir::Tx)) => "tx_intr",
+            Step::IntrEnter(IntrSrc::Port(_)) => "port_intr",
+            Step::IntrEnter(IntrSrc::Clock) => "clock",
+            Step::Bsd(s) => s.into(),
+            Step::Poll(s) => match s {
+                kernel::polling::Step::Rx(_) => "rx_link",
+                s => s.into(),
+            },
+            Step::Linux(s) => s.into(),
+            Step::User(s) => s.into(),
+        }
+    }
+
     /// The packet this step carries, if any: it is in flight while the step is.
     pub fn packet(&self) -> Option<Packet> {
         match self {

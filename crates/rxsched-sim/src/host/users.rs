@@ -14,7 +14,8 @@ use std::collections::VecDeque;
 const COMPUTE_SLICE: Nanos = 500 * US;
 
 /// A user process's own work.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Step {
     /// Switching to this process.
     CtxSwitch,

@@ -94,6 +94,7 @@ fn figure(
         search: search.unwrap_or_default(),
         table: Vec::new(),
         legend: None,
+        milestones: Vec::new(),
     };
     file.check_metric(&fig, &fig.y.metric)
         .map_err(|m| Error::flag("y", m))?;

@@ -18,7 +18,8 @@ use rxsched_core::{BatchStep, CircuitBreaker, DropPoint, InterruptBatch, Nanos};
 use std::collections::VecDeque;
 
 /// Work of the BSD stack.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Step {
     /// The receive interrupt's link-level work for one frame: copy, parse,
     /// enqueue on `ipintrq`.

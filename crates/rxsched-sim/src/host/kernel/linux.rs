@@ -13,7 +13,8 @@ use rxsched_core::{DeviceId, DropPoint, Nanos, Napi, NapiAction, NapiConfig, TxR
 use std::collections::VecDeque;
 
 /// Work of the Linux forwarding path.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Step {
     /// Receive bookkeeping and copy, in the ISR or a NAPI poll.
     Rx(Packet),

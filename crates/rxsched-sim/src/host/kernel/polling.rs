@@ -19,7 +19,8 @@ use rxsched_core::{
 };
 
 /// Work of the polling thread itself.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Step {
     /// Waking and switching to the polling thread.
     Switch,
