@@ -19,6 +19,7 @@ pub const ALL: &[(&str, &str)] = experiments![
     "mogul-fig7-1",
     "mogul-fig7-4",
     "mogul-fig7-6",
+    "mogul-fig7-7",
     "mogul-fig7-8",
     "mogul-fig8-1",
     "mogul-fig8-2",

@@ -221,6 +221,12 @@ impl Host {
                         return Some(step);
                     }
                     self.m.intr.end();
+                    self.m.meter.trace(TraceEvent {
+                        t: self.m.now,
+                        step: "isr_exit",
+                        packet: None,
+                        end: false,
+                    });
                     self.k.isr_exit(&mut self.m, src);
                 }
             }
