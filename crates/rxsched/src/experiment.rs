@@ -249,8 +249,6 @@ impl ExperimentFile {
             f.validate().map_err(|(k, m)| l.error(&k, m))?;
             self.check_metric(f, &f.y.metric)
                 .map_err(|m| l.error("figure.y.metric", m))?;
-        }
-        if let Some(f) = &self.exp.figure {
             for (i, s) in self.exp.series.iter().enumerate() {
                 if let Some(m) = &s.y {
                     self.check_metric(f, m)
@@ -294,6 +292,40 @@ impl ExperimentFile {
     }
 }
 
+/// One milestone of a timeline figure: `step`, `step#k`, `step.end`, `step#k.end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Milestone<'a> {
+    /// The step's name.
+    pub step: &'a str,
+    /// Packet k's step only.
+    pub packet: Option<u32>,
+    /// The step's end rather than its start.
+    pub end: bool,
+}
+
+impl<'a> Milestone<'a> {
+    /// Reads a milestone; the error says what is wrong with it.
+    pub fn parse(m: &'a str) -> Result<Milestone<'a>, String> {
+        let (name, end) = match m.strip_suffix(".end") {
+            Some(n) => (n, true),
+            None => (m, false),
+        };
+        let (step, packet) = match name.split_once('#') {
+            Some((n, k)) => {
+                let k = k.parse::<u32>().map_err(|_| {
+                    format!("milestone {m:?}: `#` must be followed by a packet number")
+                })?;
+                (n, Some(k))
+            }
+            None => (name, None),
+        };
+        if step.is_empty() {
+            return Err(format!("milestone {m:?} names no step"));
+        }
+        Ok(Milestone { step, packet, end })
+    }
+}
+
 impl FigureCfg {
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |k: &str, m: &str| Err((k.to_string(), m.to_string()));
@@ -318,6 +350,9 @@ impl FigureCfg {
                 "a timeline figure needs milestones, and only a timeline has them",
             );
         }
+        for m in &self.milestones {
+            Milestone::parse(m).map_err(|e| ("figure.milestones".to_string(), e))?;
+        }
         let t = self.search.trial_ms;
         if !(t.is_finite() && t > 0.0 && t <= 1e6) {
             return bad(
@@ -326,5 +361,20 @@ impl FigureCfg {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod milestone_tests {
+    use super::Milestone;
+
+    #[test]
+    fn milestones_parse_and_bad_ones_are_refused() {
+        let m = Milestone::parse("rx_link#2.end").unwrap();
+        assert_eq!((m.step, m.packet, m.end), ("rx_link", Some(2), true));
+        let m = Milestone::parse("isr_exit").unwrap();
+        assert_eq!((m.step, m.packet, m.end), ("isr_exit", None, false));
+        assert!(Milestone::parse("rx_link#x").is_err());
+        assert!(Milestone::parse("#1").is_err());
     }
 }

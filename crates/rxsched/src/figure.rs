@@ -1,7 +1,7 @@
 //! Turning an experiment into a figure: plan the runs, run them, assemble
 //! the result file with its verdicts.
 
-use crate::experiment::{ExperimentFile, FigureCfg, FigureKind};
+use crate::experiment::{ExperimentFile, FigureCfg, FigureKind, Milestone};
 use crate::result::{Meta, Point, Reference, ResultFile, Series};
 use crate::search;
 use rxsched_sim::host::meter::TraceEvent;
@@ -217,24 +217,18 @@ fn points(f: &FigureCfg, job: &Job, m: &Metrics, samples: &Samples) -> (Vec<Poin
 }
 
 /// The milestones of a timeline figure found in a run's trace: x is the
-/// milestone's position (from 1), y the time in µs from the first event of
-/// the first event that matches it. A milestone the trace never reaches
-/// has no point.
+/// milestone's position (from 1), y the time in µs, from the trace's first
+/// event, of the first event that matches it. A milestone the trace never
+/// reaches has no point.
 fn timeline_points(f: &FigureCfg, trace: &[TraceEvent]) -> Vec<Point> {
     let t0 = trace.first().map_or(0, |e| e.t);
     let mut pts = Vec::new();
     for (i, m) in f.milestones.iter().enumerate() {
-        let (name, end) = match m.strip_suffix(".end") {
-            Some(n) => (n, true),
-            None => (m.as_str(), false),
-        };
-        let (name, packet) = match name.split_once('#') {
-            Some((n, k)) => (n, k.parse::<u32>().ok()),
-            None => (name, None),
-        };
-        let hit = trace
-            .iter()
-            .find(|e| e.step == name && e.end == end && (packet.is_none() || e.packet == packet));
+        // Validated when the file was read.
+        let Ok(m) = Milestone::parse(m) else { continue };
+        let hit = trace.iter().find(|e| {
+            e.step == m.step && e.end == m.end && (m.packet.is_none() || e.packet == m.packet)
+        });
         if let Some(e) = hit {
             let us = (e.t - t0) as f64 / 1e3;
             pts.push(Point::xy(&f.x.metric, (i + 1) as f64, &f.y.metric, us));

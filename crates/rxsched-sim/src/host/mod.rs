@@ -171,12 +171,7 @@ impl Host {
             Step::User(s) => s.cost(&self.m.p.cost),
             s => self.k.cost(&self.m, s),
         };
-        self.m.meter.trace(TraceEvent {
-            t: self.m.now,
-            step: step.name(),
-            packet: step.packet().map(|p| p.id),
-            end: false,
-        });
+        self.trace(step.name(), step.packet(), false);
         self.m.cpu.ctx[c].chunk = Some(cpu::Chunk { remaining, step });
         true
     }
@@ -221,26 +216,27 @@ impl Host {
                         return Some(step);
                     }
                     self.m.intr.end();
-                    self.m.meter.trace(TraceEvent {
-                        t: self.m.now,
-                        step: "isr_exit",
-                        packet: None,
-                        end: false,
-                    });
+                    self.trace("isr_exit", None, false);
                     self.k.isr_exit(&mut self.m, src);
                 }
             }
         }
     }
 
-    /// Applies a completed step's effect.
-    fn complete(&mut self, c: CtxId, step: Step) {
+    /// Records a step's start or end (or a handler's exit) in the kernel
+    /// trace, which keeps only the run's first events.
+    fn trace(&mut self, step: &'static str, packet: Option<step::Packet>, end: bool) {
         self.m.meter.trace(TraceEvent {
             t: self.m.now,
-            step: step.name(),
-            packet: step.packet().map(|p| p.id),
-            end: true,
+            step,
+            packet: packet.map(|p| p.id),
+            end,
         });
+    }
+
+    /// Applies a completed step's effect.
+    fn complete(&mut self, c: CtxId, step: Step) {
+        self.trace(step.name(), step.packet(), true);
         match step {
             Step::User(users::Step::Screen(p)) => {
                 if let Some(next) = self.k.screened(p) {

@@ -71,6 +71,23 @@ pub enum Consumer {
     Capture,
 }
 
+impl Consumer {
+    /// Where a scenario's packets end up, from its processes (validation
+    /// allows at most one screend, reader or tcpdump).
+    pub fn of(s: &Scenario) -> Consumer {
+        let has = |k| s.process.iter().any(|q| q.kind == k);
+        if has(ProcessKind::Screend) {
+            Consumer::Screend
+        } else if has(ProcessKind::Reader) {
+            Consumer::Reader
+        } else if has(ProcessKind::Tcpdump) {
+            Consumer::Capture
+        } else {
+            Consumer::Forward
+        }
+    }
+}
+
 #[derive(Debug)]
 struct User {
     kind: ProcessKind,
@@ -106,15 +123,7 @@ pub struct Users {
 impl Users {
     /// The processes of a scenario, and their names.
     pub fn new(s: &Scenario) -> (Users, Vec<String>) {
-        let consumer = if s.process.iter().any(|q| q.kind == ProcessKind::Screend) {
-            Consumer::Screend
-        } else if s.process.iter().any(|q| q.kind == ProcessKind::Reader) {
-            Consumer::Reader
-        } else if s.process.iter().any(|q| q.kind == ProcessKind::Tcpdump) {
-            Consumer::Capture
-        } else {
-            Consumer::Forward
-        };
+        let consumer = Consumer::of(s);
         let names = s
             .process
             .iter()
@@ -224,12 +233,12 @@ impl Users {
         }
     }
 
-    /// The queue queue-state feedback watches (screend's or the packet
-    /// filter's): its length and size.
-    pub fn watched(&self) -> (usize, usize) {
+    /// The length of the queue queue-state feedback watches (screend's or
+    /// the packet filter's).
+    pub fn watched_len(&self) -> usize {
         match self.consumer {
-            Consumer::Capture => (self.filter_q.len(), self.filter_cap),
-            _ => (self.screen_q.len(), self.screen_cap),
+            Consumer::Capture => self.filter_q.len(),
+            _ => self.screen_q.len(),
         }
     }
 

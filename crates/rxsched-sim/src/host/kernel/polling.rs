@@ -12,7 +12,7 @@ use crate::host::nic::Nic;
 use crate::host::step::{self, IntrSrc, Packet};
 use crate::host::users::Consumer;
 use crate::profile::Profile;
-use crate::scenario::{ProcessKind, Scenario};
+use crate::scenario::Scenario;
 use rxsched_core::{
     Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
     Wake, Work,
@@ -87,10 +87,9 @@ impl Polling {
         if k.feedback.enabled {
             let t = (k.feedback.timeout_us * 1e3) as Nanos;
             // The queue watched: the packet filter's for a monitor, else screend's.
-            let size = if s.process.iter().any(|q| q.kind == ProcessKind::Tcpdump) {
-                k.filter_queue_limit
-            } else {
-                k.screen_queue_limit
+            let size = match Consumer::of(s) {
+                Consumer::Capture => k.filter_queue_limit,
+                _ => k.screen_queue_limit,
             };
             fac = fac.with_feedback(if k.feedback.min_free > 0 {
                 QueueFeedback::min_free(size, k.feedback.min_free, t)
@@ -209,8 +208,8 @@ impl Kernel for Polling {
                 self.lp.enabled(dev, dir, pending);
             }
             step::Step::Bsd(s) => {
-                let screen_changed = self.stack.complete(m, c, s);
-                if screen_changed {
+                let watched_changed = self.stack.complete(m, c, s);
+                if watched_changed {
                     self.queue_level(m);
                 }
             }
@@ -243,7 +242,7 @@ impl Kernel for Polling {
     }
 
     fn queue_level(&mut self, m: &mut Machine) {
-        let w = self.lp.queue_level(m.users.watched().0 as u32, m.now);
+        let w = self.lp.queue_level(m.users.watched_len() as u32, m.now);
         Self::wake_at(m, w);
     }
 
