@@ -31,7 +31,7 @@ proptest! {
         ip_layer in prop::sample::select(vec!["softirq", "thread"]),
         quota in prop::sample::select(vec!["1", "5", "10", "100", "\"unlimited\""]),
         rate in 0u32..20_000,
-        traffic in prop::sample::select(vec!["constant", "poisson", "burst"]),
+        traffic in prop::sample::select(vec!["constant", "poisson", "burst", "jittered", "bursty"]),
         burst in 1u32..40,
         consumer in prop::sample::select(vec!["", "screend", "tcpdump", "tcpdump-file"]),
         compute in any::<bool>(),
@@ -55,6 +55,7 @@ proptest! {
             ("kernel.kind", kind), ("kernel.ip_layer", ip_layer), ("kernel.quota", quota),
             ("traffic.rate_pps", &rate.to_string()), ("traffic.kind", traffic),
             ("traffic.burst", &burst.to_string()), ("traffic.frame_bytes", &frame.to_string()),
+            ("traffic.jitter", if traffic == "jittered" { "0.5" } else { "0" }),
             ("process", &procs),
             ("kernel.feedback.enabled", &feedback.to_string()),
             ("kernel.feedback.min_free", &min_free.to_string()),
@@ -96,6 +97,49 @@ fn preemption_charges_exactly_the_modelled_costs() {
     );
     assert_eq!(m.drops.values().sum::<u64>(), 0);
     assert_eq!(m.interrupts.rx, m.arrived);
+}
+
+/// The jittered and bursty sources keep their mean rate, and only the
+/// bursty one loses packets at a mean rate the router forwards without
+/// loss when it is paced.
+#[test]
+fn unpaced_sources_keep_their_mean_rate() {
+    let at = |kind: &str, burst: &str, jitter: &str| {
+        let s = scenario(
+            BASE,
+            &[
+                ("traffic.kind", kind),
+                ("traffic.rate_pps", "3000"),
+                ("traffic.burst", burst),
+                ("traffic.jitter", jitter),
+                ("run.duration_ms", "10000"),
+            ],
+        );
+        run(&s, None).unwrap().0
+    };
+    let paced = at("constant", "1", "0");
+    let jittered = at("jittered", "1", "0.5");
+    let bursty = at("bursty", "16", "0");
+    let lost = |m: &Metrics| m.drops.values().sum::<u64>();
+    assert!(
+        (jittered.offered_pps / 3000.0 - 1.0).abs() < 0.02,
+        "{}",
+        jittered.offered_pps
+    );
+    // Back-to-back frames within a burst take wire time, so the mean is a
+    // little under the rate asked for.
+    let r = bursty.offered_pps / 3000.0;
+    assert!(
+        (0.85..1.1).contains(&r),
+        "bursty offered {}",
+        bursty.offered_pps
+    );
+    assert_eq!(lost(&paced), 0);
+    assert_eq!(lost(&jittered), 0);
+    assert!(
+        lost(&bursty) > 0,
+        "bursts of 16 at line rate must overrun the IP queue"
+    );
 }
 
 /// The same seed gives the same record; the seed matters for random traffic.

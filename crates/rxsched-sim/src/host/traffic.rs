@@ -15,6 +15,7 @@ struct Source {
     gap_ns: f64,
     spacing_ns: f64,
     burst: u32,
+    jitter: f64,
     in_burst: u32,
     burst_start: f64,
     next_start: f64,
@@ -44,6 +45,7 @@ impl Traffic {
                     gap_ns: 1e9 / t.rate_pps,
                     spacing_ns: t.spacing_us * 1e3,
                     burst: t.burst.max(1),
+                    jitter: t.jitter,
                     in_burst: 0,
                     burst_start: start,
                     next_start: start,
@@ -85,9 +87,20 @@ impl Traffic {
         self.wire_free[port] = done;
         match src.kind {
             TrafficKind::Constant => src.next_start += src.gap_ns,
-            TrafficKind::Poisson => {
-                let u: f64 = rng.gen_range(f64::EPSILON..1.0);
-                src.next_start += -u.ln() * src.gap_ns;
+            TrafficKind::Poisson => src.next_start += exponential(rng, src.gap_ns),
+            TrafficKind::Jittered => {
+                let j: f64 = rng.gen_range(-1.0..=1.0);
+                src.next_start += src.gap_ns * (1.0 + src.jitter * j);
+            }
+            TrafficKind::Bursty => {
+                // A burst ends after each packet with probability 1/burst,
+                // so its length is geometric with mean `burst`.
+                if rng.gen_range(0..src.burst) == 0 {
+                    let mean = src.gap_ns * src.burst as f64;
+                    src.next_start += exponential(rng, mean);
+                } else {
+                    src.next_start += src.spacing_ns;
+                }
             }
             TrafficKind::Burst => {
                 src.in_burst += 1;
@@ -116,4 +129,10 @@ impl Traffic {
         self.next_id = self.next_id.wrapping_add(1);
         p
     }
+}
+
+/// An exponentially distributed gap with the given mean.
+fn exponential(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
+    let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+    -u.ln() * mean
 }

@@ -242,6 +242,14 @@ pub enum TrafficKind {
     Poisson,
     /// Bursts of `burst` packets `spacing_us` apart, bursts `1/rate` apart.
     Burst,
+    /// Evenly spaced on average, each gap drawn uniformly within
+    /// `jitter` of the mean (a generator that is not precisely paced).
+    Jittered,
+    /// Bursts of a geometric number of packets (mean `burst`) `spacing_us`
+    /// apart; the quiet time after a burst is exponential with mean
+    /// `burst / rate_pps`, so the mean rate is a little under `rate_pps`
+    /// (the offered rate is measured, not assumed).
+    Bursty,
 }
 
 /// `[[traffic]]`: a source of packets arriving on the input interface.
@@ -254,8 +262,11 @@ pub struct TrafficCfg {
     pub rate_pps: f64,
     /// Frame size in bytes, Ethernet header and CRC included.
     pub frame_bytes: u32,
-    /// Packets per burst.
+    /// Packets per burst (the mean, for `bursty`).
     pub burst: u32,
+    /// For `jittered`: how far a gap may stray from the mean, as a fraction
+    /// of it (0 to 1).
+    pub jitter: f64,
     /// Gap between packets in a burst, in µs (0: back to back at line rate).
     pub spacing_us: f64,
     /// Stop after this many packets (0: no limit).
@@ -273,6 +284,7 @@ impl Default for TrafficCfg {
             rate_pps: 1000.0,
             frame_bytes: 64,
             burst: 1,
+            jitter: 0.0,
             spacing_us: 0.0,
             count: 0,
             start_us: 0.0,

@@ -1,7 +1,7 @@
 //! The ranges a scenario's values must lie in. A failure names the dotted
 //! key and says what is wanted.
 
-use super::{KernelCfg, ProcessKind, RunCfg, Scenario, TrafficCfg, VARIANTS};
+use super::{KernelCfg, ProcessKind, RunCfg, Scenario, TrafficCfg, TrafficKind, VARIANTS};
 
 /// A bad value: its dotted key and what is wrong.
 pub type Bad = (String, String);
@@ -168,6 +168,12 @@ impl TrafficCfg {
             "must be between 14 and 65535",
         )?;
         need(self.burst > 0, &key("burst"), "must be at least 1")?;
+        need(
+            (0.0..=1.0).contains(&self.jitter)
+                && (self.jitter == 0.0 || self.kind == TrafficKind::Jittered),
+            &key("jitter"),
+            "must be from 0 to 1, and only on a `jittered` source",
+        )?;
         for (k, v) in [("spacing_us", self.spacing_us), ("start_us", self.start_us)] {
             need(
                 (0.0..=MAX_US).contains(&v),
