@@ -53,14 +53,23 @@ pub struct Nic {
     pub rx_ring: u32,
     /// Transmit descriptors the driver may load in one start.
     pub tx_ring: u32,
+    /// One interrupt line per interface for receive and transmit events,
+    /// served by one handler (the LANCE's `lnintr`), instead of one per
+    /// direction. Interrupt-driven kernels only.
+    #[serde(default)]
+    pub one_interrupt: bool,
 }
 
 /// CPU costs, in nanoseconds unless the name says per byte.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Costs {
-    /// Entering and leaving a device interrupt handler.
+    /// Entering a device interrupt handler (and leaving it, unless
+    /// `intr_exit` is given).
     pub intr_dispatch: u64,
+    /// Leaving a device interrupt handler, charged after its last packet:
+    /// interrupt-driven kernels.
+    pub intr_exit: u64,
     /// Copying a received packet into a kernel buffer.
     pub rx_copy: u64,
     /// Extra copy cost per byte.

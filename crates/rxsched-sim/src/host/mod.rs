@@ -69,7 +69,7 @@ impl Host {
             rng: ChaCha8Rng::seed_from_u64(s.run.seed),
             cpu: Cpu::new(k.kthread_bucket(), &names, w0, end),
             nics,
-            intr: IntrController::new(ports),
+            intr: IntrController::new(ports, p.nic.one_interrupt),
             traffic: Traffic::new(&s.traffic),
             users,
             meter: Meter::new(w0),
@@ -212,8 +212,15 @@ impl Host {
                     return Some(Step::IntrEnter(src));
                 }
                 Some(src) => {
-                    if let Some(step) = self.k.isr_step(&mut self.m, src) {
-                        return Some(step);
+                    if !self.m.intr.exiting {
+                        if let Some(step) = self.k.isr_step(&mut self.m, src) {
+                            return Some(step);
+                        }
+                        self.m.intr.exiting = true;
+                        let exit = Step::IntrExit(src);
+                        if self.k.cost(&self.m, exit) > 0 {
+                            return Some(exit);
+                        }
                     }
                     self.m.intr.end();
                     self.trace("isr_exit", None, false);

@@ -55,25 +55,33 @@ pub struct IntrController {
     pending: VecDeque<IntrSrc>,
     /// The handler running, if any.
     pub cur: Option<IntrSrc>,
+    /// The running handler has done its work and is on its way out.
+    pub exiting: bool,
     posted: Vec<[bool; 2]>,
     in_service: Vec<[bool; 2]>,
+    /// A port's receive and transmit interrupts share one line.
+    one_line: bool,
 }
 
 impl IntrController {
-    /// A controller for `ports` interfaces.
-    pub fn new(ports: usize) -> Self {
+    /// A controller for `ports` interfaces; with `one_line`, a port's
+    /// receive and transmit interrupts share one line: while either is
+    /// posted or in service, raising the other does nothing.
+    pub fn new(ports: usize, one_line: bool) -> Self {
         IntrController {
             pending: VecDeque::new(),
             cur: None,
+            exiting: false,
             posted: vec![[false; 2]; ports],
             in_service: vec![[false; 2]; ports],
+            one_line,
         }
     }
 
     /// Raises `src` unless its line is already raised or being serviced.
     /// Whether the device's interrupt is enabled is the kernel's to decide first.
     pub fn raise(&mut self, src: IntrSrc) {
-        if let Some((n, d)) = src.line() {
+        if let Some((n, d)) = self.line(src) {
             if self.posted[n][d] || self.in_service[n][d] {
                 return;
             }
@@ -82,21 +90,29 @@ impl IntrController {
         self.pending.push_back(src);
     }
 
+    fn line(&self, src: IntrSrc) -> Option<(usize, usize)> {
+        match src {
+            IntrSrc::Tx(n) if self.one_line => Some((n as usize, 0)),
+            s => s.line(),
+        }
+    }
+
     /// Begins servicing the next raised interrupt.
     pub fn begin_next(&mut self) -> Option<IntrSrc> {
         let src = self.pending.pop_front()?;
-        if let Some((n, d)) = src.line() {
+        if let Some((n, d)) = self.line(src) {
             self.posted[n][d] = false;
             self.in_service[n][d] = true;
         }
         self.cur = Some(src);
+        self.exiting = false;
         Some(src)
     }
 
     /// The handler being serviced returns.
     pub fn end(&mut self) -> Option<IntrSrc> {
         let src = self.cur.take()?;
-        if let Some((n, d)) = src.line() {
+        if let Some((n, d)) = self.line(src) {
             self.in_service[n][d] = false;
         }
         Some(src)

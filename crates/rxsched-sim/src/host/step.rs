@@ -52,6 +52,8 @@ impl IntrSrc {
 pub enum Step {
     /// Entering an interrupt handler.
     IntrEnter(IntrSrc),
+    /// Leaving an interrupt handler, after its last piece of work.
+    IntrExit(IntrSrc),
     /// Work of the BSD network stack (the bsd, emulated and polling kernels).
     Bsd(kernel::bsd::Step),
     /// Work of the polling thread itself.
@@ -70,6 +72,7 @@ impl Step {
             Step::IntrEnter(IntrSrc::Tx(_) | IntrSrc::Poll(_, Dir::Tx)) => "tx_intr",
             Step::IntrEnter(IntrSrc::Port(_)) => "port_intr",
             Step::IntrEnter(IntrSrc::Clock) => "clock",
+            Step::IntrExit(_) => "intr_exit",
             Step::Bsd(s) => s.into(),
             Step::Poll(s) => match s {
                 kernel::polling::Step::Rx(_) => "rx_link",
@@ -83,7 +86,7 @@ impl Step {
     /// The packet this step carries, if any: it is in flight while the step is.
     pub fn packet(&self) -> Option<Packet> {
         match self {
-            Step::IntrEnter(_) => None,
+            Step::IntrEnter(_) | Step::IntrExit(_) => None,
             Step::Bsd(s) => s.packet(),
             Step::Poll(s) => s.packet(),
             Step::Linux(s) => s.packet(),

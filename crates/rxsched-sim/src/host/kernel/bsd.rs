@@ -197,6 +197,8 @@ pub struct Bsd {
     ip_active: bool,
     batch: InterruptBatch,
     rx_enabled: Vec<bool>,
+    /// One handler serves a port's receive and transmit events (LANCE).
+    one_interrupt: bool,
 }
 
 impl Bsd {
@@ -225,7 +227,34 @@ impl Bsd {
             ip_active: false,
             batch,
             rx_enabled: vec![true; ports],
+            one_interrupt: p.nic.one_interrupt,
         }
+    }
+
+    /// The receive handler's next frame on port `n`, if it takes one.
+    fn rx_work(&mut self, m: &mut Machine, n: u8) -> Option<step::Step> {
+        if !self.rx_enabled[n as usize] {
+            return None;
+        }
+        let nic = &mut m.nics[n as usize];
+        match self.batch.next(!nic.rx.is_empty()) {
+            BatchStep::Packet => {
+                let p = nic.rx.pop_front().expect("ring has a packet");
+                Some(step::Step::Bsd(Step::RxLink(p)))
+            }
+            BatchStep::ExitDisabled(t) => {
+                self.rx_enabled[n as usize] = false;
+                m.push(t, Ev::Timer(Timer::BreakerEnd(n)));
+                None
+            }
+            BatchStep::Exit => None,
+        }
+    }
+
+    /// The transmit handler's next completed frame on port `n`.
+    fn tx_work(&mut self, m: &mut Machine, n: u8) -> Option<step::Step> {
+        let p = m.nics[n as usize].done_q.pop_front()?;
+        Some(step::Step::Bsd(Step::TxReclaim(n, p)))
     }
 
     /// IP input: one switch into the software interrupt or thread, then
@@ -264,35 +293,32 @@ impl Kernel for Bsd {
     }
 
     fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<step::Step> {
+        // One handler per port (LANCE's `lnintr`) looks at the receive
+        // ring first and then at completed transmissions, whichever event
+        // raised it, until neither has work.
         match src {
-            IntrSrc::Rx(n) => {
-                let nic = &mut m.nics[n as usize];
-                match self.batch.next(!nic.rx.is_empty()) {
-                    BatchStep::Packet => {
-                        let p = nic.rx.pop_front().expect("ring has a packet");
-                        Some(step::Step::Bsd(Step::RxLink(p)))
-                    }
-                    BatchStep::ExitDisabled(t) => {
-                        self.rx_enabled[n as usize] = false;
-                        m.push(t, Ev::Timer(Timer::BreakerEnd(n)));
-                        None
-                    }
-                    BatchStep::Exit => None,
-                }
+            IntrSrc::Rx(n) | IntrSrc::Tx(n) if self.one_interrupt => {
+                self.rx_work(m, n).or_else(|| self.tx_work(m, n))
             }
-            IntrSrc::Tx(n) => {
-                let p = m.nics[n as usize].done_q.pop_front()?;
-                Some(step::Step::Bsd(Step::TxReclaim(n, p)))
-            }
+            IntrSrc::Rx(n) => self.rx_work(m, n),
+            IntrSrc::Tx(n) => self.tx_work(m, n),
             _ => None,
         }
     }
 
     fn isr_exit(&mut self, m: &mut Machine, src: IntrSrc) {
-        match src {
-            IntrSrc::Rx(n) if !m.nics[n as usize].rx.is_empty() => self.rx_arrived(m, n),
-            IntrSrc::Tx(n) if !m.nics[n as usize].done_q.is_empty() => m.raise(src),
-            _ => {}
+        let (IntrSrc::Rx(n) | IntrSrc::Tx(n)) = src else {
+            return;
+        };
+        let nic = &m.nics[n as usize];
+        let (rx, tx) = (!nic.rx.is_empty(), !nic.done_q.is_empty());
+        let one = self.one_interrupt;
+        let serves = |s: IntrSrc| one || s == src;
+        if rx && serves(IntrSrc::Rx(n)) {
+            self.rx_arrived(m, n);
+        }
+        if tx && serves(IntrSrc::Tx(n)) {
+            m.raise(IntrSrc::Tx(n));
         }
     }
 
@@ -314,7 +340,12 @@ impl Kernel for Bsd {
                 m.meter.interrupts.rx += 1;
                 self.batch.begin();
             }
-            step::Step::IntrEnter(IntrSrc::Tx(_)) => m.meter.interrupts.tx += 1,
+            step::Step::IntrEnter(IntrSrc::Tx(_)) => {
+                m.meter.interrupts.tx += 1;
+                if self.one_interrupt {
+                    self.batch.begin();
+                }
+            }
             step::Step::Bsd(Step::RxLink(p)) => {
                 self.batch.handled(m.now);
                 if m.users.consumer == Consumer::Capture {
@@ -348,6 +379,7 @@ impl Kernel for Bsd {
             }
             step::Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
             step::Step::IntrEnter(_) => c.intr_dispatch,
+            step::Step::IntrExit(IntrSrc::Rx(_) | IntrSrc::Tx(_)) => c.intr_exit,
             step::Step::Bsd(s) => self.stack.cost(s),
             _ => 0,
         }
