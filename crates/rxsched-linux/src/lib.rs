@@ -9,6 +9,7 @@ pub mod bpf;
 pub mod lab;
 pub mod napi;
 pub mod router;
+pub mod rules;
 pub mod spin;
 pub mod sys;
 pub mod traffic;

@@ -186,6 +186,12 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         self.0.as_ref()[9]
     }
 
+    /// Fragment offset, in 8-byte units (0 for an unfragmented packet or
+    /// a first fragment).
+    pub fn fragment_offset(&self) -> u16 {
+        u16::from_be_bytes([self.0.as_ref()[6], self.0.as_ref()[7]]) & 0x1fff
+    }
+
     /// Header checksum field.
     pub fn checksum(&self) -> u16 {
         u16::from_be_bytes([self.0.as_ref()[10], self.0.as_ref()[11]])
