@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod bpf;
+pub mod capture;
 pub mod lab;
 pub mod napi;
 pub mod router;

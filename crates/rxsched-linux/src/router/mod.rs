@@ -459,14 +459,14 @@ const DEVICE_PRIO: i32 = 50;
 /// latency of 3-5 ms where the interrupt mode had under 1 ms.) The interrupt
 /// mode's forwarding thread stays a normal-priority thread, as the M1
 /// baseline is defined.
-const KTHREAD_PRIO: i32 = 1;
+pub(crate) const KTHREAD_PRIO: i32 = 1;
 /// With XDP the polling thread owns the devices' receive work: it runs at
 /// [`POLL_PRIO`], and their NAPI threads just below it at [`NAPI_PRIO`], so
 /// that they run only while the thread waits for input, and are held off
 /// (frames die on the device's ring) while it works.
-const POLL_PRIO: i32 = 50;
+pub(crate) const POLL_PRIO: i32 = 50;
 /// See [`POLL_PRIO`].
-const NAPI_PRIO: i32 = 40;
+pub(crate) const NAPI_PRIO: i32 = 40;
 
 /// Runs the router until the duration is over or a stop signal arrives.
 pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {

@@ -359,6 +359,125 @@ pub fn route(a: RouteArgs) -> Result<()> {
     json(&rxsched_linux::router::run(&cfg)?)
 }
 
+/// `rxsched capture`
+#[derive(Args)]
+pub struct CaptureArgs {
+    /// The interface to watch.
+    #[arg(short = 'i', long = "interface")]
+    pub iface: String,
+    /// The pcap file to write (`/dev/null` to discard).
+    #[arg(short = 'w', long = "write")]
+    pub out: std::path::PathBuf,
+    /// Stop after this many seconds (or at SIGINT/SIGTERM; the file is
+    /// complete either way).
+    #[arg(long, default_value_t = 60.0)]
+    pub duration: f64,
+    /// Bytes kept of each frame, like tcpdump's `-s`.
+    #[arg(short = 's', long, default_value_t = 262_144)]
+    pub snaplen: u32,
+    /// A rule file (the `route --screen` language): frames it denies are
+    /// not captured, and are counted by rule.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// How to reach the device.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub backend: BackendArg,
+    /// Frames per polling callback, or `unlimited`.
+    #[arg(long, default_value = "32")]
+    pub quota: String,
+    /// The packet-filter queue's length, in frames.
+    #[arg(long, default_value_t = 32)]
+    pub queue: usize,
+    /// M3: inhibit input while fewer than this many queue slots are free.
+    #[arg(long, default_value_t = 8)]
+    pub min_free: u32,
+    /// M3: how long an inhibit lasts, in ms (only this timeout ends it).
+    #[arg(long, default_value_t = 1.0)]
+    pub timeout_ms: f64,
+    /// Turn queue-state feedback off: the queue overflows instead.
+    #[arg(long)]
+    pub no_feedback: bool,
+    /// M4: percentage of each 10 ms that input may use.
+    #[arg(long)]
+    pub cycle_limit: Option<f64>,
+    /// Pin both threads to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Print live counters this often, in seconds (0: only on SIGUSR1).
+    #[arg(long, default_value_t = 0.0)]
+    pub stats_every: f64,
+}
+
+/// The monitor's configuration from its flags.
+pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::CaptureConfig> {
+    positive("duration", a.duration)?;
+    let quota = Quota::parse(&a.quota).ok_or_else(|| {
+        Error::flag(
+            "quota",
+            format!("{:?} is not a positive count or unlimited", a.quota),
+        )
+    })?;
+    if !(1..=1 << 20).contains(&a.queue) {
+        return Err(Error::flag("queue", "must be from 1 to 1048576 frames"));
+    }
+    if a.min_free as usize >= a.queue {
+        return Err(Error::flag(
+            "min-free",
+            format!("must be below the queue length {}", a.queue),
+        ));
+    }
+    if !(a.timeout_ms.is_finite() && a.timeout_ms > 0.0 && a.timeout_ms <= 10_000.0) {
+        return Err(Error::flag(
+            "timeout-ms",
+            "must be a positive time of at most 10 s",
+        ));
+    }
+    if a.snaplen == 0 {
+        return Err(Error::flag("snaplen", "must be at least 1"));
+    }
+    if let Some(p) = a.cycle_limit {
+        if !(p > 0.0 && p <= 100.0) {
+            return Err(Error::flag(
+                "cycle-limit",
+                format!("{p} is not a percentage in (0, 100]"),
+            ));
+        }
+    }
+    if !(a.stats_every.is_finite() && (a.stats_every == 0.0 || a.stats_every >= 0.01)) {
+        return Err(Error::flag("stats-every", "must be 0 or at least 0.01 s"));
+    }
+    let filter = match &a.filter {
+        None => None,
+        Some(f) => {
+            Some(rxsched_linux::rules::Rules::load(f).map_err(|e| Error::Input(e.to_string()))?)
+        }
+    };
+    Ok(rxsched_linux::capture::CaptureConfig {
+        backend: match a.backend {
+            BackendArg::Xdp => Backend::Xdp,
+            BackendArg::Packet => Backend::Packet,
+        },
+        iface: a.iface.clone(),
+        out: a.out.clone(),
+        snaplen: a.snaplen,
+        filter,
+        quota,
+        queue: a.queue,
+        min_free: (!a.no_feedback).then_some(a.min_free),
+        timeout_ns: (a.timeout_ms * 1e6) as u64,
+        cycle_limit: a.cycle_limit.map(|p| p / 100.0),
+        cpu: a.cpu,
+        duration_s: a.duration,
+        stats_every_s: a.stats_every,
+    })
+}
+
+/// `rxsched capture`
+pub fn capture(a: CaptureArgs) -> Result<()> {
+    let cfg = capture_config(&a)?;
+    json(&rxsched_linux::capture::run(&cfg)?)
+}
+
 /// `rxsched xdp-fwd`
 pub fn xdp_fwd(ports: &[String], duration: f64) -> Result<()> {
     positive("duration", duration)?;
