@@ -145,6 +145,16 @@ enum RealBench {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// The monitor against tcpdump and tshark, to /dev/null and to a file,
+    /// swept over offered load.
+    Capture {
+        /// Fewer points and shorter trials.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
     /// The lab's own capacity: how fast the XDP generator offers and the
     /// XDP sink counts, one core each.
     Lab {
@@ -230,6 +240,12 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     which: RealBench::Lab { quick, out },
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::lab),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which: RealBench::Capture { quick, out },
+                },
+        } => cmd::bench::real(quick, &out, rxsched::bench::capture),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

@@ -10,10 +10,12 @@
 //! in `real-cpu-limit`; latency at a tenth of polling's MLFRR in
 //! `real-latency`.
 
+pub mod capture;
 pub mod trial;
 
 use crate::checks::{Bounded, Check, Compare, Rule};
 use crate::result::{Axis, Meta, Point, ResultFile, Series};
+pub use capture::capture;
 use rxsched_linux::lab::Lab;
 use std::path::PathBuf;
 pub use trial::{BenchError, Forwarder};

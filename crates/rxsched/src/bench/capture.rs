@@ -1,0 +1,349 @@
+//! `rxsched bench real capture`: the monitor (`rxsched capture`, with and
+//! without queue feedback) against `tcpdump -w` and `tshark -w` on the DUT,
+//! each pinned to the DUT CPU beside the compute process, each writing to
+//! /dev/null and to a file on disk, swept over offered load.
+//!
+//! The generator addresses the frames to a MAC that is not d0's, so the
+//! DUT's kernel throws them away after its packet taps: what the capturers
+//! see is all the work there is.
+
+use super::trial::{self, f, finish, spawn, BenchError, Dut};
+use super::{bounded, compare, labels, named, on, rates, result, steady};
+use crate::checks::{Check, Rule};
+use crate::result::{Axis, Point, ResultFile, Series};
+use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Who captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tool {
+    /// `rxsched capture`; feedback on or off, optionally `--cycle-limit 50`.
+    Ours { feedback: bool, limit: bool },
+    /// `tcpdump -w`.
+    Tcpdump,
+    /// `tshark -w`.
+    Tshark,
+}
+
+/// One series: a tool and where it writes.
+#[derive(Debug, Clone)]
+struct Variant {
+    label: String,
+    tool: Tool,
+    file: bool,
+}
+
+fn variants() -> Vec<Variant> {
+    let mut v = Vec::new();
+    for file in [false, true] {
+        let tail = if file { "-file" } else { "" };
+        for (name, tool) in [
+            (
+                "rxsched-capture",
+                Tool::Ours {
+                    feedback: true,
+                    limit: false,
+                },
+            ),
+            (
+                "rxsched-capture-nofeedback",
+                Tool::Ours {
+                    feedback: false,
+                    limit: false,
+                },
+            ),
+            ("tcpdump-w", Tool::Tcpdump),
+            ("tshark-w", Tool::Tshark),
+        ] {
+            v.push(Variant {
+                label: format!("{name}{tail}"),
+                tool,
+                file,
+            });
+        }
+    }
+    v.push(Variant {
+        label: "rxsched-capture-cycle-limit-50".into(),
+        tool: Tool::Ours {
+            feedback: true,
+            limit: true,
+        },
+        file: false,
+    });
+    v
+}
+
+/// Starts a program (not ours) in a role's namespace, pinned to the DUT CPU.
+fn spawn_tool(l: &Lab, role: Role, args: &[String]) -> Result<Child, BenchError> {
+    Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &l.ns(role),
+            "taskset",
+            "-c",
+            &DUT_CPU.to_string(),
+        ])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            BenchError(format!(
+                "{}: {e} (install it: apt-get install tcpdump tshark)",
+                args[0]
+            ))
+        })
+}
+
+/// "N packets captured" from tcpdump's or tshark's closing lines.
+fn captured(stderr: &str) -> Option<u64> {
+    stderr.lines().find_map(|l| {
+        let l = l.trim();
+        let n = l.strip_suffix("packets captured")?;
+        n.trim().parse().ok()
+    })
+}
+
+/// One point: `v` capturing while the generator offers `rate` for `secs`.
+fn run(
+    l: &Lab,
+    v: &Variant,
+    rate: f64,
+    secs: f64,
+    dut: &Dut,
+    dir: &Path,
+) -> Result<Point, BenchError> {
+    let io = |e: lab::LabError| BenchError(e.to_string());
+    l.reset_dut_receive().map_err(io)?;
+    l.set_kernel_forwarding(false).map_err(io)?;
+    let out: PathBuf = if v.file {
+        dir.join(format!("{}.pcap", v.label))
+    } else {
+        PathBuf::from("/dev/null")
+    };
+    let out_s = out.display().to_string();
+    let s = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let (child, settle) = match v.tool {
+        Tool::Ours { feedback, limit } => {
+            let mut a = s(&[
+                "capture",
+                "-i",
+                D0.iface,
+                "-w",
+                &out_s,
+                "--cpu",
+                &DUT_CPU.to_string(),
+            ]);
+            a.extend(s(&["--duration", &(secs + 8.0).to_string()]));
+            if !feedback {
+                a.push("--no-feedback".into());
+            }
+            if limit {
+                a.extend(s(&[
+                    "--cycle-limit",
+                    "50",
+                    "--wake-cost-ns",
+                    &dut.wake_cost_ns.to_string(),
+                ]));
+            }
+            (spawn(l, Role::Dut, &a)?, 500)
+        }
+        Tool::Tcpdump => (
+            spawn_tool(
+                l,
+                Role::Dut,
+                &s(&["tcpdump", "-i", D0.iface, "-n", "-w", &out_s]),
+            )?,
+            1000,
+        ),
+        Tool::Tshark => (
+            spawn_tool(
+                l,
+                Role::Dut,
+                &s(&["tshark", "-i", D0.iface, "-n", "-q", "-w", &out_s]),
+            )?,
+            3000,
+        ),
+    };
+    std::thread::sleep(Duration::from_millis(settle));
+    let spin = spawn(
+        l,
+        Role::Dut,
+        &s(&[
+            "spin",
+            "--cpu",
+            &DUT_CPU.to_string(),
+            "--duration",
+            &secs.to_string(),
+        ]),
+    )?;
+    let gen = s(&[
+        "gen",
+        "--cpu",
+        &GEN_CPU.to_string(),
+        "--rate",
+        &rate.to_string(),
+        "--duration",
+        &secs.to_string(),
+        "--dst-mac",
+        &lab::ROUTER_MAC.to_string(),
+    ]);
+    let g = finish(spawn(l, Role::Gen, &gen)?, "gen")?;
+    let sp = finish(spin, "spin")?;
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling a process this benchmark started, by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let (written, extra) = match v.tool {
+        Tool::Ours { .. } => {
+            let r = finish(child, &v.label)?;
+            let drops = |k: &str| r["drops"].get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
+            (
+                f(&r, "written"),
+                vec![
+                    (
+                        "drops_nic_rx_ring",
+                        drops("nic_rx_ring") + drops("xsk_rx_ring"),
+                    ),
+                    ("drops_filter_queue", drops("filter_queue")),
+                    (
+                        "inhibits",
+                        r["inhibits"]
+                            .as_object()
+                            .map_or(0.0, |o| o.values().filter_map(|x| x.as_f64()).sum()),
+                    ),
+                ],
+            )
+        }
+        Tool::Tcpdump | Tool::Tshark => {
+            let o = child
+                .wait_with_output()
+                .map_err(|e| BenchError(format!("{}: {e}", v.label)))?;
+            let err = String::from_utf8_lossy(&o.stderr);
+            let n = captured(&err).ok_or_else(|| {
+                BenchError(format!(
+                    "{} printed no capture count: {}",
+                    v.label,
+                    err.trim()
+                ))
+            })?;
+            (n as f64, Vec::new())
+        }
+    };
+    let dur = f(&g, "duration_s").max(1e-9);
+    let mut p = Point::xy(
+        "offered_pps",
+        f(&g, "achieved_pps"),
+        "delivered_pps",
+        written / dur,
+    );
+    p.set("sent", f(&g, "sent"));
+    p.set("written", written);
+    p.set(
+        "compute_progress",
+        (f(&sp, "progress_rate") / dut.idle).clamp(0.0, 1.0),
+    );
+    p.set(
+        "dut_steal_share",
+        f(&sp, "steal_s") / f(&sp, "duration_s").max(1e-9),
+    );
+    for (k, x) in extra {
+        p.set(k, x);
+    }
+    if v.file {
+        std::fs::remove_file(&out).ok();
+    }
+    Ok(p)
+}
+
+/// Runs the capture benchmark: `real-capture`.
+pub fn capture(
+    opts: &super::BenchOpts,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<ResultFile>, BenchError> {
+    let l = &opts.lab;
+    let (rates, secs) = rates(opts.quick);
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| BenchError(format!("{}: {e}", opts.out.display())))?;
+    let dir = opts
+        .out
+        .canonicalize()
+        .map_err(|e| BenchError(e.to_string()))?;
+    progress("measuring the compute process alone");
+    let dut = trial::measure_dut(l, 1.0)?;
+    let all = variants();
+    let total = all.len() * rates.len();
+    let mut series = Vec::new();
+    for (i, v) in all.iter().enumerate() {
+        let mut s = Series::new(&v.label);
+        for (j, &r) in rates.iter().enumerate() {
+            progress(&format!(
+                "[{}/{total}] {} at {r:.0} pkts/s",
+                i * rates.len() + j + 1,
+                v.label
+            ));
+            s.points
+                .push(steady(|| run(l, v, r, secs, &dut, &dir), progress)?);
+        }
+        series.push(s);
+    }
+    Ok(vec![capture_result(series)])
+}
+
+fn capture_result(series: Vec<Series>) -> ResultFile {
+    let mut checks: Vec<Check> = vec![
+        named(
+            "with feedback, frames written at the highest rate are at least 90% of its loss-free rate",
+            Rule::LastOverMlfrr(bounded("rxsched-capture", Some(0.9), None)),
+        ),
+        named(
+            "without feedback the capture collapses: at most 20% of its peak at the highest rate",
+            Rule::Collapses { series: labels(&["rxsched-capture-nofeedback"]), max: 0.2 },
+        ),
+        on(
+            "compute_progress",
+            named(
+                "with --cycle-limit 50 the compute process keeps at least 40% progress at every rate",
+                Rule::Above { series: labels(&["rxsched-capture-cycle-limit-50"]), min: 0.4, at: None },
+            ),
+        ),
+    ];
+    for peer in ["tcpdump-w", "tshark-w"] {
+        for tail in ["", "-file"] {
+            checks.push(named(
+                &format!(
+                    "with feedback we write at least what {peer}{tail} writes at the highest rate"
+                ),
+                Rule::LastRatio(compare(
+                    &format!("rxsched-capture{tail}"),
+                    &format!("{peer}{tail}"),
+                    Some(1.0),
+                    None,
+                )),
+            ));
+        }
+    }
+    result(
+        "real-capture",
+        "Capturing everything on the DUT: rxsched capture with and without feedback, tcpdump and tshark",
+        Axis::new("delivered_pps", "Frames written to the capture file", "pkts/s"),
+        series,
+        checks,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_the_capture_count() {
+        let e = "tcpdump: listening on d0\n1234 packets captured\n1300 packets received by filter\n66 packets dropped by kernel\n";
+        assert_eq!(super::captured(e), Some(1234));
+        assert_eq!(
+            super::captured("Capturing on 'd0'\n 17 packets captured\n"),
+            Some(17)
+        );
+        assert_eq!(super::captured("nothing"), None);
+    }
+}
