@@ -51,6 +51,10 @@ pub struct CaptureConfig {
     pub timeout_ns: u64,
     /// M4: input may use this share of each 10 ms.
     pub cycle_limit: Option<f64>,
+    /// M4: what each wake-up of the polling thread costs the task it
+    /// interrupts beyond CPU time, in ns (as for `route`); `None`: measured
+    /// at start when M4 is on.
+    pub wake_cost_ns: Option<u64>,
     /// The CPU both threads run on.
     pub cpu: Option<usize>,
     /// Stop after this many seconds.
@@ -147,6 +151,7 @@ pub struct Capture<R, C, W> {
     gate_open: bool,
     charged: Option<u64>,
     since_charge: u32,
+    wake_cost: u64,
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -193,6 +198,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             gate_open: true,
             charged,
             since_charge: 0,
+            wake_cost: cfg.cycle_limit.and(cfg.wake_cost_ns).unwrap_or(0),
             writer: Some(writer),
         })
     }
@@ -253,7 +259,12 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
 
     fn charge(&mut self, now: Nanos) -> SysResult<()> {
         if let Some(before) = self.charged {
-            let after = self.clock.cpu_ns() + self.gate.cpu_ns()?;
+            let wakes = if self.wake_cost > 0 {
+                self.wake_cost * sys::thread_wakeups()
+            } else {
+                0
+            };
+            let after = self.clock.cpu_ns() + self.gate.cpu_ns()? + wakes;
             self.lp.charge(now, after.saturating_sub(before));
             self.charged = Some(after);
         }
@@ -483,6 +494,14 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
     if let Some(c) = cfg.cpu {
         sys::pin_to_cpu(c)?;
     }
+    let mut cfg = cfg.clone();
+    if cfg.cycle_limit.is_some() && cfg.wake_cost_ns.is_none() {
+        // Measured before the thread takes a real-time priority, as for `route`.
+        // SAFETY: sched_getcpu has no preconditions.
+        let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
+        cfg.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpu.unwrap_or(here))?);
+    }
+    let cfg = &cfg;
     let wait = crate::backend::packet::EpollWait::new()?;
     match cfg.backend {
         Backend::Packet => {
@@ -576,6 +595,7 @@ mod tests {
             min_free,
             timeout_ns: MS,
             cycle_limit: None,
+            wake_cost_ns: None,
             cpu: None,
             duration_s: 1.0,
             stats_every_s: 0.0,

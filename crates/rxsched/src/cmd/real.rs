@@ -400,6 +400,10 @@ pub struct CaptureArgs {
     /// M4: percentage of each 10 ms that input may use.
     #[arg(long)]
     pub cycle_limit: Option<f64>,
+    /// M4: what one wake-up costs the task it interrupts, beyond CPU time,
+    /// in ns (default: measured at start).
+    #[arg(long)]
+    pub wake_cost_ns: Option<u64>,
     /// Pin both threads to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -466,6 +470,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         min_free: (!a.no_feedback).then_some(a.min_free),
         timeout_ns: (a.timeout_ms * 1e6) as u64,
         cycle_limit: a.cycle_limit.map(|p| p / 100.0),
+        wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
         duration_s: a.duration,
         stats_every_s: a.stats_every,
