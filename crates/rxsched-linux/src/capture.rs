@@ -11,7 +11,7 @@
 //! flight; the ring's own drops are read back from the kernel.
 
 use crate::backend::{RxBackend, Wait};
-use crate::router::polling::{Gate, NoGate};
+use crate::router::polling::{At, Gate, InputCtl};
 use crate::router::Backend;
 use crate::rules::{Action, Flow, Rules};
 use crate::sys::{self, SysError, SysResult};
@@ -116,21 +116,6 @@ impl<R: RxBackend> Devices for View<'_, R> {
     }
 }
 
-/// The time read once per turn.
-struct At(Nanos);
-
-impl Clock for At {
-    fn now(&self) -> Nanos {
-        self.0
-    }
-    fn cpu_ns(&self) -> Nanos {
-        0
-    }
-}
-
-/// Read the cycle counter every this many turns (as the router does).
-const CHARGE_EVERY: u32 = 16;
-
 /// The monitor's polling thread over a receive backend `R`, clock `C` and
 /// way of waiting `W`.
 pub struct Capture<R, C, W> {
@@ -147,11 +132,7 @@ pub struct Capture<R, C, W> {
     taken: u64,
     queue_drops: u64,
     until: Option<Nanos>,
-    gate: Box<dyn Gate>,
-    gate_open: bool,
-    charged: Option<u64>,
-    since_charge: u32,
-    wake_cost: u64,
+    input: InputCtl,
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -179,7 +160,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         let (tx, frames) = sync_channel(cfg.queue.max(1));
         let shared = Arc::new(Shared::default());
         let writer = spawn_writer(frames, out, cfg, shared.clone())?;
-        let charged = cfg.cycle_limit.map(|_| clock.cpu_ns());
+        let input = InputCtl::new(&clock, cfg.cycle_limit, cfg.wake_cost_ns)?;
         Ok(Capture {
             rx,
             lp,
@@ -194,21 +175,14 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             taken: 0,
             queue_drops: 0,
             until: None,
-            gate: Box::new(NoGate),
-            gate_open: true,
-            charged,
-            since_charge: 0,
-            wake_cost: cfg.cycle_limit.and(cfg.wake_cost_ns).unwrap_or(0),
+            input,
             writer: Some(writer),
         })
     }
 
     /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
     pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
-        self.gate = gate;
-        if self.charged.is_some() {
-            self.charged = Some(self.clock.cpu_ns() + self.gate.cpu_ns()?);
-        }
+        self.input.set_gate(gate, &self.clock)?;
         Ok(self)
     }
 
@@ -249,36 +223,8 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             Work::Idle { until } => self.until = until,
             Work::Switch | Work::Callback { .. } => {}
         }
-        self.since_charge += 1;
-        if self.since_charge >= CHARGE_EVERY {
-            self.charge(now)?;
-        }
-        self.follow_inhibit(now)?;
+        self.input.turned(&mut self.lp, &self.clock, now)?;
         Ok(false)
-    }
-
-    fn charge(&mut self, now: Nanos) -> SysResult<()> {
-        if let Some(before) = self.charged {
-            let wakes = if self.wake_cost > 0 {
-                self.wake_cost * sys::thread_wakeups()
-            } else {
-                0
-            };
-            let after = self.clock.cpu_ns() + self.gate.cpu_ns()? + wakes;
-            self.lp.charge(now, after.saturating_sub(before));
-            self.charged = Some(after);
-        }
-        self.since_charge = 0;
-        Ok(())
-    }
-
-    fn follow_inhibit(&mut self, now: Nanos) -> SysResult<()> {
-        let open = self.lp.input_inhibited(now).is_none();
-        if open != self.gate_open {
-            self.gate.set(open)?;
-            self.gate_open = open;
-        }
-        Ok(())
     }
 
     /// Takes one frame, filters it and queues it for the writer.
@@ -333,14 +279,14 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
         }
         let now = self.clock.now();
-        self.charge(now)?;
+        self.input.charge(&mut self.lp, &self.clock, now)?;
         if self.until.is_some_and(|u| now >= u) {
             let _ = self.lp.timer(now);
         }
         if self.lp.awake() {
             self.until = None;
         }
-        self.follow_inhibit(now)
+        self.input.follow(&mut self.lp, now)
     }
 
     /// Runs until `cfg.duration_s` has passed or a stop signal arrives,

@@ -546,7 +546,7 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode) -> SysResult<RouterReport> {
         c.cycle_limit = None;
     }
     polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
-        .with_gate(Box::new(gate), &c)?
+        .with_gate(Box::new(gate))?
         .run(&c)
 }
 

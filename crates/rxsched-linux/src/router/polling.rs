@@ -53,14 +53,12 @@ impl Gate for crate::napi::NapiGate {
 }
 
 /// The time read once at the start of a turn. The loop's own per-callback
-/// charge is not used: the router charges M4 itself (see [`CHARGE_EVERY`]).
-struct At {
-    now: Nanos,
-}
+/// charge is not used: the thread charges M4 itself (see [`CHARGE_EVERY`]).
+pub(crate) struct At(pub Nanos);
 
 impl Clock for At {
     fn now(&self) -> Nanos {
-        self.now
+        self.0
     }
     fn cpu_ns(&self) -> Nanos {
         0
@@ -73,6 +71,112 @@ impl Clock for At {
 /// Charging callbacks alone missed a third of what the router took from
 /// other processes (its sleeps and wake-ups, and the receive work).
 const CHARGE_EVERY: u32 = 16;
+
+/// What a polling thread does to its input beside the loop, shared by the
+/// router and the monitor: it opens and closes the gate on the devices'
+/// receive work as the loop inhibits input, and (with M4) charges the loop
+/// with everything the thread takes.
+pub(crate) struct InputCtl {
+    gate: Box<dyn Gate>,
+    gate_open: bool,
+    /// With M4: the CPU time (the thread's and the gate's) already charged.
+    charged: Option<u64>,
+    /// Turns since the last charge.
+    since_charge: u32,
+    /// With M4: ns charged per wake-up of the thread on top of CPU time.
+    wake_cost: u64,
+}
+
+impl InputCtl {
+    /// No gate; with M4 (`cycle_limit`), accounting starts now, charging
+    /// `wake_cost_ns` per wake-up if given.
+    pub(crate) fn new(
+        clock: &impl Clock,
+        cycle_limit: Option<f64>,
+        wake_cost_ns: Option<u64>,
+    ) -> SysResult<InputCtl> {
+        let mut c = InputCtl {
+            gate: Box::new(NoGate),
+            gate_open: true,
+            charged: None,
+            since_charge: 0,
+            wake_cost: cycle_limit.and(wake_cost_ns).unwrap_or(0),
+        };
+        if cycle_limit.is_some() {
+            c.charged = Some(c.cpu_used(clock)?);
+        }
+        Ok(c)
+    }
+
+    /// Drives `gate` instead, restarting M4's accounting to take in the
+    /// CPU time of the receive work behind it.
+    pub(crate) fn set_gate(&mut self, gate: Box<dyn Gate>, clock: &impl Clock) -> SysResult<()> {
+        self.gate = gate;
+        if self.charged.is_some() {
+            self.charged = Some(self.cpu_used(clock)?);
+        }
+        Ok(())
+    }
+
+    /// With M4: the wake-up cost charged, in ns.
+    pub(crate) fn wake_cost(&self) -> Option<u64> {
+        self.charged.map(|_| self.wake_cost)
+    }
+
+    /// The thread's CPU time and the gate's receive threads', and what
+    /// its wake-ups cost the tasks they interrupted: each wake-up of the
+    /// thread follows one of the receive work, which a timer or device
+    /// interrupt started on the CPU (see [`crate::wakecost`]).
+    fn cpu_used(&self, clock: &impl Clock) -> SysResult<Nanos> {
+        let wakes = if self.wake_cost > 0 {
+            self.wake_cost * sys::thread_wakeups()
+        } else {
+            0
+        };
+        Ok(clock.cpu_ns() + self.gate.cpu_ns()? + wakes)
+    }
+
+    /// Charges M4 with the CPU used since the last charge.
+    pub(crate) fn charge(
+        &mut self,
+        lp: &mut PollLoop,
+        clock: &impl Clock,
+        now: Nanos,
+    ) -> SysResult<()> {
+        if let Some(before) = self.charged {
+            let after = self.cpu_used(clock)?;
+            lp.charge(now, after.saturating_sub(before));
+            self.charged = Some(after);
+            self.since_charge = 0;
+        }
+        Ok(())
+    }
+
+    /// After a unit of work: charges M4 every [`CHARGE_EVERY`] turns, and
+    /// follows the loop's inhibit.
+    pub(crate) fn turned(
+        &mut self,
+        lp: &mut PollLoop,
+        clock: &impl Clock,
+        now: Nanos,
+    ) -> SysResult<()> {
+        self.since_charge += 1;
+        if self.since_charge >= CHARGE_EVERY {
+            self.charge(lp, clock, now)?;
+        }
+        self.follow(lp, now)
+    }
+
+    /// Opens or closes the gate as input is allowed or inhibited.
+    pub(crate) fn follow(&mut self, lp: &mut PollLoop, now: Nanos) -> SysResult<()> {
+        let open = lp.input_inhibited(now).is_none();
+        if open != self.gate_open {
+            self.gate.set(open)?;
+            self.gate_open = open;
+        }
+        Ok(())
+    }
+}
 
 /// What the ports have waiting, as the loop sees it.
 struct View<'a, R, T> {
@@ -109,14 +213,7 @@ pub struct PollingRouter<R, T, C, W> {
     /// Frames handled by the callback in progress.
     in_callback: u64,
     buf: Vec<u8>,
-    gate: Box<dyn Gate>,
-    gate_open: bool,
-    /// With M4: the CPU time (this thread's and the gate's) already charged.
-    charged: Option<u64>,
-    /// Turns since the last charge.
-    since_charge: u32,
-    /// With M4: ns charged per wake-up of this thread on top of CPU time.
-    wake_cost: u64,
+    input: InputCtl,
     mode: Mode,
 }
 
@@ -141,6 +238,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             lp.register(true, true);
             wait.add(i, p.rx.fd())?;
         }
+        let input = InputCtl::new(&clock, cfg.cycle_limit, cfg.wake_cost_ns)?;
         Ok(PollingRouter {
             macs: ports.iter().map(|p| p.mac).collect(),
             outq: ports.iter().map(|_| OutQueue::default()).collect(),
@@ -155,56 +253,16 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             until: None,
             in_callback: 0,
             buf: vec![0u8; 65_536],
-            gate: Box::new(NoGate),
-            gate_open: true,
-            charged: None,
-            since_charge: 0,
-            wake_cost: cfg.cycle_limit.and(cfg.wake_cost_ns).unwrap_or(0),
+            input,
             mode: cfg.mode,
-        }
-        .metered(cfg))
-    }
-
-    /// Starts M4's accounting from now, when M4 is on.
-    fn metered(mut self, cfg: &RouterConfig) -> Self {
-        if cfg.cycle_limit.is_some() {
-            self.charged = Some(self.clock.cpu_ns());
-        }
-        self
+        })
     }
 
     /// Drives `gate` with the loop's input inhibits, and (with M4) charges
     /// the CPU time of the receive work behind it.
-    pub fn with_gate(mut self, gate: Box<dyn Gate>, cfg: &RouterConfig) -> SysResult<Self> {
-        self.gate = gate;
-        if cfg.cycle_limit.is_some() {
-            self.charged = Some(self.cpu_used()?);
-        }
+    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
+        self.input.set_gate(gate, &self.clock)?;
         Ok(self)
-    }
-
-    /// This thread's CPU time and the gate's receive threads', and what
-    /// its wake-ups cost the tasks they interrupted: each wake-up of this
-    /// thread follows one of the receive work, which a timer or device
-    /// interrupt started on the CPU (see [`crate::wakecost`]).
-    fn cpu_used(&self) -> SysResult<Nanos> {
-        let wakes = if self.wake_cost > 0 {
-            self.wake_cost * sys::thread_wakeups()
-        } else {
-            0
-        };
-        Ok(self.clock.cpu_ns() + self.gate.cpu_ns()? + wakes)
-    }
-
-    /// Charges M4 with the CPU used since the last charge.
-    fn charge(&mut self, now: Nanos) -> SysResult<()> {
-        if let Some(before) = self.charged {
-            let after = self.cpu_used()?;
-            self.lp.charge(now, after.saturating_sub(before));
-            self.charged = Some(after);
-            self.since_charge = 0;
-        }
-        Ok(())
     }
 
     /// The counters.
@@ -237,7 +295,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             outq: &self.outq,
             claimed: &self.claimed,
         };
-        let at = At { now };
+        let at = At(now);
         let Some(work) = self.lp.next(&at, &view) else {
             self.sleep(deadline)?;
             return Ok(true);
@@ -277,22 +335,8 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             }
             Work::Idle { until } => self.until = until,
         }
-        self.since_charge += 1;
-        if self.since_charge >= CHARGE_EVERY {
-            self.charge(now)?;
-        }
-        self.follow_inhibit(now)?;
+        self.input.turned(&mut self.lp, &self.clock, now)?;
         Ok(false)
-    }
-
-    /// Opens or closes the gate as input is allowed or inhibited.
-    fn follow_inhibit(&mut self, now: Nanos) -> SysResult<()> {
-        let open = self.lp.input_inhibited(now).is_none();
-        if open != self.gate_open {
-            self.gate.set(open)?;
-            self.gate_open = open;
-        }
-        Ok(())
     }
 
     /// Takes one frame off port `d`'s ring and forwards it to its queue.
@@ -348,14 +392,14 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         }
         let now = self.clock.now();
         // The receive work that ran while this thread slept is M4's too.
-        self.charge(now)?;
+        self.input.charge(&mut self.lp, &self.clock, now)?;
         if self.until.is_some_and(|u| now >= u) {
             let _ = self.lp.timer(now);
         }
         if self.lp.awake() {
             self.until = None;
         }
-        self.follow_inhibit(now)
+        self.input.follow(&mut self.lp, now)
     }
 
     /// Runs until the configured duration has passed or a stop signal
@@ -415,7 +459,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             r.inhibits.insert(cause.name().to_string(), n);
         }
         r.mode_switches = self.lp.mode_switches();
-        r.wake_cost_ns = self.charged.map(|_| self.wake_cost);
+        r.wake_cost_ns = self.input.wake_cost();
         Ok(r)
     }
 }

@@ -7,7 +7,7 @@
 //! DUT's kernel throws them away after its packet taps: what the capturers
 //! see is all the work there is.
 
-use super::trial::{self, f, finish, spawn, BenchError, Dut};
+use super::trial::{self, f, finish, spawn, strings as s, BenchError, Dut};
 use super::{bounded, compare, labels, named, on, rates, result, steady};
 use crate::checks::{Check, Rule};
 use crate::result::{Axis, Point, ResultFile, Series};
@@ -125,7 +125,6 @@ fn run(
         PathBuf::from("/dev/null")
     };
     let out_s = out.display().to_string();
-    let s = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let (child, settle) = match v.tool {
         Tool::Ours { feedback, limit } => {
             let mut a = s(&[

@@ -85,7 +85,7 @@ impl Forwarder {
     }
 }
 
-fn strings(a: &[&str]) -> Vec<String> {
+pub(super) fn strings(a: &[&str]) -> Vec<String> {
     a.iter().map(|x| x.to_string()).collect()
 }
 

@@ -128,6 +128,36 @@ pub enum BackendArg {
     Packet,
 }
 
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Backend {
+        match b {
+            BackendArg::Xdp => Backend::Xdp,
+            BackendArg::Packet => Backend::Packet,
+        }
+    }
+}
+
+/// `--quota`: a positive count or `unlimited`.
+fn quota(q: &str) -> Result<Quota> {
+    Quota::parse(q).ok_or_else(|| {
+        Error::flag(
+            "quota",
+            format!("{q:?} is not a positive count or unlimited"),
+        )
+    })
+}
+
+/// `--cycle-limit`: a percentage, as the share M4 takes.
+fn cycle_limit(p: Option<f64>) -> Result<Option<f64>> {
+    match p {
+        Some(p) if !(p > 0.0 && p <= 100.0) => Err(Error::flag(
+            "cycle-limit",
+            format!("{p} is not a percentage in (0, 100]"),
+        )),
+        p => Ok(p.map(|p| p / 100.0)),
+    }
+}
+
 /// `rxsched route`
 #[derive(Args)]
 pub struct RouteArgs {
@@ -285,12 +315,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             )))
         }
     };
-    let quota = Quota::parse(&a.quota).ok_or_else(|| {
-        Error::Input(format!(
-            "--quota: {:?} is not a positive count or unlimited",
-            a.quota
-        ))
-    })?;
+    let quota = quota(&a.quota)?;
     let routes = if a.routes.is_empty() {
         lab_routes(&a.ports)
     } else {
@@ -320,29 +345,20 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             }
         }
     };
-    if let Some(p) = a.cycle_limit {
-        if !(p > 0.0 && p <= 100.0) {
-            return Err(Error::Input(format!(
-                "--cycle-limit: {p} is not a percentage in (0, 100]"
-            )));
-        }
-    }
+    let cycle_limit = cycle_limit(a.cycle_limit)?;
     if mode == Mode::Interrupt && (feedback.is_some() || a.cycle_limit.is_some()) {
         return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
         ));
     }
     Ok(RouterConfig {
-        backend: match a.backend {
-            BackendArg::Xdp => Backend::Xdp,
-            BackendArg::Packet => Backend::Packet,
-        },
+        backend: a.backend.into(),
         ports: a.ports.clone(),
         routes,
         mode,
         quota,
         feedback,
-        cycle_limit: a.cycle_limit.map(|p| p / 100.0),
+        cycle_limit,
         wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
         duration_s: a.duration,
@@ -415,12 +431,7 @@ pub struct CaptureArgs {
 /// The monitor's configuration from its flags.
 pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::CaptureConfig> {
     positive("duration", a.duration)?;
-    let quota = Quota::parse(&a.quota).ok_or_else(|| {
-        Error::flag(
-            "quota",
-            format!("{:?} is not a positive count or unlimited", a.quota),
-        )
-    })?;
+    let quota = quota(&a.quota)?;
     if !(1..=1 << 20).contains(&a.queue) {
         return Err(Error::flag("queue", "must be from 1 to 1048576 frames"));
     }
@@ -439,14 +450,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
     if a.snaplen == 0 {
         return Err(Error::flag("snaplen", "must be at least 1"));
     }
-    if let Some(p) = a.cycle_limit {
-        if !(p > 0.0 && p <= 100.0) {
-            return Err(Error::flag(
-                "cycle-limit",
-                format!("{p} is not a percentage in (0, 100]"),
-            ));
-        }
-    }
+    let cycle_limit = cycle_limit(a.cycle_limit)?;
     if !(a.stats_every.is_finite() && (a.stats_every == 0.0 || a.stats_every >= 0.01)) {
         return Err(Error::flag("stats-every", "must be 0 or at least 0.01 s"));
     }
@@ -457,10 +461,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         }
     };
     Ok(rxsched_linux::capture::CaptureConfig {
-        backend: match a.backend {
-            BackendArg::Xdp => Backend::Xdp,
-            BackendArg::Packet => Backend::Packet,
-        },
+        backend: a.backend.into(),
         iface: a.iface.clone(),
         out: a.out.clone(),
         snaplen: a.snaplen,
@@ -469,7 +470,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         queue: a.queue,
         min_free: (!a.no_feedback).then_some(a.min_free),
         timeout_ns: (a.timeout_ms * 1e6) as u64,
-        cycle_limit: a.cycle_limit.map(|p| p / 100.0),
+        cycle_limit,
         wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
         duration_s: a.duration,
