@@ -238,7 +238,14 @@ fn run(
         "delivered_pps",
         written / dur,
     );
-    p.set("sent", f(&g, "sent"));
+    // What the loss-free rate (MLFRR) is computed from: every frame sent
+    // and not written counts as lost, wherever it was lost.
+    let sent = f(&g, "sent");
+    p.set("arrived", sent);
+    p.0.insert(
+        "drops".into(),
+        serde_json::json!({ "not_written": (sent - written).max(0.0) }),
+    );
     p.set("written", written);
     p.set(
         "compute_progress",
