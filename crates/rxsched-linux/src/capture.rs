@@ -557,10 +557,11 @@ mod tests {
         }
     }
 
-    fn read_back(f: &MemFile) -> Vec<(u32, Vec<u8>)> {
+    /// The file's snap length and its records (original length, data).
+    fn read_back(f: &MemFile) -> (u32, Vec<(u32, Vec<u8>)>) {
         let data = f.data.lock().unwrap().clone();
         let mut r = pcap_file::pcap::PcapReader::new(&data[..]).unwrap();
-        assert_eq!(r.header().snaplen, 96);
+        let snaplen = r.header().snaplen;
         let mut v = Vec::new();
         // Raw records: the crate's checked reader refuses a record whose
         // original length exceeds the snap length, which pcap allows.
@@ -569,7 +570,7 @@ mod tests {
             assert_eq!(p.incl_len as usize, p.data.len());
             v.push((p.orig_len, p.data.to_vec()));
         }
-        v
+        (snaplen, v)
     }
 
     /// Every accepted frame is in the file, byte for byte up to the snap
@@ -614,7 +615,8 @@ mod tests {
         assert_eq!(r.filtered.get("default"), Some(&50));
         assert_eq!(r.drops["filter_queue"], 0);
         assert_eq!(r.in_flight, 0);
-        let got = read_back(&file);
+        let (snaplen, got) = read_back(&file);
+        assert_eq!(snaplen, 96);
         assert_eq!(got.len() as u64, r.written);
         for ((orig, data), want) in got.iter().zip(&sent) {
             assert_eq!(*orig as usize, want.len());
@@ -639,7 +641,12 @@ mod tests {
             }
             let file = MemFile::held();
             let clock = FakeClock::default();
-            let cfg = cfg(32, feedback.then_some(8), None);
+            // Whole frames, so that the writer's 8 KB buffer holds at most
+            // five before its first write to the stuck file blocks it.
+            let cfg = CaptureConfig {
+                snaplen: 65_535,
+                ..cfg(32, feedback.then_some(8), None)
+            };
             let mut c = Capture::new(
                 rx,
                 file.clone(),
@@ -677,7 +684,9 @@ mod tests {
             let drops: u64 = r.drops.values().sum();
             assert_eq!(r.arrived, 200);
             assert_eq!(r.arrived, r.written + drops + r.in_flight);
-            assert_eq!(read_back(&file).len() as u64, r.written);
+            let (snaplen, got) = read_back(&file);
+            assert_eq!(snaplen, cfg.snaplen);
+            assert_eq!(got.len() as u64, r.written);
             if feedback {
                 assert!(r.written > 100, "feedback: wrote {}", r.written);
             }
