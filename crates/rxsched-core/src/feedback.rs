@@ -85,6 +85,11 @@ impl QueueFeedback {
         self.since.map(|s| s.saturating_add(self.timeout_ns))
     }
 
+    /// The length at or below which an inhibit ends, if it ends that way.
+    pub fn resume_at(&self) -> Option<u32> {
+        self.resume_at
+    }
+
     /// Inhibit episodes begun so far.
     pub fn episodes(&self) -> u64 {
         self.episodes

@@ -91,6 +91,11 @@ impl PollingFacility {
         self
     }
 
+    /// M3, if on.
+    pub fn feedback(&self) -> Option<&QueueFeedback> {
+        self.feedback.as_ref()
+    }
+
     /// Adds the M4 CPU-cycle limit.
     pub fn with_cycle_limit(mut self, limit: CycleLimit) -> Self {
         self.cycle = Some(limit);

@@ -265,6 +265,19 @@ pub fn set_fifo(prio: i32) -> SysResult<()> {
     Ok(())
 }
 
+/// Makes the calling thread an ordinary time-shared one (SCHED_OTHER),
+/// whatever it inherited.
+pub fn set_normal() -> SysResult<()> {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: p is a valid sched_param.
+    check(
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) },
+        "this thread",
+        "sched_setscheduler(SCHED_OTHER)",
+    )?;
+    Ok(())
+}
+
 fn clock(id: rustix::time::ClockId) -> u64 {
     let ts = rustix::time::clock_gettime(id);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

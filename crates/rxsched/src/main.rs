@@ -114,6 +114,9 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchWhat,
     },
+    /// The screening process `route --screen` starts (not for direct use).
+    #[command(hide = true)]
+    Screend(cmd::real::ScreendArgs),
     /// A compute-bound process that reports the CPU share it got.
     Spin {
         /// Pin to this CPU.
@@ -246,6 +249,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     which: RealBench::Capture { quick, out },
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::capture),
+        Cmd::Screend(a) => done(cmd::real::screend(a)),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

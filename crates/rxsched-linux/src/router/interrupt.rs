@@ -9,7 +9,8 @@
 //! interleaving; [`run`] gives each its own thread.
 
 use super::{
-    forward_one, Counters, Mode, OutQueue, Port, Route, RouterConfig, RouterReport, Stats,
+    forward_one, Counters, Mode, Onward, OutQueue, Port, Route, RouterConfig, RouterReport,
+    ScreenEnd, Stats,
 };
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::sys::{self, SysResult};
@@ -105,6 +106,7 @@ pub struct FwdSide<T> {
     counters: Arc<Counters>,
     work: VecDeque<(usize, Vec<u8>)>,
     buf: Vec<u8>,
+    screen: Option<ScreenEnd>,
 }
 
 impl<T: TxBackend> FwdSide<T> {
@@ -127,13 +129,19 @@ impl<T: TxBackend> FwdSide<T> {
         let n = self.work.len();
         for (_, frame) in self.work.drain(..) {
             // Both directions share the table; the input port is not needed.
+            let onward = match &self.screen {
+                Some(s) => Onward::Screen(&s.queue),
+                None => Onward::Out {
+                    outq: &mut self.outq,
+                    cap: self.out_cap,
+                },
+            };
             forward_one(
                 &frame,
                 &mut self.buf,
                 &self.routes,
                 &self.macs,
-                &mut self.outq,
-                self.out_cap,
+                onward,
                 &self.counters,
             );
         }
@@ -141,6 +149,14 @@ impl<T: TxBackend> FwdSide<T> {
             o.flush(&mut self.tx[i], usize::MAX, &self.counters)?;
         }
         Ok(n)
+    }
+
+    /// Hands forwarded frames to the screening stage behind `screen`
+    /// instead of the output queues (where, without feedback, they
+    /// overflow its queue when it cannot keep up: the baseline).
+    pub fn with_screen(mut self, screen: Option<ScreenEnd>) -> Self {
+        self.screen = screen;
+        self
     }
 
     /// Frames on the output queues.
@@ -176,6 +192,7 @@ pub fn sides<R, T>(
         counters: counters.clone(),
         work: VecDeque::new(),
         buf: vec![0u8; 65_536],
+        screen: None,
     };
     (rxs, fwd, counters)
 }
@@ -185,6 +202,7 @@ pub fn sides<R, T>(
 pub fn run<R, T, W>(
     ports: Vec<Port<R, T>>,
     cfg: &RouterConfig,
+    screen: Option<ScreenEnd>,
     prio: i32,
     mut wait: W,
 ) -> SysResult<RouterReport>
@@ -197,7 +215,8 @@ where
     for (i, p) in ports.iter().enumerate() {
         wait.add(i, p.rx.fd())?;
     }
-    let (mut rxs, mut fwd, c) = sides(ports, cfg);
+    let (mut rxs, fwd, c) = sides(ports, cfg);
+    let mut fwd = fwd.with_screen(screen.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = cfg.cpu;
     let rx_thread = {
@@ -244,7 +263,7 @@ where
         && !fw_thread.is_finished()
     {
         std::thread::sleep(Duration::from_millis(20));
-        stats.tick(Mode::Interrupt, &c, "", sys::mono_ns());
+        stats.tick(Mode::Interrupt, &c, screen.as_ref(), "", sys::mono_ns());
     }
     stop.store(true, Relaxed);
     let (mut rxs, rx_cpu) = rx_thread.join().expect("receive thread")?;

@@ -10,6 +10,9 @@ pub mod polling;
 
 use crate::backend::packet::{EpollWait, PacketRing, PacketTx, RingConfig};
 use crate::backend::{RxBackend, TxBackend};
+use crate::rules::Rules;
+use crate::screen::{ScreenConfig, ScreenCounts, Screend};
+use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
 use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4};
 use ipnet::Ipv4Net;
@@ -18,6 +21,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// One route: a prefix, the port out, and the next hop's MAC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,9 +164,15 @@ pub struct RouterConfig {
     pub mode: Mode,
     /// Polling: packets per callback.
     pub quota: Quota,
-    /// Polling, M3: inhibit input while an output queue is this full
-    /// (fraction of `out_queue`), resume at the second; `None`: off.
+    /// Polling, M3: inhibit input while the watched queue (the screening
+    /// queue with `screen`, else an output queue) is this full, as a
+    /// fraction of its length; resume at the second; `None`: off.
     pub feedback: Option<(f64, f64)>,
+    /// Polling, M3: an inhibit ends after this long at most, in ns
+    /// (Mogul & Ramakrishnan 1996 §6.6.1: one clock tick, about 1 ms).
+    pub feedback_timeout_ns: u64,
+    /// Forwarded frames pass a screening process first (`--screen`).
+    pub screen: Option<ScreenConfig>,
     /// Polling, M4: input may use this share of each 10 ms.
     pub cycle_limit: Option<f64>,
     /// Polling, M4: what each wake-up of the router costs the task it
@@ -192,6 +202,8 @@ pub struct Counters {
     pub ipintrq: AtomicU64,
     /// Dropped because an output queue was full.
     pub output_queue: AtomicU64,
+    /// Dropped because the screening queue was full.
+    pub screen_queue: AtomicU64,
     /// Refused frames by reason, indexed like [`REASONS`].
     pub refused: [AtomicU64; 6],
     /// Polling: callbacks run, and the most frames one handled.
@@ -223,7 +235,10 @@ impl Counters {
 
     /// Frames dropped or refused inside the router (not on the rings).
     pub fn dropped(&self) -> u64 {
-        self.ipintrq.load(Relaxed) + self.output_queue.load(Relaxed) + self.refused_total()
+        self.ipintrq.load(Relaxed)
+            + self.output_queue.load(Relaxed)
+            + self.screen_queue.load(Relaxed)
+            + self.refused_total()
     }
 }
 
@@ -251,6 +266,23 @@ pub struct RouterReport {
     /// With M4: the cost charged per wake-up, in ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake_cost_ns: Option<u64>,
+    /// With `--screen`: what the screening process did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenReport>,
+}
+
+/// The screening stage's part of a router's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScreenReport {
+    /// The screening process's id.
+    pub pid: u32,
+    /// Its exit status, if it exited by itself when asked to stop.
+    pub exit_code: Option<i32>,
+    /// Frames the router handed to it.
+    pub queued: u64,
+    /// What it did with them.
+    #[serde(flatten)]
+    pub counts: ScreenCounts,
 }
 
 impl RouterReport {
@@ -261,6 +293,9 @@ impl RouterReport {
         drops.insert("nic_rx_ring".to_string(), ring_drops);
         drops.insert("ipintrq".to_string(), c.ipintrq.load(Relaxed));
         drops.insert("output_queue".to_string(), c.output_queue.load(Relaxed));
+        if c.screen_queue.load(Relaxed) > 0 {
+            drops.insert("screen_queue".to_string(), c.screen_queue.load(Relaxed));
+        }
         for (i, n) in REASONS.iter().enumerate() {
             drops.insert(n.to_string(), c.refused[i].load(Relaxed));
         }
@@ -275,7 +310,55 @@ impl RouterReport {
             in_flight,
             cpu_s: 0.0,
             wake_cost_ns: None,
+            screen: None,
         }
+    }
+
+    /// Adds what the screening stage behind `end` did: the frames it sent
+    /// are the router's output, its denials and output refusals are drops
+    /// (`screen_denied`, `output_queue`), and what its queue still holds is
+    /// in flight.
+    pub fn add_screen(&mut self, end: &ScreenEnd, pid: u32, exit_code: Option<i32>) {
+        let counts = ScreenCounts::read(&end.queue, &end.rules);
+        let queued = end.queue.pushed();
+        self.forwarded += counts.sent;
+        *self.drops.entry("output_queue".into()).or_default() += counts.tx_dropped;
+        self.drops
+            .insert("screen_denied".into(), counts.denied_total());
+        self.drops.entry("screen_queue".into()).or_insert(0);
+        // Handed over and not yet judged: queued, or being screened.
+        self.in_flight += queued.saturating_sub(counts.accepted + counts.denied_total());
+        self.screen = Some(ScreenReport {
+            pid,
+            exit_code,
+            queued,
+            counts,
+        });
+    }
+}
+
+/// The router's end of the screening stage: the queue it fills, and the
+/// rules the stage applies (for the names of the denial counters).
+#[derive(Clone)]
+pub struct ScreenEnd {
+    /// The screening queue.
+    pub queue: Arc<StageQueue>,
+    /// The stage's rules.
+    pub rules: Rules,
+}
+
+impl ScreenEnd {
+    /// A screening queue of `cfg.queue` frames for `cfg.rules`.
+    pub fn new(cfg: &ScreenConfig) -> SysResult<ScreenEnd> {
+        let q = StageQueue::create(
+            "rxsched-screen",
+            cfg.queue,
+            crate::screen::counters_for(&cfg.rules),
+        )?;
+        Ok(ScreenEnd {
+            queue: Arc::new(q),
+            rules: cfg.rules.clone(),
+        })
     }
 }
 
@@ -351,23 +434,42 @@ impl OutQueue {
     }
 }
 
-/// Checks a frame, routes it and rewrites it in `buf` (a copy), then queues
-/// it on its output port or counts why not. Returns the output port.
+/// Where a routed frame goes next.
+pub enum Onward<'a> {
+    /// Onto its output port's queue, which holds `cap` frames.
+    Out {
+        /// Every port's queue.
+        outq: &'a mut [OutQueue],
+        /// Their limit.
+        cap: usize,
+    },
+    /// To the screening process, which sends it if its rules accept it.
+    Screen(&'a StageQueue),
+}
+
+/// Checks a frame, routes it and rewrites it in `buf` (a copy), then hands
+/// it on (see [`Onward`]) or counts why not. Returns the output port if the
+/// frame went onto an output queue.
 pub fn forward_one(
     frame: &[u8],
     buf: &mut [u8],
     routes: &[Route],
     macs: &[Mac],
-    outq: &mut [OutQueue],
-    cap: usize,
+    onward: Onward<'_>,
     c: &Counters,
 ) -> Option<usize> {
     let n = frame.len().min(buf.len());
     let b = &mut buf[..n];
     b.copy_from_slice(&frame[..n]);
-    match forward_in_place(b, routes, macs) {
-        Ok(out) => outq[out].push(b, cap, c).then_some(out),
-        Err(r) => {
+    match (forward_in_place(b, routes, macs), onward) {
+        (Ok(out), Onward::Out { outq, cap }) => outq[out].push(b, cap, c).then_some(out),
+        (Ok(out), Onward::Screen(q)) => {
+            if !q.push(b, usize::MAX, out as u32, 0) {
+                c.screen_queue.fetch_add(1, Relaxed);
+            }
+            None
+        }
+        (Err(r), _) => {
             c.refuse(r);
             None
         }
@@ -378,19 +480,22 @@ pub fn forward_one(
 pub fn live_line(
     mode: Mode,
     c: &Counters,
+    screen: Option<&ScreenEnd>,
     extra: &str,
     prev: &mut (u64, u64, u64),
     now: u64,
 ) -> String {
-    let (rx, fw) = (c.rx.load(Relaxed), c.forwarded.load(Relaxed));
+    let sent = screen.map_or(0, |s| s.queue.counter(crate::screen::SENT));
+    let (rx, fw) = (c.rx.load(Relaxed), c.forwarded.load(Relaxed) + sent);
     let dt = (now.saturating_sub(prev.2)).max(1) as f64 / 1e9;
     let line = format!(
-        "route {}: rx {:.0}/s forwarded {:.0}/s; drops ipintrq {} output_queue {} refused {}{extra}",
+        "route {}: rx {:.0}/s forwarded {:.0}/s; drops ipintrq {} output_queue {} screen_queue {} refused {}{extra}",
         mode.name(),
         (rx - prev.0) as f64 / dt,
         (fw - prev.1) as f64 / dt,
         c.ipintrq.load(Relaxed),
         c.output_queue.load(Relaxed),
+        c.screen_queue.load(Relaxed),
         c.refused_total(),
     );
     *prev = (rx, fw, now);
@@ -421,9 +526,16 @@ impl Stats {
     }
 
     /// Prints a line to stderr if one is due at `now`.
-    pub fn tick(&mut self, mode: Mode, c: &Counters, extra: &str, now: u64) {
+    pub fn tick(
+        &mut self,
+        mode: Mode,
+        c: &Counters,
+        screen: Option<&ScreenEnd>,
+        extra: &str,
+        now: u64,
+    ) {
         if now >= self.next || sys::signals::take_usr1() {
-            eprintln!("{}", live_line(mode, c, extra, &mut self.prev, now));
+            eprintln!("{}", live_line(mode, c, screen, extra, &mut self.prev, now));
             if now >= self.next {
                 self.next += self.every;
             }
@@ -482,17 +594,37 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
         sys::pin_to_cpu(c)?;
     }
     let cfg = &with_wake_cost(cfg)?;
-    match (cfg.backend, cfg.mode) {
+    // The screening process starts before this thread takes a real-time
+    // priority, and runs as an ordinary process beside it.
+    let screen = match &cfg.screen {
+        Some(s) => {
+            let end = ScreenEnd::new(s)?;
+            let proc = Screend::spawn(s, &end.queue, &cfg.ports, cfg.cpu)?;
+            Some((end, proc))
+        }
+        None => None,
+    };
+    let end = screen.as_ref().map(|(e, _)| e.clone());
+    let r = match (cfg.backend, cfg.mode) {
         (Backend::Packet, Mode::Polling) => {
             sys::set_fifo(KTHREAD_PRIO)?;
             let ports = open_ports(cfg)?;
-            polling::PollingRouter::new(ports, cfg, sys::MonoClock, EpollWait::new()?)?.run(cfg)
+            polling::PollingRouter::new(ports, cfg, sys::MonoClock, EpollWait::new()?)?
+                .with_screen(end)?
+                .run(cfg)
         }
         (Backend::Packet, Mode::Interrupt) => {
-            interrupt::run(open_ports(cfg)?, cfg, DEVICE_PRIO, EpollWait::new()?)
+            interrupt::run(open_ports(cfg)?, cfg, end, DEVICE_PRIO, EpollWait::new()?)
         }
-        (Backend::Xdp, mode) => run_xdp(cfg, mode),
+        (Backend::Xdp, mode) => run_xdp(cfg, mode, end),
+    };
+    let mut r = r?;
+    if let Some((end, proc)) = screen {
+        let pid = proc.pid();
+        let code = proc.stop(&end.queue, std::time::Duration::from_secs(2))?;
+        r.add_screen(&end, pid, code);
     }
+    Ok(r)
 }
 
 /// With M4 on in polling mode, the configuration with the wake-up cost
@@ -517,7 +649,7 @@ fn with_wake_cost(cfg: &RouterConfig) -> SysResult<RouterConfig> {
 /// output starts the device as it goes); under overload the receive work
 /// starves it and frames die at the sockets' rings after that work was
 /// spent. M3 and M4 do not apply to the baseline.
-fn run_xdp(cfg: &RouterConfig, mode: Mode) -> SysResult<RouterReport> {
+fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResult<RouterReport> {
     let ports = cfg
         .ports
         .iter()
@@ -547,6 +679,7 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode) -> SysResult<RouterReport> {
     }
     polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
         .with_gate(Box::new(gate))?
+        .with_screen(screen)?
         .run(&c)
 }
 

@@ -5,8 +5,8 @@
 //! claimed for the device, sent in batches when the callback ends.
 
 use super::{
-    forward_one, ring_drops, Counters, Mode, OutQueue, Port, Route, RouterConfig, RouterReport,
-    Stats,
+    forward_one, ring_drops, Counters, Mode, Onward, OutQueue, Port, Route, RouterConfig,
+    RouterReport, ScreenEnd, Stats,
 };
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::sys::{self, SysResult};
@@ -215,6 +215,9 @@ pub struct PollingRouter<R, T, C, W> {
     buf: Vec<u8>,
     input: InputCtl,
     mode: Mode,
+    /// The screening stage the frames go to, if any; its queue is what M3
+    /// watches then.
+    screen: Option<ScreenEnd>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -228,7 +231,12 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     ) -> SysResult<Self> {
         let mut fac = PollingFacility::new(cfg.quota);
         if let Some((hi, lo)) = cfg.feedback {
-            fac = fac.with_feedback(QueueFeedback::watermarks(cfg.out_queue as u32, hi, lo, MS));
+            let watched = cfg
+                .screen
+                .as_ref()
+                .map_or(cfg.out_queue as u32, |s| s.queue);
+            let timeout = cfg.feedback_timeout_ns;
+            fac = fac.with_feedback(QueueFeedback::watermarks(watched, hi, lo, timeout));
         }
         if let Some(share) = cfg.cycle_limit {
             fac = fac.with_cycle_limit(CycleLimit::new(10 * MS, share));
@@ -255,7 +263,21 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             buf: vec![0u8; 65_536],
             input,
             mode: cfg.mode,
+            screen: None,
         })
+    }
+
+    /// Hands forwarded frames to the screening stage behind `screen`
+    /// instead of the output queues; its queue is what M3 watches, and the
+    /// stage kicks the thread awake when it has drained the queue to the
+    /// low watermark.
+    pub fn with_screen(mut self, screen: Option<ScreenEnd>) -> SysResult<Self> {
+        if let Some(s) = &screen {
+            self.wait
+                .add(self.ports.len(), Some(s.queue.producer_fd()))?;
+        }
+        self.screen = screen;
+        Ok(self)
     }
 
     /// Drives `gate` with the loop's input inhibits, and (with M4) charges
@@ -339,7 +361,8 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         Ok(false)
     }
 
-    /// Takes one frame off port `d`'s ring and forwards it to its queue.
+    /// Takes one frame off port `d`'s ring and forwards it to its queue,
+    /// or to the screening stage.
     fn receive_one(&mut self, d: usize, now: Nanos) {
         let mut out = None;
         let (routes, macs, outq, cap, c, buf) = (
@@ -350,13 +373,36 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             &self.counters,
             &mut self.buf,
         );
+        let screen = self.screen.as_ref().map(|s| &*s.queue);
         self.ports[d].rx.recv(1, &mut |f| {
             c.rx.fetch_add(1, Relaxed);
-            out = forward_one(f, buf, routes, macs, outq, cap, c);
+            let onward = match screen {
+                Some(q) => Onward::Screen(q),
+                None => Onward::Out {
+                    outq: &mut outq[..],
+                    cap,
+                },
+            };
+            out = forward_one(f, buf, routes, macs, onward, c);
         });
         if let Some(o) = out {
             let _ = self.lp.interrupt(DeviceId(o), Dir::Tx);
             let _ = self.lp.queue_level(self.outq[o].len() as u32, now);
+        } else if self.screen.is_some() {
+            self.screen_level(now);
+        }
+    }
+
+    /// Reports the screening queue's length to M3; when that starts an
+    /// inhibit, asks the stage for a kick at the low watermark.
+    fn screen_level(&mut self, now: Nanos) {
+        let Some(s) = &self.screen else { return };
+        let wake = self.lp.queue_level(s.queue.len(), now);
+        if let rxsched_core::Wake::At(_) = wake {
+            let low = self.lp.facility().feedback().and_then(|f| f.resume_at());
+            if let Some(low) = low {
+                s.queue.kick_when_drained_to(low);
+            }
         }
     }
 
@@ -382,15 +428,27 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         let timeout = self
             .until
             .map_or(limit, |u| u.saturating_sub(now).min(limit));
-        let armed: Vec<bool> = (0..self.ports.len())
+        let n = self.ports.len();
+        let mut armed: Vec<bool> = (0..n)
             .map(|i| self.lp.interrupts_enabled(DeviceId(i), Dir::Rx))
             .collect();
-        let ports = &self.ports;
-        let ready = |i: usize| ports[i].rx.pending();
-        for i in self.wait.wait(&armed, &ready, timeout)? {
-            let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
-        }
+        // The screening stage's kick is always armed: it comes only when asked for.
+        armed.extend(self.screen.iter().map(|_| true));
+        let (ports, screen) = (&self.ports, &self.screen);
+        let ready = |i: usize| match screen {
+            Some(s) if i == n => s.queue.producer_kicked(),
+            _ => ports[i].rx.pending(),
+        };
+        let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
+        for i in woken {
+            if i < n {
+                let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
+            } else if let Some(s) = &self.screen {
+                s.queue.take_producer_kick();
+                self.screen_level(now);
+            }
+        }
         // The receive work that ran while this thread slept is M4's too.
         self.input.charge(&mut self.lp, &self.clock, now)?;
         if self.until.is_some_and(|u| now >= u) {
@@ -419,7 +477,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                     break;
                 }
                 let extra = self.live_extra();
-                stats.tick(self.mode, &self.counters, &extra, now);
+                stats.tick(self.mode, &self.counters, self.screen.as_ref(), &extra, now);
             }
         }
         self.flush(self.clock.now())?;

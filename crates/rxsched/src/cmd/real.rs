@@ -5,6 +5,9 @@ use rxsched::error::{Error, Result};
 use rxsched_core::Quota;
 use rxsched_linux::lab::{self, D0, D1, G0, S0};
 use rxsched_linux::router::{Backend, Mode, Route, RouterConfig};
+use rxsched_linux::rules::Rules;
+use rxsched_linux::screen::ScreenConfig;
+use rxsched_linux::stage::StageFds;
 use rxsched_linux::traffic::{Engine, GenConfig, SinkConfig};
 use rxsched_linux::wire::Mac;
 
@@ -176,10 +179,23 @@ pub struct RouteArgs {
     /// Polling: packets per callback, or `unlimited`.
     #[arg(long, default_value = "32")]
     pub quota: String,
-    /// Polling, M3: `HIGH,LOW` fractions of the output queue at which input
-    /// stops and resumes, e.g. `0.75,0.25`.
+    /// Polling, M3: `HIGH,LOW` fractions of the watched queue (the
+    /// screening queue with `--screen`, else the output queue) at which
+    /// input stops and resumes, e.g. `0.75,0.25`.
     #[arg(long)]
     pub feedback: Option<String>,
+    /// Polling, M3: an inhibit ends after this long at most, in ms (in
+    /// case the consumer hangs).
+    #[arg(long, default_value_t = 1.0)]
+    pub feedback_timeout_ms: f64,
+    /// Pass every forwarded frame through a screening process that applies
+    /// this rule file (see `rxsched capture --filter` for the language);
+    /// frames it accepts it sends on, frames it denies are counted by rule.
+    #[arg(long, value_name = "RULES")]
+    pub screen: Option<String>,
+    /// The screening queue's length, in frames.
+    #[arg(long, default_value_t = 32)]
+    pub screen_queue: u32,
     /// Polling, M4: percentage of each 10 ms that input may use.
     #[arg(long)]
     pub cycle_limit: Option<f64>,
@@ -346,6 +362,26 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         }
     };
     let cycle_limit = cycle_limit(a.cycle_limit)?;
+    timeout_ms("feedback-timeout-ms", a.feedback_timeout_ms)?;
+    let screen = match &a.screen {
+        None => None,
+        Some(path) => {
+            if !(1..=1 << 20).contains(&a.screen_queue) {
+                return Err(Error::flag(
+                    "screen-queue",
+                    "must be from 1 to 1048576 frames",
+                ));
+            }
+            let rules = Rules::load(path).map_err(|e| Error::Input(e.to_string()))?;
+            Some(ScreenConfig {
+                rules_path: path.clone(),
+                rules,
+                queue: a.screen_queue,
+                exe: std::env::current_exe()
+                    .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
+            })
+        }
+    };
     if mode == Mode::Interrupt && (feedback.is_some() || a.cycle_limit.is_some()) {
         return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
@@ -358,6 +394,8 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         mode,
         quota,
         feedback,
+        feedback_timeout_ns: (a.feedback_timeout_ms * 1e6) as u64,
+        screen,
         cycle_limit,
         wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
@@ -367,6 +405,39 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         input_queue: 50,
         out_queue: 256,
     })
+}
+
+/// An inhibit's timeout flag: a positive time of at most 10 s.
+fn timeout_ms(flag: &str, ms: f64) -> Result<()> {
+    if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 {
+        Ok(())
+    } else {
+        Err(Error::flag(flag, "must be a positive time of at most 10 s"))
+    }
+}
+
+/// `rxsched screend` (started by `route --screen`)
+#[derive(Args)]
+pub struct ScreendArgs {
+    /// The queue's descriptors, `REGION,TO_CONSUMER,TO_PRODUCER`.
+    #[arg(long)]
+    pub stage: String,
+    /// The rule file.
+    #[arg(long)]
+    pub rules: String,
+    /// The router's ports, in its order.
+    #[arg(long, value_delimiter = ',')]
+    pub ports: Vec<String>,
+    /// Pin to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// `rxsched screend`
+pub fn screend(a: ScreendArgs) -> Result<()> {
+    let fds = StageFds::parse(&a.stage)
+        .ok_or_else(|| Error::flag("stage", format!("{:?} is not REGION,IN,OUT", a.stage)))?;
+    rxsched_linux::screen::process_main(fds, &a.rules, &a.ports, a.cpu).map_err(Error::Run)
 }
 
 /// `rxsched route`
@@ -441,12 +512,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
             format!("must be below the queue length {}", a.queue),
         ));
     }
-    if !(a.timeout_ms.is_finite() && a.timeout_ms > 0.0 && a.timeout_ms <= 10_000.0) {
-        return Err(Error::flag(
-            "timeout-ms",
-            "must be a positive time of at most 10 s",
-        ));
-    }
+    timeout_ms("timeout-ms", a.timeout_ms)?;
     if a.snaplen == 0 {
         return Err(Error::flag("snaplen", "must be at least 1"));
     }
@@ -456,9 +522,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
     }
     let filter = match &a.filter {
         None => None,
-        Some(f) => {
-            Some(rxsched_linux::rules::Rules::load(f).map_err(|e| Error::Input(e.to_string()))?)
-        }
+        Some(f) => Some(Rules::load(f).map_err(|e| Error::Input(e.to_string()))?),
     };
     Ok(rxsched_linux::capture::CaptureConfig {
         backend: a.backend.into(),
