@@ -36,6 +36,13 @@ impl QueueFeedback {
         QueueFeedback::new(inhibit_at, None, timeout_ns)
     }
 
+    /// The same inhibit, ended also when the queue has drained to `len`
+    /// entries (below the inhibit threshold), not only by the timeout.
+    pub fn resume_at_len(mut self, len: u32) -> Self {
+        self.resume_at = Some(len.min(self.inhibit_at.saturating_sub(1)));
+        self
+    }
+
     /// Explicit thresholds in queue entries.
     pub fn new(inhibit_at: u32, resume_at: Option<u32>, timeout_ns: Nanos) -> Self {
         QueueFeedback {

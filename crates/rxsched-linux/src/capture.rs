@@ -3,8 +3,11 @@
 //! takes frames off the interface, an optional rule set picks them, and
 //! they go onto a bounded packet-filter queue that a writer thread drains
 //! into a pcap file. With feedback (M3 in the monitor's form) input stops
-//! while fewer than `min_free` slots are free and starts again only when a
-//! timeout expires, so the writer gets the CPU under overload.
+//! while fewer than `min_free` slots are free, so the writer gets the CPU
+//! under overload, and starts again when the writer has drained the queue
+//! to `resume_at` (it kicks the polling thread awake) or, at the latest,
+//! when a timeout expires. Without `resume_at` only the timeout ends an
+//! inhibit, as in Mogul & Ramakrishnan's monitor (§8.2).
 //!
 //! Every frame taken off the ring is written, dropped at the packet-filter
 //! queue (`filter_queue`), refused by the filter (counted by rule), or in
@@ -14,6 +17,7 @@ use crate::backend::{RxBackend, Wait};
 use crate::router::polling::{At, Gate, InputCtl};
 use crate::router::Backend;
 use crate::rules::{Action, Flow, Rules};
+use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
 use rxsched_core::{
     Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
@@ -23,8 +27,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -47,7 +49,10 @@ pub struct CaptureConfig {
     pub queue: usize,
     /// M3: inhibit input while fewer than this many slots are free; `None`: off.
     pub min_free: Option<u32>,
-    /// M3: how long an inhibit lasts (it ends only by this timeout).
+    /// M3: the inhibit ends when the writer has drained the queue to this
+    /// many frames; `None`: only by the timeout (the paper's form).
+    pub resume_at: Option<u32>,
+    /// M3: an inhibit ends after this long at the latest.
     pub timeout_ns: u64,
     /// M4: input may use this share of each 10 ms.
     pub cycle_limit: Option<f64>,
@@ -92,20 +97,12 @@ pub struct CaptureReport {
     pub cpu_s: f64,
 }
 
-/// A captured frame on its way to the writer.
-struct Frame {
-    ts: Duration,
-    orig_len: u32,
-    data: Vec<u8>,
-}
-
-/// Counters both threads touch.
-#[derive(Debug, Default)]
-struct Shared {
-    queued: AtomicUsize,
-    written: AtomicU64,
-    bytes: AtomicU64,
-}
+/// Writer counter: frames written.
+const WRITTEN: usize = 0;
+/// Writer counter: bytes of frame data written.
+const BYTES: usize = 1;
+/// Frames the writer takes off the queue at a time.
+const WRITE_BATCH: u32 = 64;
 
 /// The device as the loop sees it: one port, receive only.
 struct View<'a, R>(&'a R);
@@ -123,9 +120,7 @@ pub struct Capture<R, C, W> {
     lp: PollLoop,
     clock: C,
     wait: W,
-    queue: Option<SyncSender<Frame>>,
-    cap: usize,
-    shared: Arc<Shared>,
+    queue: Arc<StageQueue>,
     filter: Option<Rules>,
     filtered: BTreeMap<String, u64>,
     snaplen: usize,
@@ -147,28 +142,30 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         mut wait: W,
     ) -> SysResult<Self> {
         let mut fac = PollingFacility::new(cfg.quota);
+        let cap = cfg.queue.clamp(1, 1 << 20) as u32;
         if let Some(free) = cfg.min_free {
-            let q = cfg.queue as u32;
-            fac = fac.with_feedback(QueueFeedback::min_free(q, free, cfg.timeout_ns));
+            let mut fb = QueueFeedback::min_free(cap, free, cfg.timeout_ns);
+            if let Some(low) = cfg.resume_at {
+                fb = fb.resume_at_len(low);
+            }
+            fac = fac.with_feedback(fb);
         }
         if let Some(share) = cfg.cycle_limit {
             fac = fac.with_cycle_limit(CycleLimit::new(10 * MS, share));
         }
         let mut lp = PollLoop::new(fac);
         lp.register(true, false);
+        let queue = Arc::new(StageQueue::create("rxsched-capture", cap, 2)?);
         wait.add(0, rx.fd())?;
-        let (tx, frames) = sync_channel(cfg.queue.max(1));
-        let shared = Arc::new(Shared::default());
-        let writer = spawn_writer(frames, out, cfg, shared.clone())?;
+        wait.add(1, Some(queue.producer_fd()))?;
+        let writer = spawn_writer(queue.clone(), out, cfg)?;
         let input = InputCtl::new(&clock, cfg.cycle_limit, cfg.wake_cost_ns)?;
         Ok(Capture {
             rx,
             lp,
             clock,
             wait,
-            queue: Some(tx),
-            cap: cfg.queue.max(1),
-            shared,
+            queue,
             filter: cfg.filter.clone(),
             filtered: BTreeMap::new(),
             snaplen: cfg.snaplen.max(1) as usize,
@@ -188,7 +185,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
 
     /// Frames written so far.
     pub fn written(&self) -> u64 {
-        self.shared.written.load(Relaxed)
+        self.queue.counter(WRITTEN)
     }
 
     /// Frames taken off the ring so far.
@@ -229,9 +226,9 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
 
     /// Takes one frame, filters it and queues it for the writer.
     fn receive_one(&mut self, now: Nanos) {
-        let (shared, cap, snap) = (&self.shared, self.cap, self.snaplen);
+        let (queue, snap) = (&self.queue, self.snaplen);
         let (filter, filtered) = (&self.filter, &mut self.filtered);
-        let (queue, drops, taken) = (&self.queue, &mut self.queue_drops, &mut self.taken);
+        let (drops, taken) = (&mut self.queue_drops, &mut self.taken);
         self.rx.recv(1, &mut |f| {
             *taken += 1;
             if let Some(rules) = filter {
@@ -241,29 +238,27 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
                     return;
                 }
             }
-            if shared.queued.load(Relaxed) >= cap {
+            let ts = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos() as u64;
+            if !queue.push(f, snap, 0, ts) {
                 *drops += 1;
-                return;
-            }
-            let frame = Frame {
-                ts: SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default(),
-                orig_len: f.len() as u32,
-                data: f[..f.len().min(snap)].to_vec(),
-            };
-            shared.queued.fetch_add(1, Relaxed);
-            if let Some(q) = queue {
-                if q.try_send(frame).is_err() {
-                    // Only if the writer has gone (a write error): counted
-                    // as a queue drop, and the error is reported at the end.
-                    shared.queued.fetch_sub(1, Relaxed);
-                    *drops += 1;
-                }
             }
         });
-        let level = self.shared.queued.load(Relaxed) as u32;
-        let _ = self.lp.queue_level(level, now);
+        self.report_level(now);
+    }
+
+    /// Reports the queue's length to M3; when that starts an inhibit that
+    /// the writer may end, asks the writer for a kick at that level.
+    fn report_level(&mut self, now: Nanos) {
+        let wake = self.lp.queue_level(self.queue.len(), now);
+        if let rxsched_core::Wake::At(_) = wake {
+            let low = self.lp.facility().feedback().and_then(|f| f.resume_at());
+            if let Some(low) = low {
+                self.queue.kick_when_drained_to(low);
+            }
+        }
     }
 
     fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
@@ -272,13 +267,23 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         let timeout = self
             .until
             .map_or(limit, |u| u.saturating_sub(now).min(limit));
-        let armed = [self.lp.interrupts_enabled(DeviceId(0), Dir::Rx)];
-        let rx = &self.rx;
-        let ready = |_: usize| rx.pending();
-        if !self.wait.wait(&armed, &ready, timeout)?.is_empty() {
-            let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
-        }
+        // The writer's kick is always armed: it comes only when asked for.
+        let armed = [self.lp.interrupts_enabled(DeviceId(0), Dir::Rx), true];
+        let (rx, queue) = (&self.rx, &self.queue);
+        let ready = |i: usize| match i {
+            0 => rx.pending(),
+            _ => queue.producer_kicked(),
+        };
+        let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
+        for i in woken {
+            if i == 0 {
+                let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
+            } else {
+                self.queue.take_producer_kick();
+                self.report_level(now);
+            }
+        }
         self.input.charge(&mut self.lp, &self.clock, now)?;
         if self.until.is_some_and(|u| now >= u) {
             let _ = self.lp.timer(now);
@@ -304,7 +309,10 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             let slept = self.turn(end.min(next_stats))?;
             if slept || turns.is_multiple_of(64) {
                 let now = self.clock.now();
-                if now >= end || sys::signals::stopping() {
+                // A writer that stopped early (a write error) ends the run;
+                // `finish` reports its error.
+                let writer_gone = self.writer.as_ref().is_some_and(|w| w.is_finished());
+                if now >= end || sys::signals::stopping() || writer_gone {
                     break;
                 }
                 if now >= next_stats || sys::signals::take_usr1() {
@@ -343,7 +351,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         duration_s: f64,
         cpu_s: f64,
     ) -> SysResult<CaptureReport> {
-        self.queue = None;
+        self.queue.stop();
         let written_ok = match self.writer.take() {
             Some(h) => h
                 .join()
@@ -373,10 +381,10 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             arrived: self.taken + ring + sock,
             rx: self.taken,
             written: self.written(),
-            bytes_written: self.shared.bytes.load(Relaxed),
+            bytes_written: self.queue.counter(BYTES),
             drops,
             filtered: self.filtered,
-            in_flight: self.shared.queued.load(Relaxed) as u64,
+            in_flight: self.queue.len() as u64,
             inhibits,
             mode_switches: self.lp.mode_switches(),
             cpu_s,
@@ -384,13 +392,12 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
     }
 }
 
-/// The writer thread: pcap header, then every queued frame; flushes when
-/// the queue closes.
+/// The writer thread: pcap header, then every queued frame; when the
+/// polling thread says stop, it writes what is queued and flushes.
 fn spawn_writer(
-    frames: Receiver<Frame>,
+    queue: Arc<StageQueue>,
     out: impl Write + Send + 'static,
     cfg: &CaptureConfig,
-    shared: Arc<Shared>,
 ) -> SysResult<std::thread::JoinHandle<std::io::Result<()>>> {
     use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
     let header = PcapHeader {
@@ -407,12 +414,24 @@ fn spawn_writer(
             }
             let mut w =
                 PcapWriter::with_header(std::io::BufWriter::new(out), header).map_err(io)?;
-            for f in frames {
-                w.write_packet(&PcapPacket::new(f.ts, f.orig_len, &f.data))
-                    .map_err(io)?;
-                shared.written.fetch_add(1, Relaxed);
-                shared.bytes.fetch_add(f.data.len() as u64, Relaxed);
-                shared.queued.fetch_sub(1, Relaxed);
+            loop {
+                let n = queue.len().min(WRITE_BATCH);
+                if n == 0 {
+                    if queue.stopping() {
+                        break;
+                    }
+                    queue.wait_for_work(100).map_err(|e| e.source)?;
+                    continue;
+                }
+                for k in 0..n {
+                    let Some(f) = queue.peek_at(k) else { break };
+                    let ts = Duration::from_nanos(f.ts_ns);
+                    w.write_packet(&PcapPacket::new(ts, f.orig_len, f.data))
+                        .map_err(io)?;
+                    queue.count(WRITTEN, 1);
+                    queue.count(BYTES, f.data.len() as u64);
+                }
+                queue.pop(n);
             }
             w.into_writer().flush()
         })
@@ -539,6 +558,7 @@ mod tests {
             quota: Quota::Limited(8),
             queue,
             min_free,
+            resume_at: None,
             timeout_ns: MS,
             cycle_limit: None,
             wake_cost_ns: None,

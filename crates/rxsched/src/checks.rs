@@ -150,6 +150,13 @@ pub enum Rule {
         #[serde(default)]
         max: Option<f64>,
     },
+    /// At every offered rate (points paired in x order), `series` passes on
+    /// at least the share of x that `other` does, less `tolerance`.
+    AtEveryRate {
+        series: Vec<String>,
+        other: Vec<String>,
+        tolerance: f64,
+    },
     /// At the highest x, drop point `point` holds at least `min` of the drops.
     DropShare {
         series: Vec<String>,
@@ -176,7 +183,8 @@ impl Rule {
             }
             QuantileDiff { series, other, .. }
             | SpreadOrder { series, other }
-            | PointDiff { series, other, .. } => series.iter().chain(other).collect(),
+            | PointDiff { series, other, .. }
+            | AtEveryRate { series, other, .. } => series.iter().chain(other).collect(),
             LastOverMlfrr(b) | RangeOverMlfrr(b) => b.series.iter().collect(),
             Flat { series, .. }
             | Collapses { series, .. }
@@ -311,6 +319,11 @@ impl View<'_> {
                 min,
                 max,
             } => self.point_diff(&series[0], &other[0], *at, *min, *max),
+            AtEveryRate {
+                series,
+                other,
+                tolerance,
+            } => self.at_every_rate(&series[0], &other[0], *tolerance),
             DropShare { series, point, min } => {
                 self.each(series, |s, _| self.drop_share(s, point, *min))
             }
@@ -509,6 +522,38 @@ impl View<'_> {
             ),
             _ => (false, format!("no point at x={at}")),
         }
+    }
+
+    fn at_every_rate(&self, s0: &str, o0: &str, tolerance: f64) -> Outcome {
+        let (a, b) = (self.curve(s0), self.curve(o0));
+        if a.is_empty() || a.len() != b.len() {
+            return (
+                false,
+                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+            );
+        }
+        let share = |p: &(f64, f64)| if p.0 > 0.0 { p.1 / p.0 } else { 0.0 };
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (share(p) - share(q), p, q))
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+            .expect("at least one pair");
+        let (d, p, q) = worst;
+        (
+            d >= -tolerance,
+            format!(
+                "worst at x={:.0}: {s0} passes {:.1}% of offered ({:.0}), {o0} {:.1}% ({:.0} at x={:.0}); difference {:+.1} points (want at least -{:.1})",
+                p.0,
+                100.0 * share(p),
+                p.1,
+                100.0 * share(q),
+                q.1,
+                q.0,
+                100.0 * d,
+                100.0 * tolerance
+            ),
+        )
     }
 
     fn drop_share(&self, s: &str, point: &str, min: f64) -> Outcome {
@@ -849,6 +894,27 @@ mod tests {
         assert!(!ratio.evaluate(&r).pass);
         let missing = check("name='m'\nkind='above'\nseries=['nope']\nmin=0\n");
         assert!(!missing.evaluate(&r).pass);
+    }
+
+    #[test]
+    fn at_every_rate_compares_shares_point_by_point() {
+        // x is 0, 1, 2, 3: the first point (x = 0) has share 0 for both.
+        let r = result(&[
+            ("ours", &[0.0, 1.0, 1.95, 2.9]),
+            ("peer", &[0.0, 1.0, 2.0, 1.0]),
+            ("worse", &[0.0, 1.0, 1.0, 3.0]),
+        ]);
+        let c = |s: &str, o: &str, tol: f64| {
+            check(&format!(
+                "name='e'\nkind='at_every_rate'\nseries=['{s}']\nother=['{o}']\ntolerance={tol}\n"
+            ))
+            .evaluate(&r)
+        };
+        let v = c("ours", "peer", 0.05);
+        assert!(v.pass, "{}", v.detail);
+        assert!(!c("ours", "peer", 0.01).pass, "2.5 points behind at x=2");
+        let v = c("worse", "peer", 0.05);
+        assert!(!v.pass && v.detail.contains("x=2"), "{}", v.detail);
     }
 
     #[test]

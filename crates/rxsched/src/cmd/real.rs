@@ -472,13 +472,21 @@ pub struct CaptureArgs {
     /// Frames per polling callback, or `unlimited`.
     #[arg(long, default_value = "32")]
     pub quota: String,
-    /// The packet-filter queue's length, in frames.
-    #[arg(long, default_value_t = 32)]
+    /// The packet-filter queue's length, in frames. The paper's monitor
+    /// had 32 (with `--resume-at timeout`); here a writer empties 32
+    /// slots in microseconds, and a longer queue lets each wake-up of it
+    /// write more.
+    #[arg(long, default_value_t = 1024)]
     pub queue: usize,
     /// M3: inhibit input while fewer than this many queue slots are free.
     #[arg(long, default_value_t = 8)]
     pub min_free: u32,
-    /// M3: how long an inhibit lasts, in ms (only this timeout ends it).
+    /// M3: input resumes when the writer has drained the queue to this
+    /// many frames (default: a quarter of the queue), or `timeout`: only
+    /// the timeout ends an inhibit, as in the paper's monitor.
+    #[arg(long)]
+    pub resume_at: Option<String>,
+    /// M3: an inhibit ends after this long at the latest, in ms.
     #[arg(long, default_value_t = 1.0)]
     pub timeout_ms: f64,
     /// Turn queue-state feedback off: the queue overflows instead.
@@ -513,6 +521,22 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         ));
     }
     timeout_ms("timeout-ms", a.timeout_ms)?;
+    let inhibit_at = a.queue - a.min_free as usize;
+    let resume_at = match a.resume_at.as_deref() {
+        None => Some((a.queue / 4).min(inhibit_at) as u32),
+        Some("timeout") => None,
+        Some(n) => match n.parse::<usize>() {
+            Ok(n) if n < inhibit_at => Some(n as u32),
+            _ => {
+                return Err(Error::flag(
+                    "resume-at",
+                    format!(
+                        "{n:?} is neither `timeout` nor a count of frames below the inhibit level {inhibit_at}"
+                    ),
+                ))
+            }
+        },
+    };
     if a.snaplen == 0 {
         return Err(Error::flag("snaplen", "must be at least 1"));
     }
@@ -533,6 +557,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         quota,
         queue: a.queue,
         min_free: (!a.no_feedback).then_some(a.min_free),
+        resume_at,
         timeout_ns: (a.timeout_ms * 1e6) as u64,
         cycle_limit,
         wake_cost_ns: a.wake_cost_ns,
