@@ -244,6 +244,52 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// The same rules as an nftables ruleset for Linux's own forwarding
+    /// path: table `ip rxsched`, a forward-hook chain whose policy is the
+    /// default deny, one counted rule per rule in order. nftables, like
+    /// these rules, matches ports only in unfragmented first fragments.
+    pub fn to_nft(&self) -> String {
+        let mut out = String::from(
+            "table ip rxsched {\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n",
+        );
+        for (i, r) in self.rules.iter().enumerate() {
+            let mut m = Vec::new();
+            if let Some(p) = r.proto {
+                m.push(format!("ip protocol {p}"));
+            }
+            if let Some(n) = r.from {
+                m.push(format!("ip saddr {n}"));
+            }
+            if let Some(n) = r.to {
+                m.push(format!("ip daddr {n}"));
+            }
+            let l4 = if r.proto == Some(TCP) { "tcp" } else { "udp" };
+            for (k, ports) in [("sport", r.sport), ("dport", r.dport)] {
+                if let Some(p) = ports {
+                    let range = if p.lo == p.hi {
+                        p.lo.to_string()
+                    } else {
+                        format!("{}-{}", p.lo, p.hi)
+                    };
+                    m.push(format!("{l4} {k} {range}"));
+                }
+            }
+            let verdict = match r.action {
+                Action::Accept => "accept",
+                Action::Deny => "drop",
+            };
+            m.push(format!(
+                "counter {verdict} comment \"{}\"",
+                self.label(Decided::Rule(i))
+            ));
+            out.push_str(&format!("    {}\n", m.join(" ")));
+        }
+        out.push_str("  }\n}\n");
+        out
+    }
+}
+
 fn parse_rule(line: &str, n: usize) -> Result<Rule, String> {
     let mut words = line.split_whitespace();
     let action = match words.next() {
@@ -338,6 +384,52 @@ fn ports(v: &str) -> Result<Option<Ports>, String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn translates_to_an_nftables_ruleset() {
+        let r = Rules::parse(
+            "t",
+            "deny proto tcp dport 22\naccept proto udp from 198.18.0.0/24 to 198.19.0.1 sport 1-2\naccept\n",
+        )
+        .unwrap();
+        let nft = r.to_nft();
+        let lines: Vec<&str> = nft.lines().map(str::trim).collect();
+        assert_eq!(
+            lines[2],
+            "type filter hook forward priority 0; policy drop;"
+        );
+        assert_eq!(
+            lines[3],
+            "ip protocol 6 tcp dport 22 counter drop comment \"rule1_line1\""
+        );
+        assert_eq!(
+            lines[4],
+            "ip protocol 17 ip saddr 198.18.0.0/24 ip daddr 198.19.0.1/32 udp sport 1-2 counter accept comment \"rule2_line2\""
+        );
+        assert_eq!(lines[5], "counter accept comment \"rule3_line3\"");
+        // nft itself accepts it (check mode changes nothing).
+        let mut f = tempfile_in_tmp("rxsched-nft-test");
+        std::io::Write::write_all(&mut f.1, nft.as_bytes()).unwrap();
+        let out = std::process::Command::new("nft")
+            .args(["-c", "-f"])
+            .arg(&f.0)
+            .output();
+        std::fs::remove_file(&f.0).ok();
+        match out {
+            Ok(o) => assert!(
+                o.status.success(),
+                "nft -c refused it: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => panic!("nft is needed for this test (apt-get install nftables): {e}"),
+        }
+    }
+
+    fn tempfile_in_tmp(name: &str) -> (std::path::PathBuf, std::fs::File) {
+        let p = std::env::temp_dir().join(format!("{name}-{}.nft", std::process::id()));
+        let f = std::fs::File::create(&p).unwrap();
+        (p, f)
+    }
 
     #[test]
     fn parses_and_decides_first_match() {

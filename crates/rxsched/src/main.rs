@@ -158,6 +158,15 @@ enum RealBench {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// Forwarding through a screening process against the kernel with nftables.
+    Screen {
+        /// Fewer points and shorter trials.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
     /// The lab's own capacity: how fast the XDP generator offers and the
     /// XDP sink counts, one core each.
     Lab {
@@ -250,6 +259,12 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::capture),
         Cmd::Screend(a) => done(cmd::real::screend(a)),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which: RealBench::Screen { quick, out },
+                },
+        } => cmd::bench::real(quick, &out, rxsched::bench::screen),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

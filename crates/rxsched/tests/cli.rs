@@ -279,3 +279,52 @@ fn throughput_search_is_available_to_users() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A malformed rule file is refused before anything starts: exit 2 naming
+/// the file and line, for `route --screen` and `capture --filter` alike;
+/// so are flags out of range.
+#[test]
+fn bad_rule_files_and_stage_flags_exit_2() {
+    let p = scenario(
+        "bad.rules",
+        "# fine\naccept proto udp\ndeny proto udp sport 80-70\n",
+    );
+    let ps = p.to_str().unwrap();
+    for args in [
+        vec!["route", "--screen", ps],
+        vec!["capture", "-i", "lo", "-w", "/dev/null", "--filter", ps],
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains("bad.rules:3") && e.contains("backwards"), "{e}");
+    }
+    let good = scenario("good.rules", "accept\n");
+    let gs = good.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec!["route", "--screen", gs, "--screen-queue", "0"],
+            "--screen-queue",
+        ),
+        (
+            vec!["route", "--feedback-timeout-ms", "nan"],
+            "--feedback-timeout-ms",
+        ),
+        (
+            vec![
+                "capture",
+                "-i",
+                "lo",
+                "-w",
+                "/dev/null",
+                "--resume-at",
+                "2000",
+            ],
+            "--resume-at",
+        ),
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    }
+}

@@ -11,12 +11,14 @@
 //! `real-latency`.
 
 pub mod capture;
+pub mod screen;
 pub mod trial;
 
 use crate::checks::{Bounded, Check, Compare, Rule};
 use crate::result::{Axis, Meta, Point, ResultFile, Series};
 pub use capture::capture;
 use rxsched_linux::lab::Lab;
+pub use screen::screen;
 use std::path::PathBuf;
 pub use trial::{BenchError, Forwarder};
 

@@ -43,14 +43,16 @@ impl Forwarder {
     }
 
     /// The command that forwards for `secs`, if it is a process of ours;
-    /// M4 charges `wake_cost_ns` per wake-up.
-    fn command(self, secs: f64, wake_cost_ns: u64) -> Option<Vec<String>> {
+    /// M4 charges `wake_cost_ns` per wake-up; `extra` goes on the end of a
+    /// `route` command.
+    fn command(self, secs: f64, wake_cost_ns: u64, extra: &[String]) -> Option<Vec<String>> {
         let d = secs.to_string();
         let wake = wake_cost_ns.to_string();
         let cpu = DUT_CPU.to_string();
-        let route = |extra: &[&str]| {
+        let route = |extra_mode: &[&str]| {
             let mut v = strings(&["route", "--backend", "xdp", "--cpu", &cpu, "--duration", &d]);
-            v.extend(strings(extra));
+            v.extend(strings(extra_mode));
+            v.extend(extra.iter().cloned());
             Some(v)
         };
         match self {
@@ -216,12 +218,24 @@ pub fn run(
     secs: f64,
     dut: &Dut,
 ) -> Result<Point, BenchError> {
+    run_with(lab, fwd, &[], rate, secs, dut)
+}
+
+/// [`run`], with `extra` arguments for our router (`--screen RULES`, ...).
+pub fn run_with(
+    lab: &Lab,
+    fwd: Forwarder,
+    extra: &[String],
+    rate: f64,
+    secs: f64,
+    dut: &Dut,
+) -> Result<Point, BenchError> {
     let idle = dut.idle;
     let io = |e: lab::LabError| BenchError(e.to_string());
     lab.reset_dut_receive().map_err(io)?;
     lab.set_kernel_forwarding(fwd.kernel_forwarding())
         .map_err(io)?;
-    let router = match fwd.command(secs + 6.0, dut.wake_cost_ns) {
+    let router = match fwd.command(secs + 6.0, dut.wake_cost_ns, extra) {
         Some(args) => Some(spawn(lab, Role::Dut, &args)?),
         None => None,
     };
@@ -383,7 +397,7 @@ pub fn idle_cpu(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
         spawn(
             lab,
             Role::Dut,
-            &Forwarder::Polling.command(secs, 0).expect("a router"),
+            &Forwarder::Polling.command(secs, 0, &[]).expect("a router"),
         )?,
         "route",
     )?;
