@@ -274,6 +274,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             0 => rx.pending(),
             _ => queue.producer_kicked(),
         };
+        self.input.follow(&mut self.lp, now)?;
         let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
         for i in woken {
@@ -291,7 +292,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         if self.lp.awake() {
             self.until = None;
         }
-        self.input.follow(&mut self.lp, now)
+        Ok(())
     }
 
     /// Runs until `cfg.duration_s` has passed or a stop signal arrives,

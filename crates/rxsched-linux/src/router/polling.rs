@@ -152,8 +152,7 @@ impl InputCtl {
         Ok(())
     }
 
-    /// After a unit of work: charges M4 every [`CHARGE_EVERY`] turns, and
-    /// follows the loop's inhibit.
+    /// After a unit of work: charges M4 every [`CHARGE_EVERY`] turns.
     pub(crate) fn turned(
         &mut self,
         lp: &mut PollLoop,
@@ -164,10 +163,19 @@ impl InputCtl {
         if self.since_charge >= CHARGE_EVERY {
             self.charge(lp, clock, now)?;
         }
-        self.follow(lp, now)
+        Ok(())
     }
 
-    /// Opens or closes the gate as input is allowed or inhibited.
+    /// Opens or closes the gate as input is allowed or inhibited; called
+    /// just before the thread sleeps. While the thread runs, the receive
+    /// threads cannot run either way (they are below it), so the gate
+    /// matters only while it sleeps, and is set only then: flipping it on
+    /// every inhibit and resume made the scheduler (EEVDF) hand the idle-
+    /// class receive thread the lag it had saved up each time it came back
+    /// from the real-time class, a whole slice (about 1 ms) each time the
+    /// thread slept, which starved the stage downstream (seen with the
+    /// screening process: 16 frames screened, then 1 ms of receive work
+    /// that died on the full socket ring).
     pub(crate) fn follow(&mut self, lp: &mut PollLoop, now: Nanos) -> SysResult<()> {
         let open = lp.input_inhibited(now).is_none();
         if open != self.gate_open {
@@ -439,6 +447,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             Some(s) if i == n => s.queue.producer_kicked(),
             _ => ports[i].rx.pending(),
         };
+        self.input.follow(&mut self.lp, now)?;
         let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
         for i in woken {
@@ -457,7 +466,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         if self.lp.awake() {
             self.until = None;
         }
-        self.input.follow(&mut self.lp, now)
+        Ok(())
     }
 
     /// Runs until the configured duration has passed or a stop signal
