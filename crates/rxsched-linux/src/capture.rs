@@ -713,4 +713,58 @@ mod tests {
             }
         }
     }
+
+    /// Feedback that resumes at a low watermark: with the writer stuck,
+    /// input stops when fewer than 8 slots are free; once the writer has
+    /// drained the queue, its kick wakes the polling thread and input
+    /// resumes at once, not when the 1 ms timeout expires.
+    #[test]
+    fn the_writer_kick_resumes_input_before_the_timeout() {
+        let (rx, feed) = mem::ring(512);
+        for i in 0..200 {
+            assert!(feed.push(frame(1400, 9000, i)));
+        }
+        let file = MemFile::held();
+        let clock = FakeClock::default();
+        let cfg = CaptureConfig {
+            snaplen: 65_535,
+            resume_at: Some(8),
+            ..cfg(32, Some(8), None)
+        };
+        let mut c = Capture::new(
+            rx,
+            file.clone(),
+            &cfg,
+            clock.clone(),
+            FakeWait(clock.clone()),
+        )
+        .unwrap();
+        // Sleeps end at once (deadline now): the inhibit cannot time out.
+        for _ in 0..200 {
+            c.turn(clock.now()).unwrap();
+        }
+        let taken = c.taken();
+        assert!(c.inhibits() >= 1, "no inhibit with the writer stuck");
+        assert!((25..=40).contains(&taken), "took {taken}");
+        assert_eq!(c.queue_drops(), 0);
+        file.release();
+        let wait = std::time::Instant::now();
+        while c.written() < taken && wait.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(c.written(), taken, "the writer did not drain the queue");
+        let t0 = clock.now();
+        for _ in 0..100 {
+            if c.taken() > taken {
+                break;
+            }
+            c.turn(clock.now() + 10 * MS).unwrap();
+        }
+        assert!(c.taken() > taken, "input never resumed");
+        assert!(
+            clock.now() - t0 < MS,
+            "resumed only by the timeout, after {} ns",
+            clock.now() - t0
+        );
+    }
 }
