@@ -13,7 +13,9 @@ pub mod interrupt;
 pub mod napi;
 pub mod poll_loop;
 pub mod polling;
+pub mod propshare;
 pub mod quota;
+pub mod srp;
 pub mod tx_reclaim;
 
 pub use breaker::CircuitBreaker;
@@ -24,6 +26,7 @@ pub use interrupt::{BatchStep, InterruptBatch};
 pub use napi::{Napi, NapiAction, NapiConfig};
 pub use poll_loop::{Clock, Devices, InhibitCheck, PollLoop, Wake, Work};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
+pub use propshare::PropShare;
 pub use quota::Quota;
 pub use tx_reclaim::TxReclaim;
 
