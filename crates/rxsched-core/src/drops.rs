@@ -28,8 +28,10 @@ pub enum DropPoint {
     ScreenQueue,
     /// The socket receive buffer was full.
     SocketBuffer,
-    /// An SRP unprocessed input queue was full.
+    /// An SRP unprocessed input queue was full (the buffering check).
     Uiq,
+    /// An LRP channel was full: dropped at the interface.
+    LrpChannel,
     /// A packet-filter (capture) queue was full.
     FilterQueue,
     /// A per-CPU backlog queue was full (Linux RPS).

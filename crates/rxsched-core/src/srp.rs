@@ -323,6 +323,11 @@ impl<P> Srp<P> {
         s.uiq.drain(..).map(|(p, _)| p).collect()
     }
 
+    /// Takes the oldest packet on `pcb`'s UIQ (LRP's lazy receive call).
+    pub fn take_one(&mut self, pcb: Pcb) -> Option<P> {
+        self.sockets[pcb.0 as usize].uiq.pop_front().map(|(p, _)| p)
+    }
+
     /// The protocol work on a packet of `bytes` from `pcb`'s UIQ is done:
     /// `delivered` bytes of it are now on the socket's receive queue (0 if
     /// the work discarded it, or for a gateway stage that passed it on).

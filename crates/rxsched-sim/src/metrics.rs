@@ -158,7 +158,14 @@ pub const FIELDS: &[&str] = &[
 ];
 
 /// Numbers a kernel adds to the record (`extra`).
-pub const KERNEL_EXTRAS: &[&str] = &["cold_reclaims"];
+pub const KERNEL_EXTRAS: &[&str] = &[
+    "cold_reclaims",
+    "misaccounted_share",
+    "context_switches_per_packet",
+    "srp_signals",
+    "srp_wakeups",
+    "srp_deliveries",
+];
 
 /// The keys of a group of the record (`drops`, `cpu`, ...), given the
 /// names of the scenario's processes.

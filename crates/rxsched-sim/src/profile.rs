@@ -21,6 +21,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "mpc8250-linux",
         include_str!("../../../profiles/mpc8250-linux.toml"),
     ),
+    (
+        "p2-266-freebsd",
+        include_str!("../../../profiles/p2-266-freebsd.toml"),
+    ),
 ];
 
 /// The link the host's interfaces sit on.
@@ -118,6 +122,15 @@ pub struct Costs {
     pub clock_tick: u64,
     /// Clock interrupts per second (0: none).
     pub clock_hz: u64,
+    /// SRP/LRP: the early demultiplexer and next-stage submit at interrupt
+    /// level (lookup, buffering check, enqueue, waking a sleeper).
+    pub srp_demux: u64,
+    /// SRP: posting SIGUIQ to an owner (interrupt level).
+    pub srp_signal: u64,
+    /// SRP: the receiver taking SIGUIQ (the kernel's delivery).
+    pub srp_deliver: u64,
+    /// SRP: a caught SIGUIQ's user handler, entry and return, beyond `srp_deliver`.
+    pub srp_handler: u64,
 }
 
 /// Per-packet costs of the Linux forwarding path, named after Spanos et

@@ -169,6 +169,8 @@ pub enum Rule {
     FitSlope { series: Vec<String>, max: f64 },
     /// Delivered at the highest x over the MLFRR.
     LastOverMlfrr(Bounded),
+    /// The MLFRR itself (highest loss-free offered rate), within bounds.
+    Mlfrr(Bounded),
     /// The highest x over the MLFRR: how far past saturation the sweep went.
     RangeOverMlfrr(Bounded),
 }
@@ -185,7 +187,7 @@ impl Rule {
             | SpreadOrder { series, other }
             | PointDiff { series, other, .. }
             | AtEveryRate { series, other, .. } => series.iter().chain(other).collect(),
-            LastOverMlfrr(b) | RangeOverMlfrr(b) => b.series.iter().collect(),
+            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) => b.series.iter().collect(),
             Flat { series, .. }
             | Collapses { series, .. }
             | LivelockAt { series, .. }
@@ -211,7 +213,7 @@ impl Rule {
             PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) if open(&c.min, &c.max) => {
                 Some("needs `min` or `max`")
             }
-            LastOverMlfrr(b) | RangeOverMlfrr(b) if open(&b.min, &b.max) => {
+            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) if open(&b.min, &b.max) => {
                 Some("needs `min` or `max`")
             }
             QuantileDiff { min, max, .. }
@@ -333,6 +335,13 @@ impl View<'_> {
             FitSlope { series, max } => self.each(series, |s, _| self.fit(s, None, Some(*max))),
             LastOverMlfrr(b) => self.over_mlfrr(b, true),
             RangeOverMlfrr(b) => self.over_mlfrr(b, false),
+            Mlfrr(b) => self.each(&b.series, |s, _| {
+                let m = self.r.mlfrr(s);
+                (
+                    within(m, b.min, b.max),
+                    format!("MLFRR {m:.0} (want {})", bounds(b.min, b.max)),
+                )
+            }),
         }
     }
 

@@ -32,6 +32,12 @@ pub struct Meter {
     pub interrupts: Interrupts,
     /// Events processed.
     pub events: u64,
+    /// Protocol work for the receiver's packets charged to someone else
+    /// (the process that was interrupted, or nobody), in the measured
+    /// interval, in ns: misaccounting (P5).
+    pub misaccounted_ns: Nanos,
+    /// Switches between user processes in the measured interval.
+    pub switches_w: u64,
     first_arrival: Option<Nanos>,
     first_delivery: Option<Nanos>,
     samples: Samples,
@@ -63,6 +69,8 @@ impl Meter {
             drops: DropCounts::default(),
             interrupts: Interrupts::default(),
             events: 0,
+            misaccounted_ns: 0,
+            switches_w: 0,
             first_arrival: None,
             first_delivery: None,
             samples: Samples::default(),
@@ -75,6 +83,20 @@ impl Meter {
         self.first_arrival.get_or_insert(now);
         if now >= self.w0 {
             self.arrived_w += 1;
+        }
+    }
+
+    /// Protocol work of `ns` for the receiver was charged elsewhere at `now`.
+    pub fn misaccount(&mut self, now: Nanos, ns: Nanos) {
+        if now >= self.w0 {
+            self.misaccounted_ns += ns;
+        }
+    }
+
+    /// A user process was switched to at `now`.
+    pub fn switch(&mut self, now: Nanos) {
+        if now >= self.w0 {
+            self.switches_w += 1;
         }
     }
 

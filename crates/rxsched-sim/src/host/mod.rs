@@ -192,6 +192,13 @@ impl Host {
         match c {
             INTR => self.next_intr(),
             SOFT | KTHREAD => self.k.next_step(&mut self.m, c),
+            _ if self.k.owns_user(c - USER0) => {
+                let u = c - USER0;
+                if self.m.users.take_switch(u) {
+                    return Some(Step::User(users::Step::CtxSwitch));
+                }
+                self.k.user_step(&mut self.m, u)
+            }
             _ => {
                 let (step, popped) = self.m.users.next(c - USER0);
                 if popped {
@@ -251,6 +258,7 @@ impl Host {
                 }
             }
             Step::User(users::Step::AppRead(p) | users::Step::Capture(p, _)) => self.m.deliver(p),
+            Step::User(users::Step::CtxSwitch) => self.m.meter.switch(self.m.now),
             Step::User(_) => {}
             s => self.k.complete(&mut self.m, c, s),
         }
@@ -300,7 +308,18 @@ impl Host {
         }
         let cpu = self.m.cpu.shares().map_err(SimError::Invariant)?;
         let secs = (self.m.end - self.w0) as f64 / 1e9;
-        let kr = self.k.report();
+        let mut kr = self.k.report();
+        if self.m.users.consumer == Consumer::Reader {
+            let meter = &self.m.meter;
+            kr.extra.insert(
+                "misaccounted_share".into(),
+                meter.misaccounted_ns as f64 / 1e9 / secs,
+            );
+            kr.extra.insert(
+                "context_switches_per_packet".into(),
+                meter.switches_w as f64 / meter.delivered_w.max(1) as f64,
+            );
+        }
         let meter = self.m.meter;
         let m = Metrics {
             offered_pps: meter.arrived_w as f64 / secs,

@@ -60,6 +60,8 @@ pub enum Step {
     Poll(kernel::polling::Step),
     /// Work of the Linux forwarding path.
     Linux(kernel::linux::Step),
+    /// Work of the SRP or LRP receiving host.
+    Srp(kernel::srp::Step),
     /// A user process's own work.
     User(users::Step),
 }
@@ -79,6 +81,10 @@ impl Step {
                 s => s.into(),
             },
             Step::Linux(s) => s.into(),
+            Step::Srp(s) => match s {
+                kernel::srp::Step::RxLink(_) => "rx_link",
+                s => s.into(),
+            },
             Step::User(s) => s.into(),
         }
     }
@@ -90,6 +96,7 @@ impl Step {
             Step::Bsd(s) => s.packet(),
             Step::Poll(s) => s.packet(),
             Step::Linux(s) => s.packet(),
+            Step::Srp(s) => s.packet(),
             Step::User(s) => s.packet(),
         }
     }

@@ -95,6 +95,9 @@ struct User {
     prio: u32,
     blocked: bool,
     switch_pending: bool,
+    /// For a process the kernel drives (an SRP or LRP receiver): whether
+    /// the kernel has work for it.
+    ready: bool,
 }
 
 /// The processes, their queues and the scheduler's state.
@@ -140,6 +143,7 @@ impl Users {
                     .unwrap_or(if q.kind == ProcessKind::Compute { 1 } else { 0 }),
                 blocked: true,
                 switch_pending: false,
+                ready: false,
             })
             .collect();
         let k = &s.kernel;
@@ -163,6 +167,7 @@ impl Users {
 
     fn runnable(&self, u: usize, cpu: &Cpu) -> bool {
         cpu.busy(USER0 + u)
+            || self.procs[u].ready
             || match self.procs[u].kind {
                 ProcessKind::Screend => !self.screen_q.is_empty(),
                 ProcessKind::Reader => !self.sock_q.is_empty(),
@@ -231,6 +236,39 @@ impl Users {
                 None => (None, false),
             },
         }
+    }
+
+    /// Whether the process that interrupt-level work interrupted (the one
+    /// holding the CPU, mid-step) is the reader: the one whose packets it is.
+    pub fn interrupted_is_reader(&self, cpu: &Cpu) -> bool {
+        self.cur.is_some_and(|u| {
+            self.procs[u].kind == ProcessKind::Reader && cpu.ctx[USER0 + u].chunk.is_some()
+        })
+    }
+
+    /// The kernel has work for process `u` (true), or it sleeps (false).
+    pub fn set_ready(&mut self, u: usize, ready: bool) {
+        self.procs[u].ready = ready;
+    }
+
+    /// Whether process `u` pays a context switch before its next step
+    /// (and clears it).
+    pub fn take_switch(&mut self, u: usize) -> bool {
+        std::mem::take(&mut self.procs[u].switch_pending)
+    }
+
+    /// Puts a packet on the reader's socket receive queue; the caller has
+    /// done the buffering check.
+    pub fn socket_push(&mut self, p: Packet) {
+        self.sock_bytes += p.bytes;
+        self.sock_q.push_back(p);
+    }
+
+    /// Takes the next packet off the reader's socket receive queue.
+    pub fn socket_pop(&mut self) -> Option<Packet> {
+        let p = self.sock_q.pop_front()?;
+        self.sock_bytes -= p.bytes;
+        Some(p)
     }
 
     /// The length of the queue queue-state feedback watches (screend's or

@@ -29,6 +29,10 @@ pub enum KernelKind {
     /// Linux 2.6: hard interrupts, the NET_RX softirq, optional NAPI (M7)
     /// and transmit-reclaim modes (M8).
     Linux,
+    /// M9: Signaled Receiver Processing (a receiving host).
+    Srp,
+    /// M10: Lazy Receiver Processing (a receiving host).
+    Lrp,
 }
 
 /// The six driver variants of Spanos et al. 2008, as presets of
@@ -326,6 +330,23 @@ impl ProcessKind {
     }
 }
 
+/// What SIGUIQ does to an SRP receiver (Brustoloni et al. 2000 §5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SigDisposition {
+    /// The kernel's default action: protocol work on its next run.
+    #[default]
+    Default,
+    /// A handler that does the protocol work at once.
+    Catch,
+    /// A handler that leaves the work to the next receive call.
+    CatchDefer,
+    /// Blocked: the signal waits; receive calls still do the work.
+    Block,
+    /// Ignored: protocol work only inside receive calls.
+    Ignore,
+}
+
 /// `[[process]]`: a user process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -341,6 +362,9 @@ pub struct ProcessCfg {
     /// tcpdump only: where captured packets go.
     #[serde(default)]
     pub output: Option<CaptureOutput>,
+    /// A reader under `kernel.kind = "srp"`: what SIGUIQ does to it.
+    #[serde(default)]
+    pub disposition: Option<SigDisposition>,
 }
 
 /// `[run]`: how long, and which seed.

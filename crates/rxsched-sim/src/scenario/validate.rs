@@ -1,7 +1,9 @@
 //! The ranges a scenario's values must lie in. A failure names the dotted
 //! key and says what is wanted.
 
-use super::{KernelCfg, ProcessKind, RunCfg, Scenario, TrafficCfg, TrafficKind, VARIANTS};
+use super::{
+    KernelCfg, KernelKind, ProcessKind, RunCfg, Scenario, TrafficCfg, TrafficKind, VARIANTS,
+};
 
 /// A bad value: its dotted key and what is wrong.
 pub type Bad = (String, String);
@@ -68,9 +70,26 @@ impl Scenario {
                 &format!("process.{i}.output"),
                 "only a tcpdump process has an output",
             )?;
+            need(
+                p.disposition.is_none()
+                    || (p.kind == ProcessKind::Reader && self.kernel.kind == KernelKind::Srp),
+                &format!("process.{i}.disposition"),
+                "only a reader under kernel.kind = \"srp\" has a SIGUIQ disposition",
+            )?;
         }
+        let receiving_host = matches!(self.kernel.kind, KernelKind::Srp | KernelKind::Lrp);
         need(
-            !(reader && self.kernel.kind == super::KernelKind::Linux),
+            !receiving_host
+                || self.process.iter().any(|p| p.kind == ProcessKind::Reader)
+                    && !self
+                        .process
+                        .iter()
+                        .any(|p| matches!(p.kind, ProcessKind::Screend | ProcessKind::Tcpdump)),
+            "kernel.kind",
+            "srp and lrp model a receiving host: give it a reader (and no screend or tcpdump)",
+        )?;
+        need(
+            !(reader && self.kernel.kind == KernelKind::Linux),
             "kernel.kind",
             "the linux kernel forwards; a reader or tcpdump needs bsd, emulated or polling",
         )?;

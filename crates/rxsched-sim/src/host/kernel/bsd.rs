@@ -359,6 +359,15 @@ impl Kernel for Bsd {
                 }
             }
             step::Step::Bsd(s) => {
+                if m.users.consumer == Consumer::Reader
+                    && matches!(s, Step::IpSwitch | Step::IpInput(_) | Step::UdpInput(_))
+                    && !m.users.interrupted_is_reader(&m.cpu)
+                {
+                    // IP and UDP input for the reader, at interrupt level,
+                    // billed to whichever process it interrupted (P5).
+                    let ns = self.stack.cost(s);
+                    m.meter.misaccount(m.now, ns);
+                }
                 self.stack.complete(m, c, s);
             }
             _ => {}

@@ -5,11 +5,14 @@
 //!   breaker), and the BSD network stack the polling kernel shares;
 //! - [`polling`]: interrupt-initiated polling (M2, with M3 and M4);
 //! - [`linux`]: Linux 2.6's forwarding path with NAPI and the transmit
-//!   reclaim variants (M7, M8).
+//!   reclaim variants (M7, M8);
+//! - [`srp`]: a receiving host under Signaled Receiver Processing (M9) or
+//!   Lazy Receiver Processing (M10).
 
 pub mod bsd;
 pub mod linux;
 pub mod polling;
+pub mod srp;
 
 use super::cpu::CtxId;
 use super::machine::Machine;
@@ -84,6 +87,18 @@ pub trait Kernel: std::fmt::Debug {
         false
     }
 
+    /// Whether this kernel decides what user process `u` does (a receiver
+    /// whose protocol work the kernel hands it).
+    fn owns_user(&self, _u: usize) -> bool {
+        false
+    }
+
+    /// The next step of a user process the kernel owns; `None` when it
+    /// sleeps.
+    fn user_step(&mut self, _m: &mut Machine, _u: usize) -> Option<Step> {
+        None
+    }
+
     /// The watched queue (screend's or the packet filter's) changed length (M3 watches it).
     fn queue_level(&mut self, _m: &mut Machine) {}
 
@@ -103,5 +118,6 @@ pub fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
         KernelKind::Bsd | KernelKind::Emulated => Box::new(bsd::Bsd::new(s, p, ports)),
         KernelKind::Polling => Box::new(polling::Polling::new(s, p, ports)),
         KernelKind::Linux => Box::new(linux::Linux::new(s, p, ports)),
+        KernelKind::Srp | KernelKind::Lrp => Box::new(srp::Srp::new(s, p)),
     }
 }

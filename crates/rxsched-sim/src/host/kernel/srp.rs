@@ -1,0 +1,282 @@
+//! A receiving host under Signaled Receiver Processing (M9), or under Lazy
+//! Receiver Processing (M10), driving `rxsched_core::srp`.
+//!
+//! The receive interrupt does only link-level work for each frame, then
+//! the early demultiplexer and next-stage submit: the buffering check
+//! (packet + UIQ + socket receive queue against the receive-buffer limit;
+//! LRP: a channel of so many packets) and the enqueue, before any protocol
+//! work. IP and UDP input run later, in the receiving process, charged to
+//! it: in the kernel's default SIGUIQ action, in a caught signal's handler,
+//! or inside its receive call. The receiver here is the scenario's reader.
+
+use super::{Kernel, KernelReport};
+use crate::host::cpu::CtxId;
+use crate::host::machine::Machine;
+use crate::host::step::{self, IntrSrc, Packet};
+use crate::host::users;
+use crate::profile::{Costs, Profile};
+use crate::scenario::{KernelKind, ProcessKind, Scenario, SigDisposition};
+use rxsched_core::srp::{
+    Check, Delivery, Disposition, Notice, Notify, Pcb, Pid, Srp as SrpState, Submitted,
+};
+use rxsched_core::{DropPoint, Nanos};
+use std::collections::VecDeque;
+
+/// Work of the SRP or LRP host.
+#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum Step {
+    /// The receive interrupt's work for one frame: copy, link-level input,
+    /// the early demultiplexer and next-stage submit (the buffering check
+    /// and the enqueue on the UIQ, or LRP's channel).
+    RxLink(Packet),
+    /// Posting SIGUIQ to the socket's owner (interrupt level).
+    Signal,
+    /// The receiver takes SIGUIQ: the kernel's signal delivery.
+    Deliver,
+    /// A caught SIGUIQ: entering the user handler and returning from it.
+    Handler,
+    /// IP and UDP input for one packet, in the receiver's context.
+    Protocol(Packet),
+}
+
+impl Step {
+    /// The packet the step carries.
+    pub fn packet(&self) -> Option<Packet> {
+        match *self {
+            Step::RxLink(p) | Step::Protocol(p) => Some(p),
+            Step::Signal | Step::Deliver | Step::Handler => None,
+        }
+    }
+}
+
+impl From<SigDisposition> for Disposition {
+    fn from(d: SigDisposition) -> Disposition {
+        match d {
+            SigDisposition::Default => Disposition::Default,
+            SigDisposition::Catch => Disposition::Catch { defer: false },
+            SigDisposition::CatchDefer => Disposition::Catch { defer: true },
+            SigDisposition::Block => Disposition::Block,
+            SigDisposition::Ignore => Disposition::Ignore,
+        }
+    }
+}
+
+/// The SRP (or LRP) receiving host.
+#[derive(Debug)]
+pub struct Srp {
+    c: Costs,
+    lrp: bool,
+    state: SrpState<Packet>,
+    /// The reader (its index among the processes) and its socket.
+    reader: Option<(usize, Pcb)>,
+    /// Packets the reader has taken off the UIQ and not yet processed.
+    work: VecDeque<Packet>,
+    /// Signals posted by the receive interrupt and not yet charged.
+    signals_due: u32,
+    /// SIGUIQ deliveries that did protocol work.
+    deliveries: u64,
+}
+
+impl Srp {
+    /// The host a scenario configures.
+    pub fn new(s: &Scenario, p: &Profile) -> Srp {
+        let lrp = s.kernel.kind == KernelKind::Lrp;
+        let mut state = SrpState::default();
+        let reader = s
+            .process
+            .iter()
+            .position(|q| q.kind == ProcessKind::Reader)
+            .map(|u| {
+                let pid = Pid(u as u32);
+                let (check, notice) = if lrp {
+                    // LRP: a channel of so many packets, processed in the
+                    // receive call (UDP).
+                    (Check::Channel(s.kernel.socket_packets), Notice::Sync)
+                } else {
+                    let d = s.process[u].disposition.unwrap_or_default();
+                    state.process(pid, d.into());
+                    (Check::Rcvbuf(s.kernel.socket_bytes as u64), Notice::Signal)
+                };
+                let pcb = state.socket(&[pid], check, notice);
+                // The reader starts in its receive call, asleep on the UIQ.
+                state.sleep(pid, pcb);
+                (u, pcb)
+            });
+        Srp {
+            c: p.cost.clone(),
+            lrp,
+            state,
+            reader,
+            work: VecDeque::new(),
+            signals_due: 0,
+            deliveries: 0,
+        }
+    }
+
+    /// NSS for a frame whose link-level work is done.
+    fn submit(&mut self, m: &mut Machine, p: Packet) {
+        let pcb = self.reader.map(|(_, pcb)| pcb);
+        match self.state.submit(pcb, p, p.bytes) {
+            Submitted::NoPcb(_) => m.drop(DropPoint::SocketBuffer),
+            Submitted::Dropped(..) => m.drop(if self.lrp {
+                DropPoint::LrpChannel
+            } else {
+                DropPoint::Uiq
+            }),
+            Submitted::Queued(_, notify) => {
+                if let Some((u, _)) = self.reader {
+                    match notify {
+                        Notify::Woke(_) | Notify::Thread(_) => m.users.set_ready(u, true),
+                        Notify::Signalled(_) => {
+                            self.signals_due += 1;
+                            m.users.set_ready(u, true);
+                        }
+                        Notify::Nobody => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The reader's next step: protocol work it has taken on, a pending
+    /// signal, then its receive call (the UIQ's packets, then a read);
+    /// `None` when it sleeps on the UIQ.
+    fn reader_step(&mut self, m: &mut Machine, u: usize, pcb: Pcb) -> Option<step::Step> {
+        if let Some(p) = self.work.pop_front() {
+            return Some(step::Step::Srp(Step::Protocol(p)));
+        }
+        let pid = Pid(u as u32);
+        if self.state.deliverable(pid) {
+            match self.state.deliver(pid) {
+                Delivery::Process { packets, handler } => {
+                    self.deliveries += 1;
+                    self.work.extend(packets.into_iter().map(|(_, p)| p));
+                    return Some(step::Step::Srp(if handler {
+                        Step::Handler
+                    } else {
+                        Step::Deliver
+                    }));
+                }
+                Delivery::Deferred => return Some(step::Step::Srp(Step::Handler)),
+                Delivery::Nothing => {}
+            }
+        }
+        // The receive call. SRP first does the protocol work for every
+        // packet on the UIQ (the buffering check bounds them with the
+        // receive queue); LRP's UDP is lazier: it processes channel packets
+        // one at a time, only while the receive queue has nothing to read.
+        if !self.lrp || m.users.sock_q.is_empty() {
+            let taken = if self.lrp {
+                self.state.take_one(pcb).into_iter().collect()
+            } else {
+                self.state.take(pcb)
+            };
+            if !taken.is_empty() {
+                self.work.extend(taken);
+                return self
+                    .work
+                    .pop_front()
+                    .map(|p| step::Step::Srp(Step::Protocol(p)));
+            }
+        }
+        match m.users.socket_pop() {
+            Some(p) => {
+                self.state.consumed(pcb, p.bytes);
+                Some(step::Step::User(users::Step::AppRead(p)))
+            }
+            None => {
+                self.state.sleep(pid, pcb);
+                m.users.set_ready(u, false);
+                None
+            }
+        }
+    }
+}
+
+impl Kernel for Srp {
+    fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
+        m.raise(IntrSrc::Rx(n));
+    }
+
+    fn tx_done(&mut self, _m: &mut Machine, _n: u8) {}
+
+    fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<step::Step> {
+        if self.signals_due > 0 {
+            self.signals_due -= 1;
+            return Some(step::Step::Srp(Step::Signal));
+        }
+        let IntrSrc::Rx(n) = src else { return None };
+        let p = m.nics[n as usize].rx.pop_front()?;
+        Some(step::Step::Srp(Step::RxLink(p)))
+    }
+
+    fn next_step(&mut self, _m: &mut Machine, _c: CtxId) -> Option<step::Step> {
+        None
+    }
+
+    fn owns_user(&self, u: usize) -> bool {
+        self.reader.is_some_and(|(r, _)| r == u)
+    }
+
+    fn user_step(&mut self, m: &mut Machine, u: usize) -> Option<step::Step> {
+        let (_, pcb) = self.reader.filter(|(r, _)| *r == u)?;
+        self.reader_step(m, u, pcb)
+    }
+
+    fn complete(&mut self, m: &mut Machine, _c: CtxId, step: step::Step) {
+        match step {
+            step::Step::IntrEnter(IntrSrc::Rx(_)) => m.meter.interrupts.rx += 1,
+            step::Step::Srp(Step::RxLink(p)) => self.submit(m, p),
+            step::Step::Srp(Step::Protocol(p)) => {
+                let Some((u, pcb)) = self.reader else { return };
+                // The packet joins the socket's receive queue: it still
+                // counts against the buffer, now there instead of the UIQ.
+                self.state.processed(pcb, p.bytes, p.bytes);
+                m.users.socket_push(p);
+                m.users.set_ready(u, true);
+            }
+            _ => {}
+        }
+    }
+
+    fn cost(&self, _m: &Machine, step: step::Step) -> Nanos {
+        let c = &self.c;
+        match step {
+            step::Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
+            step::Step::IntrEnter(_) => c.intr_dispatch,
+            step::Step::IntrExit(_) => c.intr_exit,
+            step::Step::Srp(s) => match s {
+                Step::RxLink(p) => {
+                    c.rx_copy
+                        + (p.bytes as f64 * c.rx_copy_per_byte).round() as Nanos
+                        + c.rx_link
+                        + c.srp_demux
+                }
+                Step::Signal => c.srp_signal,
+                Step::Deliver => c.srp_deliver,
+                Step::Handler => c.srp_deliver + c.srp_handler,
+                Step::Protocol(_) => c.ip_input + c.udp_input,
+            },
+            _ => 0,
+        }
+    }
+
+    fn screened(&mut self, _p: Packet) -> Option<step::Step> {
+        None
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.state.queued() + self.work.len() as u64
+    }
+
+    fn report(&self) -> KernelReport {
+        let mut r = KernelReport::default();
+        let c = self.state.counts();
+        r.extra.insert("srp_signals".into(), c.signals as f64);
+        r.extra.insert("srp_wakeups".into(), c.wakeups as f64);
+        r.extra
+            .insert("srp_deliveries".into(), self.deliveries as f64);
+        r
+    }
+}
