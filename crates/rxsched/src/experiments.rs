@@ -32,6 +32,7 @@ pub const ALL: &[(&str, &str)] = experiments![
     "spanos-table3",
     "spanos-model",
     "srp-fig5",
+    "srp-modes",
 ];
 
 /// The scenario text of experiment `id`.

@@ -156,8 +156,15 @@ impl Host {
                 return Some(c);
             }
         }
-        let u = self.m.users.pick(self.m.now, &self.m.cpu)?;
-        self.ensure_chunk(USER0 + u).then_some(USER0 + u)
+        // A process the kernel drives may turn out to have nothing to do
+        // (it goes back to sleep, and the kernel marks it so): pick again.
+        for _ in 0..=self.m.users.len() {
+            let u = self.m.users.pick(self.m.now, &self.m.cpu)?;
+            if self.ensure_chunk(USER0 + u) {
+                return Some(USER0 + u);
+            }
+        }
+        None
     }
 
     fn ensure_chunk(&mut self, c: CtxId) -> bool {

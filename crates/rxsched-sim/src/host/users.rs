@@ -246,6 +246,16 @@ impl Users {
         })
     }
 
+    /// How many processes there are.
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
     /// The kernel has work for process `u` (true), or it sleeps (false).
     pub fn set_ready(&mut self, u: usize, ready: bool) {
         self.procs[u].ready = ready;
