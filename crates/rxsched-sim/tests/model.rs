@@ -421,3 +421,35 @@ fn srp_drops_early_and_charges_the_receiver() {
     let m = bsd.extra["misaccounted_share"];
     assert!((0.05..=0.09).contains(&m), "{m}");
 }
+
+const IDLE_HOST: &str = "profile = \"p2-266-freebsd\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 0\n[run]\nduration_ms = 2000\nwarmup_ms = 0\nscheduler = \"proportional\"\n";
+
+/// Under the proportional-share scheduler a reservation holds against any
+/// number of compute-bound processes, and the others share the rest
+/// equally; an onoff process alone uses 11 of every 16 ms.
+#[test]
+fn reservations_hold_and_onoff_sleeps() {
+    for n in [1usize, 3, 7] {
+        let mut procs =
+            vec!["{ kind = \"compute\", name = \"reserved\", reservation = 0.5 }".to_string()];
+        for i in 0..n {
+            procs.push(format!("{{ kind = \"compute\", name = \"c{i}\" }}"));
+        }
+        let s = scenario(
+            IDLE_HOST,
+            &[("process", &format!("[{}]", procs.join(", ")))],
+        );
+        let (m, _) = run(&s, None).unwrap();
+        let r = m.cpu["user:reserved"];
+        assert!((r - 0.5).abs() < 0.01, "{n} others: reserved got {r}");
+        for i in 0..n {
+            let c = m.cpu[&format!("user:c{i}")];
+            assert!((c - 0.5 / n as f64).abs() < 0.01, "c{i} got {c}");
+        }
+    }
+    let s = scenario(IDLE_HOST, &[("process", "[{ kind = \"onoff\" }]")]);
+    let (m, _) = run(&s, None).unwrap();
+    let on = m.cpu["user:onoff"];
+    // 11 ms of CPU, each run started by a context switch, then 5 ms asleep.
+    assert!((on - 11.0 / 16.0).abs() < 0.01, "onoff got {on}");
+}

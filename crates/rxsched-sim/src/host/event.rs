@@ -20,6 +20,8 @@ pub enum Ev {
     Timer(Timer),
     /// The periodic clock interrupt.
     Tick,
+    /// User process `u` wakes from a timed sleep.
+    UserWake(u8),
 }
 
 /// A min-heap of events by (time, sequence).

@@ -107,6 +107,7 @@ impl Host {
                 Ev::Arrive(s) => self.arrive(s as usize),
                 Ev::TxWireDone(n) => self.tx_wire_done(n as usize),
                 Ev::Timer(timer) => self.k.timer(&mut self.m, timer),
+                Ev::UserWake(u) => self.m.users.wake(u as usize),
                 Ev::Tick => {
                     self.m.raise(IntrSrc::Clock);
                     let t = self.m.now + 1_000_000_000 / self.m.p.cost.clock_hz;
@@ -266,6 +267,11 @@ impl Host {
             }
             Step::User(users::Step::AppRead(p) | users::Step::Capture(p, _)) => self.m.deliver(p),
             Step::User(users::Step::CtxSwitch) => self.m.meter.switch(self.m.now),
+            Step::User(users::Step::Run(ns)) => {
+                if let Some(t) = self.m.users.ran(c - USER0, ns, self.m.now) {
+                    self.m.push(t, Ev::UserWake((c - USER0) as u8));
+                }
+            }
             Step::User(_) => {}
             s => self.k.complete(&mut self.m, c, s),
         }

@@ -6,8 +6,8 @@
 use super::cpu::{Cpu, USER0};
 use super::step::Packet;
 use crate::profile::Costs;
-use crate::scenario::{CaptureOutput, ProcessKind, Scenario};
-use rxsched_core::{Nanos, US};
+use crate::scenario::{CaptureOutput, ProcessKind, Scenario, Scheduler};
+use rxsched_core::{Nanos, PropShare, MS, US};
 use std::collections::VecDeque;
 
 /// A compute-bound process runs in slices of this length between scheduling decisions.
@@ -27,6 +27,8 @@ pub enum Step {
     Capture(Packet, CaptureOutput),
     /// A slice of computation.
     Compute,
+    /// A slice of an `onoff` process's computation, of this many ns.
+    Run(Nanos),
 }
 
 impl Step {
@@ -34,7 +36,7 @@ impl Step {
     pub fn packet(&self) -> Option<Packet> {
         match *self {
             Step::Screen(p) | Step::AppRead(p) | Step::Capture(p, _) => Some(p),
-            Step::CtxSwitch | Step::Compute => None,
+            Step::CtxSwitch | Step::Compute | Step::Run(_) => None,
         }
     }
 
@@ -54,6 +56,7 @@ impl Step {
                     }
             }
             Step::Compute => COMPUTE_SLICE,
+            Step::Run(ns) => ns,
         }
     }
 }
@@ -98,6 +101,12 @@ struct User {
     /// For a process the kernel drives (an SRP or LRP receiver): whether
     /// the kernel has work for it.
     ready: bool,
+    /// `onoff`: CPU time per run, sleep per pause, CPU used in this run,
+    /// and whether it is sleeping.
+    on_ns: Nanos,
+    off_ns: Nanos,
+    used: Nanos,
+    sleeping: bool,
 }
 
 /// The processes, their queues and the scheduler's state.
@@ -121,6 +130,9 @@ pub struct Users {
     sock_bytes: u32,
     sock_cap_pkts: usize,
     sock_cap_bytes: u32,
+    /// Under the proportional-share scheduler: its state, and the CPU time
+    /// each process has been charged with so far.
+    share: Option<(PropShare, Vec<Nanos>)>,
 }
 
 impl Users {
@@ -144,9 +156,21 @@ impl Users {
                 blocked: true,
                 switch_pending: false,
                 ready: false,
+                // Brustoloni et al. 2000 §6: onoff runs 11 ms, then sleeps 5 ms.
+                on_ns: (q.on_ms.unwrap_or(11.0) * 1e6) as Nanos,
+                off_ns: (q.off_ms.unwrap_or(5.0) * 1e6) as Nanos,
+                used: 0,
+                sleeping: false,
             })
             .collect();
         let k = &s.kernel;
+        let share = (s.run.scheduler == Scheduler::Proportional).then(|| {
+            let mut ps = PropShare::new(((s.run.quantum_ms * 1e6) as Nanos).max(MS / 10));
+            for (i, q) in s.process.iter().enumerate() {
+                ps.add(i as u32, q.reservation);
+            }
+            (ps, vec![0; s.process.len()])
+        });
         let users = Users {
             procs,
             cur: None,
@@ -161,6 +185,7 @@ impl Users {
             sock_bytes: 0,
             sock_cap_pkts: k.socket_packets as usize,
             sock_cap_bytes: k.socket_bytes,
+            share,
         };
         (users, names)
     }
@@ -173,6 +198,7 @@ impl Users {
                 ProcessKind::Reader => !self.sock_q.is_empty(),
                 ProcessKind::Tcpdump => !self.filter_q.is_empty(),
                 ProcessKind::Compute => true,
+                ProcessKind::Onoff => !self.procs[u].sleeping,
             }
     }
 
@@ -180,6 +206,9 @@ impl Users {
     /// among equals, keeping the current one until its quantum ends or it
     /// blocks. A process that starts running pays a context switch.
     pub fn pick(&mut self, now: Nanos, cpu: &Cpu) -> Option<usize> {
+        if self.share.is_some() {
+            return self.pick_share(now, cpu);
+        }
         let n = self.procs.len();
         let mut best: Option<(u32, usize)> = None;
         let first = self.cur.map_or(0, |c| c + 1);
@@ -212,6 +241,59 @@ impl Users {
         Some(u)
     }
 
+    /// The proportional-share choice: the current process keeps the CPU
+    /// while it is in the middle of a step; otherwise the scheduler picks,
+    /// having charged the current one with the CPU it used.
+    fn pick_share(&mut self, now: Nanos, cpu: &Cpu) -> Option<usize> {
+        let runnable: Vec<bool> = (0..self.procs.len())
+            .map(|u| self.runnable(u, cpu))
+            .collect();
+        let (ps, charged) = self.share.as_mut().expect("proportional share");
+        if let Some(cur) = self.cur {
+            let used = cpu.ctx[USER0 + cur].cpu_ns;
+            ps.ran(cur as u32, used - charged[cur]);
+            charged[cur] = used;
+        }
+        for (u, r) in runnable.iter().enumerate() {
+            if *r {
+                ps.wake(u as u32);
+            } else {
+                ps.block(u as u32);
+                self.procs[u].blocked = true;
+            }
+        }
+        let u = match self.cur {
+            Some(c) if cpu.ctx[USER0 + c].chunk.is_some() => c,
+            _ => ps.pick()? as usize,
+        };
+        if self.cur != Some(u) {
+            self.since = now;
+            self.procs[u].switch_pending = true;
+        } else if self.procs[u].blocked {
+            self.procs[u].switch_pending = true;
+        }
+        self.procs[u].blocked = false;
+        Some(u)
+    }
+
+    /// An `onoff` process ran a slice of `ns` at `now`; if that ends its
+    /// run, it sleeps, and this returns when it wakes.
+    pub fn ran(&mut self, u: usize, ns: Nanos, now: Nanos) -> Option<Nanos> {
+        let p = &mut self.procs[u];
+        p.used += ns;
+        if p.used < p.on_ns {
+            return None;
+        }
+        p.used = 0;
+        p.sleeping = true;
+        Some(now + p.off_ns)
+    }
+
+    /// A sleeping `onoff` process wakes.
+    pub fn wake(&mut self, u: usize) {
+        self.procs[u].sleeping = false;
+    }
+
     /// Process `u`'s next step, and whether it took a packet off the
     /// watched queue (whose level feeds back to the kernel).
     pub fn next(&mut self, u: usize) -> (Option<Step>, bool) {
@@ -220,6 +302,14 @@ impl Users {
         }
         match self.procs[u].kind {
             ProcessKind::Compute => (Some(Step::Compute), false),
+            ProcessKind::Onoff => {
+                let p = &self.procs[u];
+                if p.sleeping {
+                    return (None, false);
+                }
+                let left = p.on_ns - p.used;
+                (Some(Step::Run(left.min(COMPUTE_SLICE))), false)
+            }
             ProcessKind::Screend => match self.screen_q.pop_front() {
                 Some(p) => (Some(Step::Screen(p)), true),
                 None => (None, false),

@@ -310,6 +310,9 @@ pub enum ProcessKind {
     Compute,
     /// A packet-capture monitor (tcpdump) reading the packet-filter queue.
     Tcpdump,
+    /// Runs for `on_ms` of CPU, sleeps for `off_ms`, and again (Brustoloni
+    /// et al. 2000 §6's `onoff`: 11 ms on, 5 ms off).
+    Onoff,
 }
 
 /// Where the capture process writes what it reads.
@@ -365,6 +368,29 @@ pub struct ProcessCfg {
     /// A reader under `kernel.kind = "srp"`: what SIGUIQ does to it.
     #[serde(default)]
     pub disposition: Option<SigDisposition>,
+    /// Under `run.scheduler = "proportional"`: a CPU reservation, the
+    /// share (0 to 1) it gets whenever it is runnable.
+    #[serde(default)]
+    pub reservation: Option<f64>,
+    /// `onoff`: CPU time it runs before it sleeps, in ms.
+    #[serde(default)]
+    pub on_ms: Option<f64>,
+    /// `onoff`: how long it sleeps, in ms.
+    #[serde(default)]
+    pub off_ms: Option<f64>,
+}
+
+/// How user processes share the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scheduler {
+    /// Fixed priorities, round robin within one with a time quantum.
+    #[default]
+    Priority,
+    /// Proportional share with reservations (`rxsched_core::PropShare`),
+    /// deciding at every step boundary, as Eclipse/BSD's scheduler gives
+    /// SRP's gateway stages their reservations.
+    Proportional,
 }
 
 /// `[run]`: how long, and which seed.
@@ -379,6 +405,8 @@ pub struct RunCfg {
     pub seed: u64,
     /// User scheduling quantum, in ms.
     pub quantum_ms: f64,
+    /// How user processes share the CPU.
+    pub scheduler: Scheduler,
 }
 
 impl Default for RunCfg {
@@ -388,6 +416,7 @@ impl Default for RunCfg {
             warmup_ms: 100.0,
             seed: 1,
             quantum_ms: 10.0,
+            scheduler: Scheduler::Priority,
         }
     }
 }

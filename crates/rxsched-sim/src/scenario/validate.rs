@@ -70,6 +70,22 @@ impl Scenario {
                 &format!("process.{i}.output"),
                 "only a tcpdump process has an output",
             )?;
+            let at = |k: &str| format!("process.{i}.{k}");
+            need(
+                p.reservation.is_none()
+                    || (p.reservation.is_some_and(|r| r > 0.0 && r < 1.0)
+                        && self.run.scheduler == super::Scheduler::Proportional),
+                &at("reservation"),
+                "a reservation is a share in (0, 1), under run.scheduler = \"proportional\"",
+            )?;
+            for (k, v) in [("on_ms", p.on_ms), ("off_ms", p.off_ms)] {
+                need(
+                    v.is_none()
+                        || (p.kind == ProcessKind::Onoff && v.is_some_and(|v| positive(v * 1e3))),
+                    &at(k),
+                    "an onoff process's positive time of at most 1e6 ms",
+                )?;
+            }
             need(
                 p.disposition.is_none()
                     || (p.kind == ProcessKind::Reader && self.kernel.kind == KernelKind::Srp),
@@ -77,6 +93,13 @@ impl Scenario {
                 "only a reader under kernel.kind = \"srp\" has a SIGUIQ disposition",
             )?;
         }
+        need(self.process.len() <= 64, "process", "at most 64 processes")?;
+        let reserved: f64 = self.process.iter().filter_map(|p| p.reservation).sum();
+        need(
+            reserved < 1.0,
+            "process",
+            "the reservations must add up to less than 1",
+        )?;
         let receiving_host = matches!(self.kernel.kind, KernelKind::Srp | KernelKind::Lrp);
         need(
             !receiving_host
