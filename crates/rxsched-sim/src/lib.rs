@@ -19,5 +19,5 @@ pub use scenario::{Loaded, Scenario};
 /// The model reads no clock: the record's `wall_ms` is 0 for the caller to fill in.
 pub fn run(s: &Scenario, base: Option<&std::path::Path>) -> Result<(Metrics, Samples), SimError> {
     let profile = Profile::load(&s.profile, base)?;
-    host::Host::new(s, profile).run()
+    host::Host::new(&s.expanded(), profile).run()
 }

@@ -165,6 +165,9 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "srp_signals",
     "srp_wakeups",
     "srp_deliveries",
+    "tcp_mbps",
+    "tcp_retransmits",
+    "tcp_timeouts",
 ];
 
 /// The keys of a group of the record (`drops`, `cpu`, ...), given the

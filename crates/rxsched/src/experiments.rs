@@ -33,6 +33,7 @@ pub const ALL: &[(&str, &str)] = experiments![
     "spanos-model",
     "srp-fig5",
     "srp-modes",
+    "srp-fig6",
 ];
 
 /// The scenario text of experiment `id`.

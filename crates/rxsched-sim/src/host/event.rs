@@ -22,6 +22,8 @@ pub enum Ev {
     Tick,
     /// User process `u` wakes from a timed sleep.
     UserWake(u8),
+    /// An event of the TCP connection through the host.
+    Tcp(super::tcp::TcpEv),
 }
 
 /// A min-heap of events by (time, sequence).

@@ -20,6 +20,7 @@ pub mod machine;
 pub mod meter;
 pub mod nic;
 pub mod step;
+pub mod tcp;
 pub mod traffic;
 pub mod users;
 
@@ -46,6 +47,7 @@ pub struct Host {
     m: Machine,
     k: Box<dyn Kernel>,
     w0: Nanos,
+    tcp: Option<tcp::TcpFlow>,
 }
 
 impl Host {
@@ -76,7 +78,8 @@ impl Host {
             end,
             p,
         };
-        Host { m, k, w0 }
+        let tcp = s.tcp.as_ref().map(|t| tcp::TcpFlow::new(t, &m.p.wire, w0));
+        Host { m, k, w0, tcp }
     }
 
     /// Runs to the end and returns the metrics record (with `wall_ms` 0:
@@ -84,6 +87,9 @@ impl Host {
     pub fn run(mut self) -> Result<(Metrics, Samples), SimError> {
         for s in 0..self.m.traffic.len() {
             self.schedule_source(s);
+        }
+        if let Some(t) = &mut self.tcp {
+            t.start(0, &mut self.m.events);
         }
         self.reschedule();
         let c = &self.m.p.cost;
@@ -108,6 +114,12 @@ impl Host {
                 Ev::TxWireDone(n) => self.tx_wire_done(n as usize),
                 Ev::Timer(timer) => self.k.timer(&mut self.m, timer),
                 Ev::UserWake(u) => self.m.users.wake(u as usize),
+                Ev::Tcp(e) => {
+                    let t = self.tcp.as_mut().expect("a TCP event has a flow");
+                    if let Some(p) = t.handle(e, self.m.now, &mut self.m.events) {
+                        self.enter(p);
+                    }
+                }
                 Ev::Tick => {
                     self.m.raise(IntrSrc::Clock);
                     let t = self.m.now + 1_000_000_000 / self.m.p.cost.clock_hz;
@@ -200,19 +212,24 @@ impl Host {
         match c {
             INTR => self.next_intr(),
             SOFT | KTHREAD => self.k.next_step(&mut self.m, c),
-            _ if self.k.owns_user(c - USER0) => {
-                let u = c - USER0;
-                if self.m.users.take_switch(u) {
-                    return Some(Step::User(users::Step::CtxSwitch));
-                }
-                self.k.user_step(&mut self.m, u)
-            }
             _ => {
-                let (step, popped) = self.m.users.next(c - USER0);
-                if popped {
-                    self.k.queue_level(&mut self.m);
-                }
-                step.map(Step::User)
+                let u = c - USER0;
+                let step = if self.k.owns_user(u) {
+                    if self.m.users.take_switch(u) {
+                        Some(Step::User(users::Step::CtxSwitch))
+                    } else {
+                        self.k.user_step(&mut self.m, u)
+                    }
+                } else {
+                    let (step, popped) = self.m.users.next(u);
+                    if popped {
+                        self.k.queue_level(&mut self.m);
+                    }
+                    step.map(Step::User)
+                };
+                let switch = matches!(step, Some(Step::User(users::Step::CtxSwitch)));
+                self.m.users.stepped(u, switch);
+                step
             }
         }
     }
@@ -285,8 +302,15 @@ impl Host {
     }
 
     fn arrive(&mut self, s: usize) {
+        let p = self.m.traffic.packet(s, self.m.now);
+        self.enter(p);
+        self.schedule_source(s);
+    }
+
+    /// A frame's last bit reached its port: onto the receive ring, or
+    /// dropped if the ring is full.
+    fn enter(&mut self, p: step::Packet) {
         let now = self.m.now;
-        let p = self.m.traffic.packet(s, now);
         self.m.meter.arrival(now);
         let nic = &mut self.m.nics[p.port as usize];
         if nic.rx.len() >= nic.rx_cap {
@@ -295,7 +319,6 @@ impl Host {
             nic.rx.push_back(p);
             self.k.rx_arrived(&mut self.m, p.port);
         }
-        self.schedule_source(s);
     }
 
     fn tx_wire_done(&mut self, n: usize) {
@@ -303,6 +326,9 @@ impl Host {
         let p = nic.wire.take().expect("a frame was on the wire");
         nic.done_q.push_back(p);
         self.m.deliver(p);
+        if let Some(t) = &mut self.tcp {
+            t.from_host(n as u8, p, self.m.now, &mut self.m.events);
+        }
         self.m.kick(n);
         self.k.tx_done(&mut self.m, n as u8);
     }
@@ -322,6 +348,16 @@ impl Host {
         let cpu = self.m.cpu.shares().map_err(SimError::Invariant)?;
         let secs = (self.m.end - self.w0) as f64 / 1e9;
         let mut kr = self.k.report();
+        if let Some(t) = &self.tcp {
+            let st = t.stats();
+            kr.extra.insert(
+                "tcp_mbps".into(),
+                st.goodput_bytes as f64 * 8.0 / 1e6 / secs,
+            );
+            kr.extra
+                .insert("tcp_retransmits".into(), st.retransmits as f64);
+            kr.extra.insert("tcp_timeouts".into(), st.timeouts as f64);
+        }
         if self.m.users.consumer == Consumer::Reader {
             let meter = &self.m.meter;
             kr.extra.insert(

@@ -18,6 +18,17 @@ pub struct Packet {
     pub port: u8,
     /// When it was handed to a device, in frames handed over so far.
     pub seq: u64,
+    /// A TCP segment or ACK of the connection through the host, if it is one.
+    pub tcp: Option<TcpSeg>,
+}
+
+/// What a TCP frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSeg {
+    /// An ACK (`n`: the next segment expected) rather than data (`n`: its number).
+    pub ack: bool,
+    /// Segment number.
+    pub n: u32,
 }
 
 /// What raised an interrupt.

@@ -125,6 +125,7 @@ impl Traffic {
             arrived: now,
             port: src.port,
             seq: 0,
+            tcp: None,
         };
         self.next_id = self.next_id.wrapping_add(1);
         p

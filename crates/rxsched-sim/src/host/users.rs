@@ -107,6 +107,8 @@ struct User {
     off_ns: Nanos,
     used: Nanos,
     sleeping: bool,
+    /// Its last step was the switch to it: it runs at least one more.
+    switched_in: bool,
 }
 
 /// The processes, their queues and the scheduler's state.
@@ -161,6 +163,7 @@ impl Users {
                 off_ns: (q.off_ms.unwrap_or(5.0) * 1e6) as Nanos,
                 used: 0,
                 sleeping: false,
+                switched_in: false,
             })
             .collect();
         let k = &s.kernel;
@@ -199,6 +202,8 @@ impl Users {
                 ProcessKind::Tcpdump => !self.filter_q.is_empty(),
                 ProcessKind::Compute => true,
                 ProcessKind::Onoff => !self.procs[u].sleeping,
+                // Driven by the kernel: runnable when it says so (`ready`).
+                ProcessKind::Forwarder => false,
             }
     }
 
@@ -262,8 +267,15 @@ impl Users {
                 self.procs[u].blocked = true;
             }
         }
+        // A process keeps the CPU in the middle of a step, and for the
+        // first step after the switch to it.
         let u = match self.cur {
-            Some(c) if cpu.ctx[USER0 + c].chunk.is_some() => c,
+            Some(c)
+                if runnable[c]
+                    && (cpu.ctx[USER0 + c].chunk.is_some() || self.procs[c].switched_in) =>
+            {
+                c
+            }
             _ => ps.pick()? as usize,
         };
         if self.cur != Some(u) {
@@ -274,6 +286,11 @@ impl Users {
         }
         self.procs[u].blocked = false;
         Some(u)
+    }
+
+    /// Process `u` was given a step; `switch` if it is the switch to it.
+    pub fn stepped(&mut self, u: usize, switch: bool) {
+        self.procs[u].switched_in = switch;
     }
 
     /// An `onoff` process ran a slice of `ns` at `now`; if that ends its
@@ -325,6 +342,7 @@ impl Users {
                 Some(p) => (Some(Step::Capture(p, self.procs[u].output)), true),
                 None => (None, false),
             },
+            ProcessKind::Forwarder => (None, false),
         }
     }
 

@@ -313,6 +313,9 @@ pub enum ProcessKind {
     /// Runs for `on_ms` of CPU, sleeps for `off_ms`, and again (Brustoloni
     /// et al. 2000 §6's `onoff`: 11 ms on, 5 ms off).
     Onoff,
+    /// Under `kernel.kind = "srp"`: the system process that runs the IP
+    /// forwarding stage, fed by the early demultiplexer (a gateway).
+    Forwarder,
 }
 
 /// Where the capture process writes what it reads.
@@ -378,6 +381,10 @@ pub struct ProcessCfg {
     /// `onoff`: how long it sleeps, in ms.
     #[serde(default)]
     pub off_ms: Option<f64>,
+    /// How many such processes (0 to 64; default 1). More than one are
+    /// named `<name>-1`, `<name>-2`, ...; a figure can vary the count.
+    #[serde(default)]
+    pub count: Option<u32>,
 }
 
 /// How user processes share the CPU.
@@ -421,6 +428,42 @@ impl Default for RunCfg {
     }
 }
 
+/// `[tcp]`: a TCP connection through the host, from a sender behind port 0
+/// to a receiver behind port 1 (the host forwards it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TcpCfg {
+    /// Payload bytes per segment.
+    pub mss: u32,
+    /// The receiver's window, in bytes.
+    pub window_bytes: u32,
+    /// The sender's CPU per segment sent, in µs.
+    pub sender_segment_us: f64,
+    /// The sender's CPU per ACK taken, in µs.
+    pub sender_ack_us: f64,
+    /// The receiver's CPU per segment, its ACK included, in µs.
+    pub receiver_segment_us: f64,
+    /// The sender's smallest retransmission timeout, in ms.
+    pub rto_min_ms: f64,
+    /// Bytes to send (0: as many as the run allows).
+    pub bytes: u64,
+}
+
+impl Default for TcpCfg {
+    fn default() -> Self {
+        TcpCfg {
+            mss: 1460,
+            // Brustoloni et al. 2000 §6: 64 KB windows.
+            window_bytes: 65536,
+            sender_segment_us: 20.0,
+            sender_ack_us: 5.0,
+            receiver_segment_us: 20.0,
+            rto_min_ms: 200.0,
+            bytes: 0,
+        }
+    }
+}
+
 /// The model part of a scenario file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -436,6 +479,9 @@ pub struct Scenario {
     /// User processes.
     #[serde(default)]
     pub process: Vec<ProcessCfg>,
+    /// A TCP connection the host forwards.
+    #[serde(default)]
+    pub tcp: Option<TcpCfg>,
     /// Run length and seed.
     #[serde(default)]
     pub run: RunCfg,
@@ -444,9 +490,32 @@ pub struct Scenario {
 impl Scenario {
     /// The names processes are accounted under (`cpu.user:<name>`).
     pub fn process_names(&self) -> Vec<String> {
-        self.process
+        self.expanded()
+            .process
             .iter()
             .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
             .collect()
+    }
+
+    /// The scenario with every `count` spelled out as that many processes.
+    pub fn expanded(&self) -> Scenario {
+        let mut s = self.clone();
+        s.process = self
+            .process
+            .iter()
+            .flat_map(|q| {
+                let n = q.count.unwrap_or(1);
+                (1..=n).map(move |i| {
+                    let mut p = q.clone();
+                    p.count = None;
+                    if n > 1 {
+                        let base = q.name.clone().unwrap_or_else(|| q.kind.name().to_string());
+                        p.name = Some(format!("{base}-{i}"));
+                    }
+                    p
+                })
+            })
+            .collect();
+        s
     }
 }

@@ -93,7 +93,49 @@ impl Scenario {
                 "only a reader under kernel.kind = \"srp\" has a SIGUIQ disposition",
             )?;
         }
-        need(self.process.len() <= 64, "process", "at most 64 processes")?;
+        for (i, p) in self.process.iter().enumerate() {
+            need(
+                p.count.is_none_or(|n| n <= 64)
+                    && (p.count.is_none()
+                        || matches!(p.kind, ProcessKind::Compute | ProcessKind::Onoff)),
+                &format!("process.{i}.count"),
+                "only compute and onoff processes have a count, of at most 64",
+            )?;
+        }
+        need(
+            self.expanded().process.len() <= 64,
+            "process",
+            "at most 64 processes",
+        )?;
+        if let Some(t) = &self.tcp {
+            need(
+                (1..=9000).contains(&t.mss),
+                "tcp.mss",
+                "must be 1 to 9000 bytes",
+            )?;
+            need(
+                t.window_bytes >= t.mss && t.window_bytes <= 1 << 30,
+                "tcp.window_bytes",
+                "must hold at least one segment, and at most 1 GiB",
+            )?;
+            for (k, v) in [
+                ("tcp.sender_segment_us", t.sender_segment_us),
+                ("tcp.sender_ack_us", t.sender_ack_us),
+                ("tcp.receiver_segment_us", t.receiver_segment_us),
+            ] {
+                need(
+                    v.is_finite() && (0.0..=MAX_US).contains(&v),
+                    k,
+                    "must be a time from 0 to 1e9 µs",
+                )?;
+            }
+            time_us(t.rto_min_ms * 1e3, "tcp.rto_min_ms")?;
+            need(
+                !reader,
+                "tcp",
+                "the connection passes through the host: no reader or tcpdump",
+            )?;
+        }
         let reserved: f64 = self.process.iter().filter_map(|p| p.reservation).sum();
         need(
             reserved < 1.0,
@@ -101,15 +143,19 @@ impl Scenario {
             "the reservations must add up to less than 1",
         )?;
         let receiving_host = matches!(self.kernel.kind, KernelKind::Srp | KernelKind::Lrp);
+        let has = |k: ProcessKind| self.process.iter().filter(|p| p.kind == k).count();
         need(
             !receiving_host
-                || self.process.iter().any(|p| p.kind == ProcessKind::Reader)
-                    && !self
-                        .process
-                        .iter()
-                        .any(|p| matches!(p.kind, ProcessKind::Screend | ProcessKind::Tcpdump)),
+                || (has(ProcessKind::Reader) + has(ProcessKind::Forwarder) == 1
+                    && has(ProcessKind::Screend) + has(ProcessKind::Tcpdump) == 0
+                    && (has(ProcessKind::Forwarder) == 0 || self.kernel.kind == KernelKind::Srp)),
             "kernel.kind",
-            "srp and lrp model a receiving host: give it a reader (and no screend or tcpdump)",
+            "srp and lrp model a receiving host (one reader) and srp a gateway (one forwarder), with no screend or tcpdump",
+        )?;
+        need(
+            has(ProcessKind::Forwarder) == 0 || self.kernel.kind == KernelKind::Srp,
+            "process",
+            "a forwarder process runs SRP's forwarding stage: it needs kernel.kind = \"srp\"",
         )?;
         need(
             !(reader && self.kernel.kind == KernelKind::Linux),

@@ -118,6 +118,6 @@ pub fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
         KernelKind::Bsd | KernelKind::Emulated => Box::new(bsd::Bsd::new(s, p, ports)),
         KernelKind::Polling => Box::new(polling::Polling::new(s, p, ports)),
         KernelKind::Linux => Box::new(linux::Linux::new(s, p, ports)),
-        KernelKind::Srp | KernelKind::Lrp => Box::new(srp::Srp::new(s, p)),
+        KernelKind::Srp | KernelKind::Lrp => Box::new(srp::Srp::new(s, p, ports)),
     }
 }

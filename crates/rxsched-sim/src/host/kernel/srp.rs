@@ -8,7 +8,14 @@
 //! work. IP and UDP input run later, in the receiving process, charged to
 //! it: in the kernel's default SIGUIQ action, in a caught signal's handler,
 //! or inside its receive call. The receiver here is the scenario's reader.
+//!
+//! As a gateway (a `forwarder` process instead of a reader), the early
+//! demultiplexer hands every frame to the IP forwarding stage's UIQ (a
+//! queue of `ipintrq_limit` packets), and a system process runs the stage,
+//! IP input and output for each packet, charged to it, under whatever share
+//! the scheduler gives it (Brustoloni et al. 2000 §5.1, figure 6).
 
+use super::bsd::{self, Stack};
 use super::{Kernel, KernelReport};
 use crate::host::cpu::CtxId;
 use crate::host::machine::Machine;
@@ -38,13 +45,16 @@ pub enum Step {
     Handler,
     /// IP and UDP input for one packet, in the receiver's context.
     Protocol(Packet),
+    /// The forwarding stage: IP input and `ip_output` for one packet, in
+    /// the forwarding process's context.
+    Forward(Packet),
 }
 
 impl Step {
     /// The packet the step carries.
     pub fn packet(&self) -> Option<Packet> {
         match *self {
-            Step::RxLink(p) | Step::Protocol(p) => Some(p),
+            Step::RxLink(p) | Step::Protocol(p) | Step::Forward(p) => Some(p),
             Step::Signal | Step::Deliver | Step::Handler => None,
         }
     }
@@ -70,6 +80,10 @@ pub struct Srp {
     state: SrpState<Packet>,
     /// The reader (its index among the processes) and its socket.
     reader: Option<(usize, Pcb)>,
+    /// A gateway's forwarding stage: its process and the stage's UIQ.
+    forwarder: Option<(usize, Pcb)>,
+    /// `ip_output`, the output queues and the driver, shared with BSD.
+    stack: Stack,
     /// Packets the reader has taken off the UIQ and not yet processed.
     work: VecDeque<Packet>,
     /// Signals posted by the receive interrupt and not yet charged.
@@ -80,7 +94,7 @@ pub struct Srp {
 
 impl Srp {
     /// The host a scenario configures.
-    pub fn new(s: &Scenario, p: &Profile) -> Srp {
+    pub fn new(s: &Scenario, p: &Profile, ports: usize) -> Srp {
         let lrp = s.kernel.kind == KernelKind::Lrp;
         let mut state = SrpState::default();
         let reader = s
@@ -103,11 +117,26 @@ impl Srp {
                 state.sleep(pid, pcb);
                 (u, pcb)
             });
+        let forwarder = s
+            .process
+            .iter()
+            .position(|q| q.kind == ProcessKind::Forwarder)
+            .map(|u| {
+                let pid = Pid(u as u32);
+                state.process(pid, Disposition::Ignore);
+                // The stage process sleeps on its UIQ and is woken, not signalled.
+                let limit = Check::Channel(s.kernel.ipintrq_limit);
+                let pcb = state.socket(&[pid], limit, Notice::Sync);
+                state.sleep(pid, pcb);
+                (u, pcb)
+            });
         Srp {
             c: p.cost.clone(),
             lrp,
             state,
             reader,
+            forwarder,
+            stack: Stack::new(p, ports),
             work: VecDeque::new(),
             signals_due: 0,
             deliveries: 0,
@@ -116,7 +145,8 @@ impl Srp {
 
     /// NSS for a frame whose link-level work is done.
     fn submit(&mut self, m: &mut Machine, p: Packet) {
-        let pcb = self.reader.map(|(_, pcb)| pcb);
+        let owner = self.reader.or(self.forwarder);
+        let pcb = owner.map(|(_, pcb)| pcb);
         match self.state.submit(pcb, p, p.bytes) {
             Submitted::NoPcb(_) => m.drop(DropPoint::SocketBuffer),
             Submitted::Dropped(..) => m.drop(if self.lrp {
@@ -125,7 +155,7 @@ impl Srp {
                 DropPoint::Uiq
             }),
             Submitted::Queued(_, notify) => {
-                if let Some((u, _)) = self.reader {
+                if let Some((u, _)) = owner {
                     match notify {
                         Notify::Woke(_) | Notify::Thread(_) => m.users.set_ready(u, true),
                         Notify::Signalled(_) => {
@@ -135,6 +165,19 @@ impl Srp {
                         Notify::Nobody => {}
                     }
                 }
+            }
+        }
+    }
+
+    /// The forwarding stage's next step: forward what its UIQ holds, one
+    /// packet at a time; sleep on it when it is empty.
+    fn forwarder_step(&mut self, m: &mut Machine, u: usize, pcb: Pcb) -> Option<step::Step> {
+        match self.state.take_one(pcb) {
+            Some(p) => Some(step::Step::Srp(Step::Forward(p))),
+            None => {
+                self.state.sleep(Pid(u as u32), pcb);
+                m.users.set_ready(u, false);
+                None
             }
         }
     }
@@ -199,16 +242,39 @@ impl Kernel for Srp {
         m.raise(IntrSrc::Rx(n));
     }
 
-    fn tx_done(&mut self, _m: &mut Machine, _n: u8) {}
+    fn tx_done(&mut self, m: &mut Machine, n: u8) {
+        m.raise(IntrSrc::Tx(n));
+    }
 
     fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<step::Step> {
         if self.signals_due > 0 {
             self.signals_due -= 1;
             return Some(step::Step::Srp(Step::Signal));
         }
-        let IntrSrc::Rx(n) = src else { return None };
-        let p = m.nics[n as usize].rx.pop_front()?;
-        Some(step::Step::Srp(Step::RxLink(p)))
+        match src {
+            IntrSrc::Rx(n) => {
+                let p = m.nics[n as usize].rx.pop_front()?;
+                Some(step::Step::Srp(Step::RxLink(p)))
+            }
+            IntrSrc::Tx(n) => {
+                let p = m.nics[n as usize].done_q.pop_front()?;
+                Some(step::Step::Bsd(bsd::Step::TxReclaim(n, p)))
+            }
+            _ => None,
+        }
+    }
+
+    fn isr_exit(&mut self, m: &mut Machine, src: IntrSrc) {
+        // More frames arrived (or finished) while the handler ran.
+        match src {
+            IntrSrc::Rx(n) if !m.nics[n as usize].rx.is_empty() => m.raise(src),
+            IntrSrc::Tx(n) if !m.nics[n as usize].done_q.is_empty() => m.raise(src),
+            _ => {}
+        }
+    }
+
+    fn driver_step(&mut self, m: &mut Machine, c: CtxId) -> Option<step::Step> {
+        self.stack.driver_step(m, c)
     }
 
     fn next_step(&mut self, _m: &mut Machine, _c: CtxId) -> Option<step::Step> {
@@ -216,17 +282,30 @@ impl Kernel for Srp {
     }
 
     fn owns_user(&self, u: usize) -> bool {
-        self.reader.is_some_and(|(r, _)| r == u)
+        self.reader.or(self.forwarder).is_some_and(|(r, _)| r == u)
     }
 
     fn user_step(&mut self, m: &mut Machine, u: usize) -> Option<step::Step> {
+        if let Some((_, pcb)) = self.forwarder.filter(|(r, _)| *r == u) {
+            return self.forwarder_step(m, u, pcb);
+        }
         let (_, pcb) = self.reader.filter(|(r, _)| *r == u)?;
         self.reader_step(m, u, pcb)
     }
 
-    fn complete(&mut self, m: &mut Machine, _c: CtxId, step: step::Step) {
+    fn complete(&mut self, m: &mut Machine, c: CtxId, step: step::Step) {
         match step {
             step::Step::IntrEnter(IntrSrc::Rx(_)) => m.meter.interrupts.rx += 1,
+            step::Step::IntrEnter(IntrSrc::Tx(_)) => m.meter.interrupts.tx += 1,
+            step::Step::Srp(Step::Forward(p)) => {
+                if let Some((_, pcb)) = self.forwarder {
+                    self.state.processed(pcb, p.bytes, 0);
+                }
+                self.stack.complete(m, c, bsd::Step::IpOutput(p));
+            }
+            step::Step::Bsd(s) => {
+                self.stack.complete(m, c, s);
+            }
             step::Step::Srp(Step::RxLink(p)) => self.submit(m, p),
             step::Step::Srp(Step::Protocol(p)) => {
                 let Some((u, pcb)) = self.reader else { return };
@@ -257,7 +336,9 @@ impl Kernel for Srp {
                 Step::Deliver => c.srp_deliver,
                 Step::Handler => c.srp_deliver + c.srp_handler,
                 Step::Protocol(_) => c.ip_input + c.udp_input,
+                Step::Forward(_) => c.ip_input + c.ip_output + c.driver_tx,
             },
+            step::Step::Bsd(s) => self.stack.cost(s),
             _ => 0,
         }
     }
