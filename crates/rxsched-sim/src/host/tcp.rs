@@ -193,7 +193,7 @@ impl TcpFlow {
 
     /// Puts a frame on link `dir` into the host; it arrives when its last
     /// bit does.
-    fn into_host(&mut self, dir: usize, mut p: Packet, now: Nanos, ev: &mut Events) {
+    fn send_to_host(&mut self, dir: usize, mut p: Packet, now: Nanos, ev: &mut Events) {
         let free = if dir == 0 {
             &mut self.a_wire_free
         } else {
@@ -234,7 +234,7 @@ impl TcpFlow {
                 }
                 let tcp = TcpSeg { ack: false, n: seq };
                 let p = self.packet(0, self.mss + OVERHEAD, tcp, now);
-                self.into_host(0, p, now, ev);
+                self.send_to_host(0, p, now, ev);
             }
             TcpEv::Wire(dir) => return self.wires[dir as usize].pop_front(),
             TcpEv::AckDone => {
@@ -269,7 +269,7 @@ impl TcpFlow {
             n: self.rcv_nxt,
         };
         let p = self.packet(1, ACK_FRAME, ack, now);
-        self.into_host(1, p, now, ev);
+        self.send_to_host(1, p, now, ev);
     }
 
     fn on_ack(&mut self, n: u32, now: Nanos, ev: &mut Events) {
