@@ -32,6 +32,8 @@ pub enum DropPoint {
     Uiq,
     /// An LRP channel was full: dropped at the interface.
     LrpChannel,
+    /// A TCP segment out of order at a host that keeps no reassembly queue.
+    TcpOutOfOrder,
     /// A packet-filter (capture) queue was full.
     FilterQueue,
     /// A per-CPU backlog queue was full (Linux RPS).

@@ -166,6 +166,7 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "srp_wakeups",
     "srp_deliveries",
     "tcp_mbps",
+    "utilization",
     "tcp_retransmits",
     "tcp_timeouts",
 ];

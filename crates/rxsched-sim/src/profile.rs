@@ -131,6 +131,15 @@ pub struct Costs {
     pub srp_deliver: u64,
     /// SRP: a caught SIGUIQ's user handler, entry and return, beyond `srp_deliver`.
     pub srp_handler: u64,
+    /// TCP input per segment, beyond IP input.
+    pub tcp_input: u64,
+    /// TCP input per byte (the checksum).
+    pub tcp_input_per_byte: f64,
+    /// Sending the ACK for a segment (tcp_output, ip_output, the driver, its reclaim).
+    pub tcp_ack: u64,
+    /// The application reading one segment's data from a TCP socket (its
+    /// share of a large read call, and the copy-out).
+    pub tcp_read: u64,
 }
 
 /// Per-packet costs of the Linux forwarding path, named after Spanos et

@@ -407,7 +407,7 @@ fn srp_drops_early_and_charges_the_receiver() {
         );
         run(&s, None).unwrap().0
     };
-    let (srp, bsd) = (at("srp", "20000"), at("bsd", "20000"));
+    let (srp, bsd) = (at("srp", "40000"), at("bsd", "40000"));
     assert!(srp.drops["uiq"] > 0 && srp.drops.get("socket_buffer").is_none_or(|n| *n == 0));
     assert!(
         srp.delivered_pps > 3.0 * bsd.delivered_pps,
@@ -417,9 +417,10 @@ fn srp_drops_early_and_charges_the_receiver() {
     );
     let (srp, bsd) = (at("srp", "3000"), at("bsd", "3000"));
     assert_eq!(srp.extra["misaccounted_share"], 0.0);
-    // IP and UDP input and the switch into them: 27 µs a packet, 8% of the CPU at 3,000/s.
+    // IP and UDP input and the switch into them: 16 µs a packet, 4.8% of
+    // the CPU at 3,000/s (less the few the reader itself was interrupted by).
     let m = bsd.extra["misaccounted_share"];
-    assert!((0.05..=0.09).contains(&m), "{m}");
+    assert!((0.04..=0.049).contains(&m), "{m}");
 }
 
 const IDLE_HOST: &str = "profile = \"p2-266-freebsd\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 0\n[run]\nduration_ms = 2000\nwarmup_ms = 0\nscheduler = \"proportional\"\n";
@@ -494,6 +495,50 @@ fn tcp_through_a_gateway_is_ack_clocked_and_recovers_from_loss() {
             m.drops
         );
         assert!(m.extra["tcp_retransmits"] > 0.0, "{kind}");
-        assert!(m.extra["tcp_mbps"] > 1.0, "{kind}: {}", m.extra["tcp_mbps"]);
+        assert!(m.extra["tcp_mbps"] > 0.1, "{kind}: {}", m.extra["tcp_mbps"]);
+    }
+}
+
+const TCP_HOST: &str = "profile = \"p2-266-freebsd\"\n[kernel]\nkind = \"srp\"\nsocket_bytes = 65536\nsocket_packets = 1000\n[[traffic]]\nrate_pps = 0\n[[process]]\nkind = \"reader\"\n[[process]]\nkind = \"compute\"\n[tcp]\nreceiver = \"host\"\nhalf_duplex = true\nsender_segment_us = 40\n[run]\nduration_ms = 600\nwarmup_ms = 100\n";
+
+/// The host as the TCP receiver, under SRP (each disposition) and FreeBSD:
+/// with a socket buffer smaller than the window, segments are dropped
+/// (at the UIQ, the socket, or out of order), the sender recovers, data
+/// keeps arriving in order, and conservation holds.
+#[test]
+fn the_host_as_tcp_receiver_conserves_and_recovers() {
+    for (kind, disp) in [
+        ("srp", "default"),
+        ("srp", "ignore"),
+        ("srp", "catch"),
+        ("lrp", ""),
+        ("bsd", ""),
+    ] {
+        let reader = if disp.is_empty() {
+            "{ kind = \"reader\" }".to_string()
+        } else {
+            format!("{{ kind = \"reader\", disposition = \"{disp}\" }}")
+        };
+        let s = scenario(
+            TCP_HOST,
+            &[
+                ("kernel.kind", kind),
+                ("kernel.socket_bytes", "3000"),
+                ("kernel.socket_packets", "2"),
+                // The reader gets only its share, in turns with the
+                // compute process: segments arrive while it is off the CPU.
+                ("run.scheduler", "proportional"),
+                ("process", &format!("[{reader}, {{ kind = \"compute\" }}]")),
+            ],
+        );
+        let (m, _) = run(&s, None).unwrap();
+        assert!(conserves(&m), "{kind} {disp}: {m:?}");
+        assert!(m.drops.values().sum::<u64>() > 0, "{kind} {disp}: no loss");
+        assert!(m.extra["tcp_retransmits"] > 0.0, "{kind} {disp}");
+        assert!(
+            m.extra["tcp_mbps"] > 0.05,
+            "{kind} {disp}: {}",
+            m.extra["tcp_mbps"]
+        );
     }
 }

@@ -34,6 +34,7 @@ pub const ALL: &[(&str, &str)] = experiments![
     "srp-fig5",
     "srp-modes",
     "srp-fig6",
+    "srp-table1",
 ];
 
 /// The scenario text of experiment `id`.

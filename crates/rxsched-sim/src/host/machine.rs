@@ -34,6 +34,8 @@ pub struct Machine {
     pub traffic: Traffic,
     /// User processes.
     pub users: Users,
+    /// A TCP connection through or into the host.
+    pub tcp: Option<super::tcp::TcpFlow>,
     /// Counters and samples.
     pub meter: Meter,
     /// The end of the run.

@@ -47,7 +47,6 @@ pub struct Host {
     m: Machine,
     k: Box<dyn Kernel>,
     w0: Nanos,
-    tcp: Option<tcp::TcpFlow>,
 }
 
 impl Host {
@@ -73,13 +72,13 @@ impl Host {
             nics,
             intr: IntrController::new(ports, p.nic.one_interrupt),
             traffic: Traffic::new(&s.traffic),
+            tcp: s.tcp.as_ref().map(|t| tcp::TcpFlow::new(t, &p.wire, w0)),
             users,
             meter: Meter::new(w0),
             end,
             p,
         };
-        let tcp = s.tcp.as_ref().map(|t| tcp::TcpFlow::new(t, &m.p.wire, w0));
-        Host { m, k, w0, tcp }
+        Host { m, k, w0 }
     }
 
     /// Runs to the end and returns the metrics record (with `wall_ms` 0:
@@ -88,7 +87,7 @@ impl Host {
         for s in 0..self.m.traffic.len() {
             self.schedule_source(s);
         }
-        if let Some(t) = &mut self.tcp {
+        if let Some(t) = &mut self.m.tcp {
             t.start(0, &mut self.m.events);
         }
         self.reschedule();
@@ -115,8 +114,9 @@ impl Host {
                 Ev::Timer(timer) => self.k.timer(&mut self.m, timer),
                 Ev::UserWake(u) => self.m.users.wake(u as usize),
                 Ev::Tcp(e) => {
-                    let t = self.tcp.as_mut().expect("a TCP event has a flow");
-                    if let Some(p) = t.handle(e, self.m.now, &mut self.m.events) {
+                    let m = &mut self.m;
+                    let t = m.tcp.as_mut().expect("a TCP event has a flow");
+                    if let Some(p) = t.handle(e, m.now, &mut m.events) {
                         self.enter(p);
                     }
                 }
@@ -326,7 +326,7 @@ impl Host {
         let p = nic.wire.take().expect("a frame was on the wire");
         nic.done_q.push_back(p);
         self.m.deliver(p);
-        if let Some(t) = &mut self.tcp {
+        if let Some(t) = &mut self.m.tcp {
             t.from_host(n as u8, p, self.m.now, &mut self.m.events);
         }
         self.m.kick(n);
@@ -348,7 +348,7 @@ impl Host {
         let cpu = self.m.cpu.shares().map_err(SimError::Invariant)?;
         let secs = (self.m.end - self.w0) as f64 / 1e9;
         let mut kr = self.k.report();
-        if let Some(t) = &self.tcp {
+        if let Some(t) = &self.m.tcp {
             let st = t.stats();
             kr.extra.insert(
                 "tcp_mbps".into(),
@@ -357,6 +357,16 @@ impl Host {
             kr.extra
                 .insert("tcp_retransmits".into(), st.retransmits as f64);
             kr.extra.insert("tcp_timeouts".into(), st.timeouts as f64);
+        }
+        let compute: f64 = cpu
+            .iter()
+            .filter(|(k, _)| self.m.users.is_compute_bucket(k))
+            .map(|(_, v)| v)
+            .sum();
+        if compute > 0.0 {
+            // What a background process's progress says the rest used
+            // (Brustoloni et al. 2000's table 1 measures utilisation so).
+            kr.extra.insert("utilization".into(), 1.0 - compute);
         }
         if self.m.users.consumer == Consumer::Reader {
             let meter = &self.m.meter;

@@ -45,6 +45,7 @@ impl Step {
         match *self {
             Step::CtxSwitch => c.context_switch,
             Step::Screen(_) => c.screend,
+            Step::AppRead(p) if p.tcp.is_some() => c.tcp_read,
             Step::AppRead(p) => {
                 c.app_read + (p.bytes as f64 * c.app_read_per_byte).round() as Nanos
             }
@@ -135,13 +136,15 @@ pub struct Users {
     /// Under the proportional-share scheduler: its state, and the CPU time
     /// each process has been charged with so far.
     share: Option<(PropShare, Vec<Nanos>)>,
+    /// The names of the compute processes.
+    compute_names: Vec<String>,
 }
 
 impl Users {
     /// The processes of a scenario, and their names.
     pub fn new(s: &Scenario) -> (Users, Vec<String>) {
         let consumer = Consumer::of(s);
-        let names = s
+        let names: Vec<String> = s
             .process
             .iter()
             .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
@@ -189,6 +192,13 @@ impl Users {
             sock_cap_pkts: k.socket_packets as usize,
             sock_cap_bytes: k.socket_bytes,
             share,
+            compute_names: s
+                .process
+                .iter()
+                .zip(names.iter())
+                .filter(|(q, _)| q.kind == ProcessKind::Compute)
+                .map(|(_, n): (_, &String)| n.clone())
+                .collect(),
         };
         (users, names)
     }
@@ -354,6 +364,12 @@ impl Users {
         })
     }
 
+    /// Whether CPU bucket `name` (`user:<name>`) is a compute process's.
+    pub fn is_compute_bucket(&self, name: &str) -> bool {
+        name.strip_prefix("user:")
+            .is_some_and(|n| self.compute_names.iter().any(|c| c == n))
+    }
+
     /// How many processes there are.
     pub fn len(&self) -> usize {
         self.procs.len()
@@ -416,11 +432,14 @@ impl Users {
         true
     }
 
+    /// Whether the reader's socket has room for `p`.
+    pub fn socket_fits(&self, p: Packet) -> bool {
+        self.sock_q.len() < self.sock_cap_pkts && self.sock_bytes + p.bytes <= self.sock_cap_bytes
+    }
+
     /// Offers a packet to the reader's socket; false if its buffer is full.
     pub fn to_socket(&mut self, p: Packet) -> bool {
-        if self.sock_q.len() >= self.sock_cap_pkts
-            || self.sock_bytes + p.bytes > self.sock_cap_bytes
-        {
+        if !self.socket_fits(p) {
             return false;
         }
         self.sock_bytes += p.bytes;

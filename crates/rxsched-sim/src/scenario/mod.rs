@@ -447,6 +447,23 @@ pub struct TcpCfg {
     pub rto_min_ms: f64,
     /// Bytes to send (0: as many as the run allows).
     pub bytes: u64,
+    /// Who receives: an `endpoint` behind port 1 (the host forwards), or
+    /// the `host` itself (a reader reads the connection).
+    pub receiver: TcpReceiver,
+    /// The sender's link into the host is half duplex (a hub): its
+    /// segments and the host's ACKs share the wire.
+    pub half_duplex: bool,
+}
+
+/// Who receives the TCP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TcpReceiver {
+    /// An endpoint behind port 1: the host forwards the connection.
+    #[default]
+    Endpoint,
+    /// The host: its reader reads the connection.
+    Host,
 }
 
 impl Default for TcpCfg {
@@ -460,6 +477,8 @@ impl Default for TcpCfg {
             receiver_segment_us: 20.0,
             rto_min_ms: 200.0,
             bytes: 0,
+            receiver: TcpReceiver::Endpoint,
+            half_duplex: false,
         }
     }
 }

@@ -130,10 +130,11 @@ impl Scenario {
                 )?;
             }
             time_us(t.rto_min_ms * 1e3, "tcp.rto_min_ms")?;
+            let host = t.receiver == super::TcpReceiver::Host;
             need(
-                !reader,
-                "tcp",
-                "the connection passes through the host: no reader or tcpdump",
+                reader == host,
+                "tcp.receiver",
+                "\"host\" needs a reader (the host receives); \"endpoint\" needs none (the host forwards)",
             )?;
         }
         let reserved: f64 = self.process.iter().filter_map(|p| p.reservation).sum();

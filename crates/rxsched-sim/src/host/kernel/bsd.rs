@@ -32,6 +32,8 @@ pub enum Step {
     IpOutput(Packet),
     /// UDP input and the socket enqueue.
     UdpInput(Packet),
+    /// TCP input, the socket enqueue and the ACK (a receiving host).
+    TcpInput(Packet),
     /// The packet filter: match, enqueue for the capture process, wake it.
     Filter(Packet),
     /// Reclaiming one transmitted buffer on port `n`.
@@ -48,6 +50,7 @@ impl Step {
             | Step::IpInput(p)
             | Step::IpOutput(p)
             | Step::UdpInput(p)
+            | Step::TcpInput(p)
             | Step::Filter(p) => Some(p),
             Step::IpSwitch | Step::TxReclaim(..) | Step::Load(_) => None,
         }
@@ -93,6 +96,7 @@ impl Stack {
             Step::IpInput(_) => c.ip_input,
             Step::IpOutput(_) => c.ip_output + c.driver_tx,
             Step::UdpInput(_) => c.udp_input,
+            Step::TcpInput(p) => tcp_cost(c, p),
             Step::Filter(_) => c.pf_filter,
         }
     }
@@ -122,6 +126,9 @@ impl Stack {
             }
             Step::IpInput(p) => match m.users.consumer {
                 Consumer::Forward => m.carry(c, step::Step::Bsd(Step::IpOutput(p))),
+                Consumer::Reader if p.tcp.is_some() => {
+                    m.carry(c, step::Step::Bsd(Step::TcpInput(p)))
+                }
                 Consumer::Reader => m.carry(c, step::Step::Bsd(Step::UdpInput(p))),
                 // Captured packets go to the filter before IP; none reach here.
                 Consumer::Capture => m.carry(c, step::Step::Bsd(Step::Filter(p))),
@@ -145,6 +152,17 @@ impl Stack {
             Step::UdpInput(p) => {
                 if !m.users.to_socket(p) {
                     m.drop(DropPoint::SocketBuffer);
+                }
+            }
+            Step::TcpInput(p) => {
+                // TCP takes only what the socket has room for: a segment
+                // that does not fit is dropped unacknowledged.
+                if !m.users.socket_fits(p) {
+                    m.drop(DropPoint::SocketBuffer);
+                } else if !tcp_receive(m, p) {
+                    m.drop(DropPoint::TcpOutOfOrder);
+                } else {
+                    m.users.socket_push(p);
                 }
             }
             Step::Filter(p) => {
@@ -181,6 +199,21 @@ impl Stack {
         *left = 0;
         m.cpu.ctx[c].loading = None;
         None
+    }
+}
+
+/// TCP input for one segment of `p.bytes`: per segment, per byte (the
+/// checksum), and its ACK.
+pub fn tcp_cost(c: &Costs, p: Packet) -> Nanos {
+    c.tcp_input + (p.bytes as f64 * c.tcp_input_per_byte).round() as Nanos + c.tcp_ack
+}
+
+/// The host's TCP input took `p`: its ACK goes back to the sender, and the
+/// result says whether the data was next in order.
+pub fn tcp_receive(m: &mut Machine, p: Packet) -> bool {
+    match (m.tcp.as_mut(), p.tcp) {
+        (Some(t), Some(seg)) => t.host_receive(seg.n, m.now, &mut m.events),
+        _ => false,
     }
 }
 
@@ -360,7 +393,10 @@ impl Kernel for Bsd {
             }
             step::Step::Bsd(s) => {
                 if m.users.consumer == Consumer::Reader
-                    && matches!(s, Step::IpSwitch | Step::IpInput(_) | Step::UdpInput(_))
+                    && matches!(
+                        s,
+                        Step::IpSwitch | Step::IpInput(_) | Step::UdpInput(_) | Step::TcpInput(_)
+                    )
                     && !m.users.interrupted_is_reader(&m.cpu)
                 {
                     // IP and UDP input for the reader, at interrupt level,

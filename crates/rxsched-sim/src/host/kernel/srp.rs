@@ -309,6 +309,11 @@ impl Kernel for Srp {
             step::Step::Srp(Step::RxLink(p)) => self.submit(m, p),
             step::Step::Srp(Step::Protocol(p)) => {
                 let Some((u, pcb)) = self.reader else { return };
+                if p.tcp.is_some() && !bsd::tcp_receive(m, p) {
+                    self.state.processed(pcb, p.bytes, 0);
+                    m.drop(DropPoint::TcpOutOfOrder);
+                    return;
+                }
                 // The packet joins the socket's receive queue: it still
                 // counts against the buffer, now there instead of the UIQ.
                 self.state.processed(pcb, p.bytes, p.bytes);
@@ -335,6 +340,7 @@ impl Kernel for Srp {
                 Step::Signal => c.srp_signal,
                 Step::Deliver => c.srp_deliver,
                 Step::Handler => c.srp_deliver + c.srp_handler,
+                Step::Protocol(p) if p.tcp.is_some() => c.ip_input + bsd::tcp_cost(c, p),
                 Step::Protocol(_) => c.ip_input + c.udp_input,
                 Step::Forward(_) => c.ip_input + c.ip_output + c.driver_tx,
             },
