@@ -14,15 +14,13 @@
 //! flight; the ring's own drops are read back from the kernel.
 
 use crate::backend::{RxBackend, Wait};
-use crate::router::polling::{At, Gate, InputCtl};
+use crate::router::polling::Gate;
 use crate::router::Backend;
 use crate::rules::{Action, Flow, Rules};
+use crate::rxpoll::{FrameStage, RxPoller};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
-use rxsched_core::{
-    Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
-    Quota, Work, MS,
-};
+use rxsched_core::{Clock, CycleLimit, Nanos, PollLoop, PollingFacility, QueueFeedback, Quota, MS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -104,30 +102,43 @@ const BYTES: usize = 1;
 /// Frames the writer takes off the queue at a time.
 const WRITE_BATCH: u32 = 64;
 
-/// The device as the loop sees it: one port, receive only.
-struct View<'a, R>(&'a R);
-
-impl<R: RxBackend> Devices for View<'_, R> {
-    fn pending(&self, _dev: DeviceId, dir: Dir) -> bool {
-        dir == Dir::Rx && self.0.pending()
-    }
-}
-
-/// The monitor's polling thread over a receive backend `R`, clock `C` and
-/// way of waiting `W`.
-pub struct Capture<R, C, W> {
-    rx: R,
-    lp: PollLoop,
-    clock: C,
-    wait: W,
+/// The monitor's stage: the filter, then the packet-filter queue.
+pub struct CaptureStage {
     queue: Arc<StageQueue>,
     filter: Option<Rules>,
     filtered: BTreeMap<String, u64>,
     snaplen: usize,
-    taken: u64,
     queue_drops: u64,
-    until: Option<Nanos>,
-    input: InputCtl,
+    feedback: bool,
+}
+
+impl FrameStage for CaptureStage {
+    fn frame(&mut self, f: &[u8]) {
+        if let Some(rules) = &self.filter {
+            let (action, by) = rules.verdict(&Flow::of_frame(f));
+            if action == Action::Deny {
+                *self.filtered.entry(rules.label(by)).or_default() += 1;
+                return;
+            }
+        }
+        let ts = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        if !self.queue.push(f, self.snaplen, 0, ts) {
+            self.queue_drops += 1;
+        }
+    }
+
+    fn watched(&self) -> Option<&StageQueue> {
+        self.feedback.then_some(&*self.queue)
+    }
+}
+
+/// The monitor over a receive backend `R`, clock `C` and way of waiting
+/// `W`: its polling thread and its writer thread.
+pub struct Capture<R, C, W> {
+    poll: RxPoller<R, C, W, CaptureStage>,
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -139,7 +150,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         out: impl Write + Send + 'static,
         cfg: &CaptureConfig,
         clock: C,
-        mut wait: W,
+        wait: W,
     ) -> SysResult<Self> {
         let mut fac = PollingFacility::new(cfg.quota);
         let cap = cfg.queue.clamp(1, 1 << 20) as u32;
@@ -156,192 +167,78 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         let mut lp = PollLoop::new(fac);
         lp.register(true, false);
         let queue = Arc::new(StageQueue::create("rxsched-capture", cap, 2)?);
-        wait.add(0, rx.fd())?;
-        wait.add(1, Some(queue.producer_fd()))?;
         let writer = spawn_writer(queue.clone(), out, cfg)?;
-        let input = InputCtl::new(&clock, cfg.cycle_limit, cfg.wake_cost_ns)?;
-        Ok(Capture {
-            rx,
-            lp,
-            clock,
-            wait,
+        let stage = CaptureStage {
             queue,
             filter: cfg.filter.clone(),
             filtered: BTreeMap::new(),
             snaplen: cfg.snaplen.max(1) as usize,
-            taken: 0,
             queue_drops: 0,
-            until: None,
-            input,
+            feedback: cfg.min_free.is_some(),
+        };
+        let poll = RxPoller::new(
+            rx,
+            lp,
+            stage,
+            clock,
+            wait,
+            cfg.cycle_limit,
+            cfg.wake_cost_ns,
+        )?;
+        Ok(Capture {
+            poll,
             writer: Some(writer),
         })
     }
 
     /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
     pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
-        self.input.set_gate(gate, &self.clock)?;
+        self.poll = self.poll.with_gate(gate)?;
         Ok(self)
     }
 
     /// Frames written so far.
     pub fn written(&self) -> u64 {
-        self.queue.counter(WRITTEN)
+        self.poll.stage.queue.counter(WRITTEN)
     }
 
     /// Frames taken off the ring so far.
     pub fn taken(&self) -> u64 {
-        self.taken
+        self.poll.taken
     }
 
     /// Frames dropped at the packet-filter queue so far.
     pub fn queue_drops(&self) -> u64 {
-        self.queue_drops
+        self.poll.stage.queue_drops
     }
 
     /// Input-inhibit episodes so far.
     pub fn inhibits(&self) -> u64 {
-        self.lp.inhibits().iter().map(|(_, n)| n).sum()
+        self.poll.inhibits()
     }
 
     /// Carries out one unit of work, or sleeps once (until input, the end
     /// of an inhibit, or `deadline`). Returns true if it slept.
     pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
-        let now = self.clock.now();
-        let Some(work) = self.lp.next(&At(now), &View(&self.rx)) else {
-            self.sleep(deadline)?;
-            return Ok(true);
-        };
-        match work {
-            Work::Packet { .. } => self.receive_one(now),
-            Work::EnableInterrupts { dev, dir } => {
-                let pending = self.rx.pending();
-                self.lp.enabled(dev, dir, pending);
-            }
-            Work::Idle { until } => self.until = until,
-            Work::Switch | Work::Callback { .. } => {}
-        }
-        self.input.turned(&mut self.lp, &self.clock, now)?;
-        Ok(false)
-    }
-
-    /// Takes one frame, filters it and queues it for the writer.
-    fn receive_one(&mut self, now: Nanos) {
-        let (queue, snap) = (&self.queue, self.snaplen);
-        let (filter, filtered) = (&self.filter, &mut self.filtered);
-        let (drops, taken) = (&mut self.queue_drops, &mut self.taken);
-        self.rx.recv(1, &mut |f| {
-            *taken += 1;
-            if let Some(rules) = filter {
-                let (action, by) = rules.verdict(&Flow::of_frame(f));
-                if action == Action::Deny {
-                    *filtered.entry(rules.label(by)).or_default() += 1;
-                    return;
-                }
-            }
-            let ts = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos() as u64;
-            if !queue.push(f, snap, 0, ts) {
-                *drops += 1;
-            }
-        });
-        self.report_level(now);
-    }
-
-    /// Reports the queue's length to M3; when that starts an inhibit that
-    /// the writer may end, asks the writer for a kick at that level.
-    fn report_level(&mut self, now: Nanos) {
-        let wake = self.lp.queue_level(self.queue.len(), now);
-        if let rxsched_core::Wake::At(_) = wake {
-            let low = self.lp.facility().feedback().and_then(|f| f.resume_at());
-            if let Some(low) = low {
-                self.queue.kick_when_drained_to(low);
-            }
-        }
-    }
-
-    fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
-        let now = self.clock.now();
-        let limit = deadline.saturating_sub(now);
-        let timeout = self
-            .until
-            .map_or(limit, |u| u.saturating_sub(now).min(limit));
-        // The writer's kick is always armed: it comes only when asked for.
-        let armed = [self.lp.interrupts_enabled(DeviceId(0), Dir::Rx), true];
-        let (rx, queue) = (&self.rx, &self.queue);
-        let ready = |i: usize| match i {
-            0 => rx.pending(),
-            _ => queue.producer_kicked(),
-        };
-        self.input.follow(&mut self.lp, now)?;
-        let woken = self.wait.wait(&armed, &ready, timeout)?;
-        let now = self.clock.now();
-        for i in woken {
-            if i == 0 {
-                let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
-            } else {
-                self.queue.take_producer_kick();
-                self.report_level(now);
-            }
-        }
-        self.input.charge(&mut self.lp, &self.clock, now)?;
-        if self.until.is_some_and(|u| now >= u) {
-            let _ = self.lp.timer(now);
-        }
-        if self.lp.awake() {
-            self.until = None;
-        }
-        Ok(())
+        self.poll.turn(deadline)
     }
 
     /// Runs until `cfg.duration_s` has passed or a stop signal arrives,
     /// then lets the writer finish the file and reports.
     pub fn run(mut self, cfg: &CaptureConfig) -> SysResult<CaptureReport> {
-        let t0 = self.clock.now();
-        let cpu0 = sys::thread_cpu_ns();
-        let end = t0 + (cfg.duration_s * 1e9) as u64;
-        let every = (cfg.stats_every_s * 1e9) as u64;
-        let mut next_stats = if every > 0 { t0 + every } else { u64::MAX };
-        let mut prev = (0u64, 0u64, t0);
-        let mut turns = 0u32;
-        loop {
-            turns = turns.wrapping_add(1);
-            let slept = self.turn(end.min(next_stats))?;
-            if slept || turns.is_multiple_of(64) {
-                let now = self.clock.now();
-                // A writer that stopped early (a write error) ends the run;
-                // `finish` reports its error.
-                let writer_gone = self.writer.as_ref().is_some_and(|w| w.is_finished());
-                if now >= end || sys::signals::stopping() || writer_gone {
-                    break;
-                }
-                if now >= next_stats || sys::signals::take_usr1() {
-                    eprintln!("{}", self.live_line(&mut prev, now));
-                    if now >= next_stats {
-                        next_stats += every;
-                    }
-                }
-            }
-        }
-        let duration_s = (self.clock.now() - t0) as f64 / 1e9;
-        let cpu_s = (sys::thread_cpu_ns() - cpu0) as f64 / 1e9;
+        let mut prev = (0u64, 0u64, self.poll.clock.now());
+        let writer = self.writer.take();
+        // A writer that stopped early (a write error) ends the run;
+        // `finish` reports its error.
+        let gone = || writer.as_ref().is_some_and(|w| w.is_finished());
+        let (duration_s, cpu_s) = self.poll.run_for(
+            cfg.duration_s,
+            cfg.stats_every_s,
+            &mut |p, now| eprintln!("{}", live_line(p, &mut prev, now)),
+            &|_| gone(),
+        )?;
+        self.writer = writer;
         self.finish(cfg, duration_s, cpu_s)
-    }
-
-    fn live_line(&self, prev: &mut (u64, u64, u64), now: u64) -> String {
-        let (rx, w) = (self.taken, self.written());
-        let dt = now.saturating_sub(prev.2).max(1) as f64 / 1e9;
-        let line = format!(
-            "capture: rx {:.0}/s written {:.0}/s; drops filter_queue {}; filtered {}; inhibits {}",
-            (rx - prev.0) as f64 / dt,
-            (w - prev.1) as f64 / dt,
-            self.queue_drops,
-            self.filtered.values().sum::<u64>(),
-            self.inhibits(),
-        );
-        *prev = (rx, w, now);
-        line
     }
 
     /// Closes the queue, waits for the writer to drain it and flush the
@@ -352,45 +249,74 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         duration_s: f64,
         cpu_s: f64,
     ) -> SysResult<CaptureReport> {
-        self.queue.stop();
-        let written_ok = match self.writer.take() {
-            Some(h) => h
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the pcap writer thread panicked"))),
-            None => Ok(()),
+        let written_ok = {
+            let queue = &self.poll.stage.queue;
+            queue.stop();
+            match self.writer.take() {
+                Some(h) => h.join().unwrap_or_else(|_| {
+                    Err(std::io::Error::other("the pcap writer thread panicked"))
+                }),
+                None => Ok(()),
+            }
         };
         written_ok.map_err(|e| SysError {
             what: cfg.out.display().to_string(),
             syscall: "write",
             source: e,
         })?;
-        let ring = self.rx.ring_drops()?;
-        let sock = self.rx.socket_drops()?;
+        let written = self.written();
+        let p = &mut self.poll;
+        let ring = p.rx.ring_drops()?;
+        let sock = p.rx.socket_drops()?;
         let mut drops = BTreeMap::new();
         drops.insert("nic_rx_ring".to_string(), ring);
         if sock > 0 {
             drops.insert("xsk_rx_ring".to_string(), sock);
         }
-        drops.insert("filter_queue".to_string(), self.queue_drops);
+        drops.insert("filter_queue".to_string(), p.stage.queue_drops);
         let mut inhibits = BTreeMap::new();
-        for (cause, n) in self.lp.inhibits() {
+        for (cause, n) in p.lp.inhibits() {
             inhibits.insert(cause.name().to_string(), n);
         }
         Ok(CaptureReport {
             file: cfg.out.display().to_string(),
             duration_s,
-            arrived: self.taken + ring + sock,
-            rx: self.taken,
-            written: self.written(),
-            bytes_written: self.queue.counter(BYTES),
+            arrived: p.taken + ring + sock,
+            rx: p.taken,
+            written,
+            bytes_written: p.stage.queue.counter(BYTES),
             drops,
-            filtered: self.filtered,
-            in_flight: self.queue.len() as u64,
+            filtered: std::mem::take(&mut p.stage.filtered),
+            in_flight: p.stage.queue.len() as u64,
             inhibits,
-            mode_switches: self.lp.mode_switches(),
+            mode_switches: p.lp.mode_switches(),
             cpu_s,
         })
     }
+}
+
+fn live_line<R, C, W>(
+    p: &RxPoller<R, C, W, CaptureStage>,
+    prev: &mut (u64, u64, u64),
+    now: u64,
+) -> String
+where
+    R: RxBackend,
+    C: Clock,
+    W: Wait,
+{
+    let (rx, w) = (p.taken, p.stage.queue.counter(WRITTEN));
+    let dt = now.saturating_sub(prev.2).max(1) as f64 / 1e9;
+    let line = format!(
+        "capture: rx {:.0}/s written {:.0}/s; drops filter_queue {}; filtered {}; inhibits {}",
+        (rx - prev.0) as f64 / dt,
+        (w - prev.1) as f64 / dt,
+        p.stage.queue_drops,
+        p.stage.filtered.values().sum::<u64>(),
+        p.inhibits(),
+    );
+    *prev = (rx, w, now);
+    line
 }
 
 /// The writer thread: pcap header, then every queued frame; when the

@@ -11,6 +11,7 @@ pub mod lab;
 pub mod napi;
 pub mod router;
 pub mod rules;
+pub mod rxpoll;
 pub mod screen;
 pub mod spin;
 pub mod stage;

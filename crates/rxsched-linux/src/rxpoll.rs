@@ -1,0 +1,206 @@
+//! A polling thread over one receive device, driven by the core's
+//! [`PollLoop`] as the router's is, that hands every frame it takes to a
+//! [`FrameStage`]: the monitor's filter and packet-filter queue
+//! (`capture`), or SRP's early demultiplexer into per-consumer queues
+//! (`serve`). With M3 the stage names the queue feedback watches, and its
+//! consumer kicks the thread awake when it has drained it.
+
+use crate::backend::{RxBackend, Wait};
+use crate::router::polling::{At, Gate, InputCtl};
+use crate::stage::StageQueue;
+use crate::sys::{self, SysResult};
+use rxsched_core::{Clock, DeviceId, Devices, Dir, Nanos, PollLoop, Work};
+
+/// What takes the frames a [`RxPoller`] receives.
+pub trait FrameStage {
+    /// One frame taken off the device.
+    fn frame(&mut self, f: &[u8]);
+    /// The queue M3 watches, if feedback is on.
+    fn watched(&self) -> Option<&StageQueue> {
+        None
+    }
+}
+
+/// The device as the loop sees it: one port, receive only.
+struct View<'a, R>(&'a R);
+
+impl<R: RxBackend> Devices for View<'_, R> {
+    fn pending(&self, _dev: DeviceId, dir: Dir) -> bool {
+        dir == Dir::Rx && self.0.pending()
+    }
+}
+
+/// The polling thread over receive backend `R`, clock `C`, way of waiting
+/// `W`, handing frames to stage `S`.
+pub struct RxPoller<R, C, W, S> {
+    /// The device.
+    pub rx: R,
+    /// The polling loop.
+    pub lp: PollLoop,
+    /// The clock.
+    pub clock: C,
+    wait: W,
+    until: Option<Nanos>,
+    input: InputCtl,
+    /// What takes the frames.
+    pub stage: S,
+    /// Frames taken off the device.
+    pub taken: u64,
+}
+
+impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
+    /// A thread over `rx` whose loop is `lp` (with one device registered),
+    /// charging M4 as `cycle_limit` and `wake_cost_ns` say.
+    pub fn new(
+        rx: R,
+        lp: PollLoop,
+        stage: S,
+        clock: C,
+        mut wait: W,
+        cycle_limit: Option<f64>,
+        wake_cost_ns: Option<u64>,
+    ) -> SysResult<Self> {
+        wait.add(0, rx.fd())?;
+        if let Some(q) = stage.watched() {
+            wait.add(1, Some(q.producer_fd()))?;
+        }
+        let input = InputCtl::new(&clock, cycle_limit, wake_cost_ns)?;
+        Ok(RxPoller {
+            rx,
+            lp,
+            clock,
+            wait,
+            until: None,
+            input,
+            stage,
+            taken: 0,
+        })
+    }
+
+    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
+    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
+        self.input.set_gate(gate, &self.clock)?;
+        Ok(self)
+    }
+
+    /// Input-inhibit episodes so far.
+    pub fn inhibits(&self) -> u64 {
+        self.lp.inhibits().iter().map(|(_, n)| n).sum()
+    }
+
+    /// Carries out one unit of work, or sleeps once (until input, the end
+    /// of an inhibit, the stage's kick, or `deadline`). Returns true if it
+    /// slept.
+    pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
+        let now = self.clock.now();
+        let Some(work) = self.lp.next(&At(now), &View(&self.rx)) else {
+            self.sleep(deadline)?;
+            return Ok(true);
+        };
+        match work {
+            Work::Packet { .. } => {
+                let (stage, taken) = (&mut self.stage, &mut self.taken);
+                self.rx.recv(1, &mut |f| {
+                    *taken += 1;
+                    stage.frame(f);
+                });
+                self.report_level(now);
+            }
+            Work::EnableInterrupts { dev, dir } => {
+                let pending = self.rx.pending();
+                self.lp.enabled(dev, dir, pending);
+            }
+            Work::Idle { until } => self.until = until,
+            Work::Switch | Work::Callback { .. } => {}
+        }
+        self.input.turned(&mut self.lp, &self.clock, now)?;
+        Ok(false)
+    }
+
+    /// Reports the watched queue's length to M3; when that starts an
+    /// inhibit that the consumer may end, asks it for a kick at that level.
+    fn report_level(&mut self, now: Nanos) {
+        let Some(q) = self.stage.watched() else {
+            return;
+        };
+        let wake = self.lp.queue_level(q.len(), now);
+        if let rxsched_core::Wake::At(_) = wake {
+            let low = self.lp.facility().feedback().and_then(|f| f.resume_at());
+            if let Some(low) = low {
+                q.kick_when_drained_to(low);
+            }
+        }
+    }
+
+    fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
+        let now = self.clock.now();
+        let limit = deadline.saturating_sub(now);
+        let timeout = self
+            .until
+            .map_or(limit, |u| u.saturating_sub(now).min(limit));
+        // The consumer's kick is always armed: it comes only when asked for.
+        let mut armed = vec![self.lp.interrupts_enabled(DeviceId(0), Dir::Rx)];
+        armed.extend(self.stage.watched().map(|_| true));
+        let (rx, stage) = (&self.rx, &self.stage);
+        let ready = |i: usize| match i {
+            0 => rx.pending(),
+            _ => stage.watched().is_some_and(|q| q.producer_kicked()),
+        };
+        self.input.follow(&mut self.lp, now)?;
+        let woken = self.wait.wait(&armed, &ready, timeout)?;
+        let now = self.clock.now();
+        for i in woken {
+            if i == 0 {
+                let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
+            } else if let Some(q) = self.stage.watched() {
+                q.take_producer_kick();
+                self.report_level(now);
+            }
+        }
+        self.input.charge(&mut self.lp, &self.clock, now)?;
+        if self.until.is_some_and(|u| now >= u) {
+            let _ = self.lp.timer(now);
+        }
+        if self.lp.awake() {
+            self.until = None;
+        }
+        Ok(())
+    }
+
+    /// Turns until `duration_s` has passed, a stop signal arrives or
+    /// `done()`; every `stats_every_s` (and on SIGUSR1) calls `live` with
+    /// the time. Returns the seconds it ran and the thread's CPU seconds.
+    pub fn run_for(
+        &mut self,
+        duration_s: f64,
+        stats_every_s: f64,
+        live: &mut dyn FnMut(&Self, Nanos),
+        done: &dyn Fn(&Self) -> bool,
+    ) -> SysResult<(f64, f64)> {
+        let t0 = self.clock.now();
+        let cpu0 = sys::thread_cpu_ns();
+        let end = t0 + (duration_s * 1e9) as u64;
+        let every = (stats_every_s * 1e9) as u64;
+        let mut next_stats = if every > 0 { t0 + every } else { u64::MAX };
+        let mut turns = 0u32;
+        loop {
+            turns = turns.wrapping_add(1);
+            let slept = self.turn(end.min(next_stats))?;
+            if slept || turns.is_multiple_of(64) {
+                let now = self.clock.now();
+                if now >= end || sys::signals::stopping() || done(self) {
+                    break;
+                }
+                if now >= next_stats || sys::signals::take_usr1() {
+                    live(self, now);
+                    if now >= next_stats {
+                        next_stats += every;
+                    }
+                }
+            }
+        }
+        let duration_s = (self.clock.now() - t0) as f64 / 1e9;
+        let cpu_s = (sys::thread_cpu_ns() - cpu0) as f64 / 1e9;
+        Ok((duration_s, cpu_s))
+    }
+}
