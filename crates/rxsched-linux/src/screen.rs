@@ -14,11 +14,10 @@
 
 use crate::backend::TxBackend;
 use crate::rules::{Action, Decided, Flow, Rules};
-use crate::stage::{StageFds, StageQueue};
-use crate::sys::{self, SysError, SysResult};
+use crate::stage::{StageFds, StageProcess, StageQueue};
+use crate::sys::{self, SysResult};
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Counter: frames a rule accepted.
 pub const ACCEPTED: usize = 0;
@@ -181,79 +180,39 @@ pub struct ScreenConfig {
 }
 
 /// The screening process, started by the router.
-pub struct Screend {
-    child: Child,
-}
+pub struct Screend(StageProcess);
 
 impl Screend {
     /// Starts `cfg.exe screend` on queue `q`, sending on `ports`, pinned
-    /// to `cpu`. The child inherits the queue's descriptors, and dies with
-    /// the thread that started it.
+    /// to `cpu`.
     pub fn spawn(
         cfg: &ScreenConfig,
         q: &StageQueue,
         ports: &[String],
         cpu: Option<usize>,
     ) -> SysResult<Screend> {
-        use std::os::unix::process::CommandExt;
-        let fds = q.fds();
-        let mut cmd = Command::new(&cfg.exe);
-        cmd.arg("screend")
-            .args(["--stage", &fds.to_arg()])
-            .args(["--rules", &cfg.rules_path])
-            .args(["--ports", &ports.join(",")]);
+        let mut args = vec![
+            "screend".to_string(),
+            "--rules".into(),
+            cfg.rules_path.clone(),
+            "--ports".into(),
+            ports.join(","),
+        ];
         if let Some(c) = cpu {
-            cmd.args(["--cpu", &c.to_string()]);
+            args.extend(["--cpu".to_string(), c.to_string()]);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::null());
-        let keep = fds.all();
-        // SAFETY: between fork and exec the closure calls only fcntl and
-        // prctl, which are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                for fd in keep {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(|e| SysError {
-            what: cfg.exe.display().to_string(),
-            syscall: "execve (screening process)",
-            source: e,
-        })?;
-        Ok(Screend { child })
+        Ok(Screend(StageProcess::spawn(&cfg.exe, &args, q)?))
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Whether the process is still running.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.0.pid()
     }
 
     /// Tells the process to finish what is queued and waits for it (up to
     /// `grace`, then kills it). Returns its exit status if it exited by itself.
-    pub fn stop(mut self, q: &StageQueue, grace: Duration) -> SysResult<Option<i32>> {
-        q.stop();
-        let t0 = Instant::now();
-        while t0.elapsed() < grace {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return Ok(st.code());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        Ok(None)
+    pub fn stop(self, q: &StageQueue, grace: Duration) -> SysResult<Option<i32>> {
+        Ok(self.0.stop(q, grace))
     }
 }
 

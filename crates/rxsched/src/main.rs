@@ -114,6 +114,35 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchWhat,
     },
+    /// Signaled Receiver Processing on real frames: early demultiplexing by
+    /// UDP port into per-consumer queues, each consumer a process doing its
+    /// own protocol work.
+    Serve(cmd::real::ServeArgs),
+    /// An ordinary UDP socket receiver (the kernel peer of `serve`).
+    UdpRecv {
+        /// The UDP port to bind.
+        #[arg(long)]
+        port: u16,
+        /// SO_RCVBUF, in bytes.
+        #[arg(long, default_value_t = 65536)]
+        rcvbuf: u32,
+        /// Pin to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Stop after this many seconds.
+        #[arg(long, default_value_t = 10.0)]
+        duration: f64,
+    },
+    /// A consumer process `serve` starts (not for direct use).
+    #[command(hide = true)]
+    Consume {
+        /// The queue's descriptors, `REGION,TO_CONSUMER,TO_PRODUCER`.
+        #[arg(long)]
+        stage: String,
+        /// Pin to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+    },
     /// The screening process `route --screen` starts (not for direct use).
     #[command(hide = true)]
     Screend(cmd::real::ScreendArgs),
@@ -259,6 +288,14 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::capture),
         Cmd::Screend(a) => done(cmd::real::screend(a)),
+        Cmd::Serve(a) => done(cmd::real::serve(a)),
+        Cmd::UdpRecv {
+            port,
+            rcvbuf,
+            cpu,
+            duration,
+        } => done(cmd::real::udp_recv(port, rcvbuf, cpu, duration)),
+        Cmd::Consume { stage, cpu } => done(cmd::real::consume(&stage, cpu)),
         Cmd::Bench {
             what:
                 BenchWhat::Real {

@@ -364,6 +364,86 @@ fn screened_forwarding_end_to_end() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `serve`: SRP's early demultiplexing isolates consumers. One consumer
+/// is flooded as fast as the generator goes while another gets a modest
+/// stream; the flooded one's excess dies at its own UIQ, the modest one
+/// keeps at least 95% of what was sent to it, each consumer is a process
+/// of its own, and every frame taken is accounted for.
+#[test]
+fn serve_isolates_a_modest_consumer_from_a_flooded_one() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("v") else { return };
+    let l = &t.0;
+    let srv = spawn(
+        l,
+        Role::Dut,
+        &[
+            "serve",
+            "-i",
+            "d0",
+            "--consumer",
+            "7001:flooded",
+            "--consumer",
+            "7002:modest",
+            "--duration",
+            "20",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let gen = |rate: &str, port: &str, count: &str| {
+        spawn(
+            l,
+            Role::Gen,
+            &[
+                "gen",
+                "--rate",
+                rate,
+                "--dport",
+                port,
+                "--count",
+                count,
+                "--duration",
+                "3",
+            ],
+        )
+    };
+    let flood = gen("1e9", "7001", "0");
+    let modest = report(gen("5000", "7002", "5000"));
+    let flood = report(flood);
+    std::thread::sleep(Duration::from_millis(300));
+    stop(&srv);
+    let r = report(srv);
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let c = r["consumers"].as_array().unwrap();
+    let (f, m) = (&c[0], &c[1]);
+    let sent = n(&modest["sent"]);
+    assert!(sent > 4000, "{modest}");
+    assert!(
+        n(&m["received"]) as f64 >= 0.95 * sent as f64,
+        "modest got {} of {sent}: {r}",
+        n(&m["received"])
+    );
+    assert!(
+        n(&f["uiq_drops"]) > 0,
+        "the flood never filled its UIQ: {r}\n{flood}"
+    );
+    assert!(
+        n(&f["pid"]) != n(&m["pid"]) && n(&f["exit_code"]) == 0,
+        "{r}"
+    );
+    let per: u64 = c
+        .iter()
+        .map(|x| {
+            n(&x["received"]) + n(&x["bad_checksum"]) + n(&x["uiq_drops"]) + n(&x["in_flight"])
+        })
+        .sum();
+    assert_eq!(
+        n(&r["rx"]),
+        per + n(&r["drops"]["no_pcb"]),
+        "conservation: {r}"
+    );
+}
+
 /// Sends hand-made frames from the generator's namespace.
 fn inject(l: &Lab, frames: &[Vec<u8>]) {
     let ns = l.ns(Role::Gen);

@@ -34,6 +34,8 @@ pub struct GenConfig {
     pub src_ip: [u8; 4],
     /// Destination address.
     pub dst_ip: [u8; 4],
+    /// Destination UDP port (the source port is 9000).
+    pub dst_port: u16,
     /// Frames per second wanted.
     pub rate_pps: f64,
     /// Frame size in bytes (without CRC; at least 60).
@@ -174,7 +176,7 @@ pub fn probe(buf: &mut [u8], cfg: &GenConfig, src_mac: Mac, seq: u64, now: u64) 
         cfg.dst_mac,
         cfg.src_ip,
         cfg.dst_ip,
-        (9000, 9001),
+        (9000, cfg.dst_port),
         seq,
         now,
     )

@@ -193,6 +193,7 @@ mod tests {
             dst_mac: rxsched_linux::lab::ROUTER_MAC,
             src_ip: G0.ip,
             dst_ip: S0.ip,
+            dst_port: 9001,
             rate_pps: 1.0,
             frame_bytes: 64,
             count: 1,

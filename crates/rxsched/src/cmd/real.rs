@@ -58,6 +58,9 @@ pub struct GenArgs {
     /// Destination address (default: the lab sink's).
     #[arg(long)]
     pub dst_ip: Option<std::net::Ipv4Addr>,
+    /// Destination UDP port (the source port is 9000).
+    #[arg(long, default_value_t = 9001)]
+    pub dport: u16,
     /// Frames per second.
     #[arg(long, default_value_t = 10_000.0)]
     pub rate: f64,
@@ -282,6 +285,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
         dst_mac,
         src_ip: a.src_ip.map_or(G0.ip, |i| i.octets()),
         dst_ip: a.dst_ip.map_or(S0.ip, |i| i.octets()),
+        dst_port: a.dport,
         rate_pps: a.rate,
         frame_bytes: a.size,
         count: a.count,
@@ -414,6 +418,104 @@ fn timeout_ms(flag: &str, ms: f64) -> Result<()> {
     } else {
         Err(Error::flag(flag, "must be a positive time of at most 10 s"))
     }
+}
+
+/// `rxsched serve`
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The interface to receive on.
+    #[arg(short = 'i', long = "interface")]
+    pub iface: String,
+    /// A consumer: `PORT` or `PORT:NAME`, its UDP destination port;
+    /// repeatable (at least one).
+    #[arg(long = "consumer", required = true)]
+    pub consumers: Vec<String>,
+    /// Each consumer's unprocessed input queue, in frames.
+    #[arg(long, default_value_t = 256)]
+    pub uiq: u32,
+    /// How to reach the device.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub backend: BackendArg,
+    /// Frames per polling callback, or `unlimited`.
+    #[arg(long, default_value = "32")]
+    pub quota: String,
+    /// M4: percentage of each 10 ms that the demultiplexer may use.
+    #[arg(long)]
+    pub cycle_limit: Option<f64>,
+    /// M4: what one wake-up costs, beyond CPU time, in ns (default: measured).
+    #[arg(long)]
+    pub wake_cost_ns: Option<u64>,
+    /// Pin the polling thread and every consumer to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub duration: f64,
+    /// Print live counters this often, in seconds (0: only on SIGUSR1).
+    #[arg(long, default_value_t = 0.0)]
+    pub stats_every: f64,
+}
+
+/// `rxsched serve`
+pub fn serve(a: ServeArgs) -> Result<()> {
+    positive("duration", a.duration)?;
+    if !(a.stats_every.is_finite() && (a.stats_every == 0.0 || a.stats_every >= 0.01)) {
+        return Err(Error::flag("stats-every", "must be 0 or at least 0.01 s"));
+    }
+    if !(1..=1 << 20).contains(&a.uiq) {
+        return Err(Error::flag("uiq", "must be from 1 to 1048576 frames"));
+    }
+    let mut consumers = Vec::new();
+    for c in &a.consumers {
+        let (port, name) = match c.split_once(':') {
+            Some((p, n)) => (p, n.to_string()),
+            None => (c.as_str(), format!("port-{c}")),
+        };
+        let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+            Error::flag(
+                "consumer",
+                format!("{c:?}: {port:?} is not a UDP port 1-65535"),
+            )
+        })?;
+        if consumers
+            .iter()
+            .any(|x: &rxsched_linux::serve::ConsumerCfg| x.port == port)
+        {
+            return Err(Error::flag(
+                "consumer",
+                format!("port {port} is given twice"),
+            ));
+        }
+        consumers.push(rxsched_linux::serve::ConsumerCfg { port, name });
+    }
+    let cfg = rxsched_linux::serve::ServeConfig {
+        backend: a.backend.into(),
+        iface: a.iface,
+        consumers,
+        uiq: a.uiq,
+        quota: quota(&a.quota)?,
+        cycle_limit: cycle_limit(a.cycle_limit)?,
+        wake_cost_ns: a.wake_cost_ns,
+        cpu: a.cpu,
+        duration_s: a.duration,
+        stats_every_s: a.stats_every,
+        exe: std::env::current_exe()
+            .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
+    };
+    json(&rxsched_linux::serve::run(&cfg)?)
+}
+
+/// `rxsched udp-recv`
+pub fn udp_recv(port: u16, rcvbuf: u32, cpu: Option<usize>, duration: f64) -> Result<()> {
+    positive("duration", duration)?;
+    json(&rxsched_linux::udprecv::run(port, rcvbuf, cpu, duration)?)
+}
+
+/// `rxsched consume` (started by `serve`)
+pub fn consume(stage: &str, cpu: Option<usize>) -> Result<()> {
+    let fds = StageFds::parse(stage)
+        .ok_or_else(|| Error::flag("stage", format!("{stage:?} is not REGION,IN,OUT")))?;
+    rxsched_linux::serve::consumer_main(fds, cpu).map_err(Error::Run)
 }
 
 /// `rxsched screend` (started by `route --screen`)

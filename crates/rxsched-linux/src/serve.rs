@@ -1,0 +1,554 @@
+//! `rxsched serve`: Signaled Receiver Processing's early demultiplexing on
+//! real frames, for isolation between consumers. A polling thread (the
+//! core's `PollLoop`, as in `capture`) does only the first touch of each
+//! frame: it reads the UDP destination port, finds the consumer that owns
+//! it, and applies the buffering check, the consumer's unprocessed input
+//! queue (UIQ) in shared memory, full or not, before any protocol work.
+//! Each consumer is a process of its own (normal priority, pinned like the
+//! rest) that does its own protocol work on what it is given, charged to it:
+//! the IPv4 header checksum, the UDP checksum, copying the payload out. A
+//! flooded consumer's excess dies at its own UIQ; the others' frames still
+//! get through, and the work on them is theirs.
+
+use crate::backend::{RxBackend, Wait};
+use crate::router::Backend;
+use crate::rxpoll::{FrameStage, RxPoller};
+use crate::stage::{StageFds, StageProcess, StageQueue};
+use crate::sys::{self, SysResult};
+use crate::wire::{checksum, EthernetFrame, Ipv4Packet, UdpPacket, ETHERTYPE_IPV4};
+use rxsched_core::{Clock, CycleLimit, PollLoop, PollingFacility, Quota, MS};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Consumer counter: datagrams taken intact.
+pub const RECEIVED: usize = 0;
+/// Consumer counter: payload bytes copied out.
+pub const BYTES: usize = 1;
+/// Consumer counter: frames whose IPv4 or UDP checksum was wrong.
+pub const BAD: usize = 2;
+/// Consumer counter: the consumer's CPU time in ns, written as it exits.
+pub const CPU_NS: usize = 3;
+const COUNTERS: u32 = 4;
+/// Frames a consumer takes off its UIQ at a time.
+const BATCH: u32 = 64;
+
+/// One consumer: the UDP port it owns, and its name.
+#[derive(Debug, Clone)]
+pub struct ConsumerCfg {
+    /// The UDP destination port whose datagrams are its.
+    pub port: u16,
+    /// Its name in the report.
+    pub name: String,
+}
+
+/// The server's configuration.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// How it reaches the device.
+    pub backend: Backend,
+    /// The interface.
+    pub iface: String,
+    /// The consumers.
+    pub consumers: Vec<ConsumerCfg>,
+    /// Each consumer's UIQ, in frames.
+    pub uiq: u32,
+    /// Frames per polling callback.
+    pub quota: Quota,
+    /// M4: the polling thread's share of each 10 ms.
+    pub cycle_limit: Option<f64>,
+    /// M4: what a wake-up costs beyond CPU time, in ns (measured if `None`).
+    pub wake_cost_ns: Option<u64>,
+    /// The CPU every thread and consumer runs on.
+    pub cpu: Option<usize>,
+    /// Stop after this many seconds.
+    pub duration_s: f64,
+    /// Print live counters this often (0: only on SIGUSR1).
+    pub stats_every_s: f64,
+    /// The program to run as each consumer (`rxsched`, whose hidden
+    /// `consume` command calls [`consumer_main`]).
+    pub exe: PathBuf,
+}
+
+/// What one consumer got.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConsumerReport {
+    /// Its name.
+    pub name: String,
+    /// Its UDP port.
+    pub port: u16,
+    /// Its process id.
+    pub pid: u32,
+    /// Frames queued for it.
+    pub queued: u64,
+    /// Datagrams it took intact.
+    pub received: u64,
+    /// Payload bytes it copied out.
+    pub bytes: u64,
+    /// Frames its checksums refused.
+    pub bad_checksum: u64,
+    /// Frames its full UIQ refused, before any protocol work.
+    pub uiq_drops: u64,
+    /// Frames queued and not taken when it stopped.
+    pub in_flight: u64,
+    /// Its CPU time, in seconds: its protocol work and its own.
+    pub cpu_s: f64,
+    /// Its exit status, if it exited by itself when asked to stop.
+    pub exit_code: Option<i32>,
+}
+
+/// What the server did, printed as JSON at the end.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServeReport {
+    /// Seconds it ran.
+    pub duration_s: f64,
+    /// Frames taken off the ring.
+    pub rx: u64,
+    /// Drops before the demultiplexer: `nic_rx_ring`, `xsk_rx_ring`, and
+    /// frames no consumer owns (`no_pcb`).
+    pub drops: BTreeMap<String, u64>,
+    /// Each consumer's share.
+    pub consumers: Vec<ConsumerReport>,
+    /// The polling thread's CPU time, in seconds.
+    pub cpu_s: f64,
+}
+
+/// The early demultiplexer: UDP destination port to the consumer's UIQ.
+pub struct Demux {
+    ports: Vec<u16>,
+    queues: Vec<Arc<StageQueue>>,
+    uiq_drops: Vec<u64>,
+    no_pcb: u64,
+}
+
+impl Demux {
+    /// A demultiplexer over one UIQ of `uiq` frames per consumer.
+    pub fn new(consumers: &[ConsumerCfg], uiq: u32) -> SysResult<Demux> {
+        let queues = consumers
+            .iter()
+            .map(|c| StageQueue::create(&format!("rxsched-uiq-{}", c.port), uiq, COUNTERS))
+            .map(|q| q.map(Arc::new))
+            .collect::<SysResult<Vec<_>>>()?;
+        Ok(Demux {
+            ports: consumers.iter().map(|c| c.port).collect(),
+            uiq_drops: vec![0; queues.len()],
+            queues,
+            no_pcb: 0,
+        })
+    }
+
+    /// The consumers' queues, in order.
+    pub fn queues(&self) -> &[Arc<StageQueue>] {
+        &self.queues
+    }
+
+    /// Frames each consumer's full UIQ refused.
+    pub fn uiq_drops(&self) -> &[u64] {
+        &self.uiq_drops
+    }
+
+    /// Frames no consumer owns.
+    pub fn no_pcb(&self) -> u64 {
+        self.no_pcb
+    }
+}
+
+/// The UDP destination port of an intact-looking IPv4/UDP frame (the
+/// demultiplexer's optimistic look: the consumer checks the rest).
+fn udp_port(f: &[u8]) -> Option<u16> {
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != ETHERTYPE_IPV4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.protocol() != 17 || ip.fragment_offset() != 0 {
+        return None;
+    }
+    Some(UdpPacket::new_checked(ip.payload()).ok()?.dst_port())
+}
+
+impl FrameStage for Demux {
+    fn frame(&mut self, f: &[u8]) {
+        let Some(i) = udp_port(f).and_then(|p| self.ports.iter().position(|q| *q == p)) else {
+            self.no_pcb += 1;
+            return;
+        };
+        if !self.queues[i].push(f, usize::MAX, 0, 0) {
+            self.uiq_drops[i] += 1;
+        }
+    }
+}
+
+/// A consumer's protocol work on one frame: the IPv4 header checksum, the
+/// UDP checksum (if the sender set one), and the payload copied into `buf`.
+/// Returns the payload length, or `None` if a checksum is wrong.
+pub fn protocol_work(f: &[u8], buf: &mut Vec<u8>) -> Option<usize> {
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if !ip.verify_checksum() {
+        return None;
+    }
+    let l4 = ip.payload();
+    let udp = UdpPacket::new_checked(l4).ok()?;
+    if u16::from_be_bytes([l4[6], l4[7]]) != 0 {
+        let mut pseudo = Vec::with_capacity(12 + l4.len());
+        pseudo.extend_from_slice(&ip.src());
+        pseudo.extend_from_slice(&ip.dst());
+        pseudo.extend_from_slice(&[0, 17]);
+        pseudo.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+        pseudo.extend_from_slice(l4);
+        if checksum(&pseudo) != 0 {
+            return None;
+        }
+    }
+    buf.clear();
+    buf.extend_from_slice(udp.payload());
+    Some(buf.len())
+}
+
+/// A consumer: takes what its UIQ holds, does the protocol work on it and
+/// counts, until the server says stop (then finishes what is queued).
+pub fn consume(q: &StageQueue, stop: &dyn Fn() -> bool) -> SysResult<()> {
+    let mut buf = Vec::with_capacity(2048);
+    loop {
+        let n = q.len().min(BATCH);
+        if n == 0 {
+            if q.stopping() || stop() {
+                return Ok(());
+            }
+            q.wait_for_work(100)?;
+            continue;
+        }
+        for k in 0..n {
+            let Some(s) = q.peek_at(k) else { break };
+            match protocol_work(s.data, &mut buf) {
+                Some(len) => {
+                    q.count(RECEIVED, 1);
+                    q.count(BYTES, len as u64);
+                }
+                None => q.count(BAD, 1),
+            }
+        }
+        q.pop(n);
+    }
+}
+
+/// The consumer process: attaches to its UIQ by the inherited descriptors,
+/// runs as an ordinary process pinned to `cpu`, consumes until told to stop,
+/// and leaves its CPU time in the queue's counters.
+pub fn consumer_main(fds: StageFds, cpu: Option<usize>) -> Result<(), String> {
+    // SAFETY: the descriptors were inherited from the server for this.
+    let q = unsafe { StageQueue::attach(fds) }.map_err(|e| e.to_string())?;
+    sys::signals::install();
+    if let Some(c) = cpu {
+        sys::pin_to_cpu(c).map_err(|e| e.to_string())?;
+    }
+    sys::set_normal().map_err(|e| e.to_string())?;
+    let r = consume(&q, &sys::signals::stopping).map_err(|e| e.to_string());
+    q.count(CPU_NS, process_cpu_ns());
+    r
+}
+
+/// This process's CPU time, all threads, in ns.
+fn process_cpu_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The server over a receive backend: its polling thread and consumers.
+pub struct Server<R, C, W> {
+    poll: RxPoller<R, C, W, Demux>,
+}
+
+impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
+    /// A server reading `rx` into `demux`'s UIQs.
+    pub fn new(rx: R, demux: Demux, cfg: &ServeConfig, clock: C, wait: W) -> SysResult<Self> {
+        let mut fac = PollingFacility::new(cfg.quota);
+        if let Some(share) = cfg.cycle_limit {
+            fac = fac.with_cycle_limit(CycleLimit::new(10 * MS, share));
+        }
+        let mut lp = PollLoop::new(fac);
+        lp.register(true, false);
+        let poll = RxPoller::new(
+            rx,
+            lp,
+            demux,
+            clock,
+            wait,
+            cfg.cycle_limit,
+            cfg.wake_cost_ns,
+        )?;
+        Ok(Server { poll })
+    }
+
+    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
+    pub fn with_gate(mut self, gate: Box<dyn crate::router::polling::Gate>) -> SysResult<Self> {
+        self.poll = self.poll.with_gate(gate)?;
+        Ok(self)
+    }
+
+    /// Carries out one unit of work, or sleeps once. Returns true if it slept.
+    pub fn turn(&mut self, deadline: rxsched_core::Nanos) -> SysResult<bool> {
+        self.poll.turn(deadline)
+    }
+
+    /// The demultiplexer.
+    pub fn demux(&self) -> &Demux {
+        &self.poll.stage
+    }
+
+    /// Runs for the configured time, printing live counters as asked.
+    pub fn run(&mut self, cfg: &ServeConfig) -> SysResult<(f64, f64)> {
+        let names: Vec<String> = cfg.consumers.iter().map(|c| c.name.clone()).collect();
+        let mut prev: Vec<u64> = vec![0; names.len()];
+        let mut last = self.poll.clock.now();
+        self.poll.run_for(
+            cfg.duration_s,
+            cfg.stats_every_s,
+            &mut |p, now| {
+                let dt = now.saturating_sub(last).max(1) as f64 / 1e9;
+                let parts: Vec<String> = names
+                    .iter()
+                    .zip(p.stage.queues())
+                    .zip(&mut prev)
+                    .zip(p.stage.uiq_drops())
+                    .map(|(((n, q), pv), d)| {
+                        let r = q.counter(RECEIVED);
+                        let s = format!("{n} {:.0}/s (uiq drops {d})", (r - *pv) as f64 / dt);
+                        *pv = r;
+                        s
+                    })
+                    .collect();
+                last = now;
+                eprintln!("serve: rx {}; {}", p.taken, parts.join(", "));
+            },
+            &|_| false,
+        )
+    }
+
+    /// The report, once the consumers have stopped (`exits` in consumer order).
+    pub fn report(
+        &mut self,
+        cfg: &ServeConfig,
+        pids: &[u32],
+        exits: &[Option<i32>],
+        duration_s: f64,
+        cpu_s: f64,
+    ) -> SysResult<ServeReport> {
+        let p = &mut self.poll;
+        let mut drops = BTreeMap::new();
+        drops.insert("nic_rx_ring".to_string(), p.rx.ring_drops()?);
+        let sock = p.rx.socket_drops()?;
+        if sock > 0 {
+            drops.insert("xsk_rx_ring".to_string(), sock);
+        }
+        drops.insert("no_pcb".to_string(), p.stage.no_pcb());
+        let consumers = cfg
+            .consumers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let q = &p.stage.queues()[i];
+                let (received, bad) = (q.counter(RECEIVED), q.counter(BAD));
+                ConsumerReport {
+                    name: c.name.clone(),
+                    port: c.port,
+                    pid: pids.get(i).copied().unwrap_or(0),
+                    queued: q.pushed(),
+                    received,
+                    bytes: q.counter(BYTES),
+                    bad_checksum: bad,
+                    uiq_drops: p.stage.uiq_drops()[i],
+                    in_flight: q.pushed().saturating_sub(received + bad),
+                    cpu_s: q.counter(CPU_NS) as f64 / 1e9,
+                    exit_code: exits.get(i).copied().flatten(),
+                }
+            })
+            .collect();
+        Ok(ServeReport {
+            duration_s,
+            rx: p.taken,
+            drops,
+            consumers,
+            cpu_s,
+        })
+    }
+}
+
+/// Runs the server on a real interface until its duration is over or a
+/// stop signal arrives: the consumers start first, as ordinary processes.
+pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
+    sys::signals::install();
+    if let Some(c) = cfg.cpu {
+        sys::pin_to_cpu(c)?;
+    }
+    let mut cfg = cfg.clone();
+    if cfg.cycle_limit.is_some() && cfg.wake_cost_ns.is_none() {
+        // SAFETY: sched_getcpu has no preconditions.
+        let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
+        cfg.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpu.unwrap_or(here))?);
+    }
+    let cfg = &cfg;
+    let demux = Demux::new(&cfg.consumers, cfg.uiq)?;
+    let mut procs = Vec::new();
+    for q in demux.queues() {
+        let mut args = vec!["consume".to_string()];
+        if let Some(c) = cfg.cpu {
+            args.extend(["--cpu".to_string(), c.to_string()]);
+        }
+        procs.push(StageProcess::spawn(&cfg.exe, &args, q)?);
+    }
+    let pids: Vec<u32> = procs.iter().map(|p| p.pid()).collect();
+    let queues: Vec<Arc<StageQueue>> = demux.queues().to_vec();
+    let wait = crate::backend::packet::EpollWait::new()?;
+    let stop = |procs: Vec<StageProcess>| -> Vec<Option<i32>> {
+        procs
+            .into_iter()
+            .zip(&queues)
+            .map(|(p, q)| p.stop(q, Duration::from_secs(2)))
+            .collect()
+    };
+    match cfg.backend {
+        Backend::Packet => {
+            let rx = crate::backend::packet::PacketRing::open(
+                &cfg.iface,
+                crate::backend::packet::RingConfig::default(),
+            )?;
+            let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?;
+            sys::set_fifo(crate::router::KTHREAD_PRIO)?;
+            let (d, c) = srv.run(cfg)?;
+            let exits = stop(procs);
+            srv.report(cfg, &pids, &exits, d, c)
+        }
+        Backend::Xdp => {
+            let (rx, _tx) =
+                crate::backend::xdp::open(&cfg.iface, crate::backend::xdp::XskConfig::default())?;
+            let gate = crate::napi::NapiGate::new(
+                std::slice::from_ref(&cfg.iface),
+                crate::napi::Sched::Fifo(crate::router::NAPI_PRIO),
+            )?;
+            let mut srv =
+                Server::new(rx, demux, cfg, sys::MonoClock, wait)?.with_gate(Box::new(gate))?;
+            sys::set_fifo(crate::router::POLL_PRIO)?;
+            let (d, c) = srv.run(cfg)?;
+            let exits = stop(procs);
+            srv.report(cfg, &pids, &exits, d, c)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::mem::{self, FakeClock, FakeWait};
+    use crate::wire::{build_udp_frame, Mac};
+
+    fn frame(dport: u16, seq: u64) -> Vec<u8> {
+        let mut b = vec![0u8; 256];
+        let n = build_udp_frame(
+            &mut b,
+            100,
+            Mac([2, 0, 0, 0, 0, 1]),
+            Mac([2, 0, 0, 0, 0, 2]),
+            [198, 18, 0, 1],
+            [198, 18, 0, 2],
+            (9000, dport),
+            seq,
+            0,
+        );
+        b.truncate(n);
+        b
+    }
+
+    fn cfg() -> ServeConfig {
+        ServeConfig {
+            backend: Backend::Packet,
+            iface: "mem0".into(),
+            consumers: vec![
+                ConsumerCfg {
+                    port: 7001,
+                    name: "flooded".into(),
+                },
+                ConsumerCfg {
+                    port: 7002,
+                    name: "modest".into(),
+                },
+            ],
+            uiq: 16,
+            quota: Quota::Limited(8),
+            cycle_limit: None,
+            wake_cost_ns: None,
+            cpu: None,
+            duration_s: 1.0,
+            stats_every_s: 0.0,
+            exe: "rxsched".into(),
+        }
+    }
+
+    /// A flooded consumer's excess dies at its own UIQ, before any work;
+    /// the modest one loses nothing; frames no consumer owns are counted;
+    /// a corrupted frame is refused by the consumer's checksum; and every
+    /// frame taken is accounted for.
+    #[test]
+    fn early_demultiplexing_isolates_consumers() {
+        let c = cfg();
+        let (rx, feed) = mem::ring(4096);
+        let clock = FakeClock::default();
+        let demux = Demux::new(&c.consumers, c.uiq).unwrap();
+        let mut srv = Server::new(rx, demux, &c, clock.clone(), FakeWait(clock.clone())).unwrap();
+        let queues: Vec<_> = srv.demux().queues().to_vec();
+        let mut fed = 0u64;
+        for round in 0..20u64 {
+            for i in 0..40 {
+                feed.push(frame(7001, round * 100 + i));
+                fed += 1;
+            }
+            let mut bad = frame(7002, round);
+            if round == 7 {
+                bad[14 + 10] ^= 0xff; // the IPv4 header checksum
+            }
+            feed.push(bad);
+            feed.push(frame(5555, round));
+            fed += 2;
+            for _ in 0..200 {
+                srv.turn(clock.now() + MS).unwrap();
+            }
+            // The consumers run between bursts (the modest one keeps up;
+            // the flooded one takes only what its UIQ held).
+            for q in &queues {
+                q.stop();
+                consume(q, &|| true).unwrap();
+            }
+        }
+        let r = srv
+            .report(&c, &[1, 2], &[Some(0), Some(0)], 1.0, 0.0)
+            .unwrap();
+        let (flood, modest) = (&r.consumers[0], &r.consumers[1]);
+        assert_eq!(modest.received, 19);
+        assert_eq!(modest.bad_checksum, 1);
+        assert_eq!(modest.uiq_drops, 0);
+        assert_eq!(flood.received, 20 * 16, "its UIQ holds 16 a burst");
+        assert_eq!(flood.uiq_drops, 20 * (40 - 16));
+        assert_eq!(r.drops["no_pcb"], 20);
+        let accounted: u64 = r.drops.values().sum::<u64>()
+            + r.consumers
+                .iter()
+                .map(|c| c.received + c.bad_checksum + c.uiq_drops + c.in_flight)
+                .sum::<u64>();
+        assert_eq!(r.rx, fed);
+        assert_eq!(accounted, fed, "{r:?}");
+    }
+
+    #[test]
+    fn protocol_work_checks_both_checksums() {
+        let mut buf = Vec::new();
+        let mut f = frame(7001, 1);
+        assert_eq!(protocol_work(&f, &mut buf), Some(100 - 14 - 20 - 8));
+        // A UDP checksum that does not match the payload.
+        f[14 + 20 + 6] = 0x12;
+        f[14 + 20 + 7] = 0x34;
+        assert_eq!(protocol_work(&f, &mut buf), None);
+    }
+}
