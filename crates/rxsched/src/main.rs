@@ -196,6 +196,15 @@ enum RealBench {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// One consumer flooded, one modest: SRP's serve against Linux's UDP sockets.
+    Srp {
+        /// Fewer points and shorter trials.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
     /// The lab's own capacity: how fast the XDP generator offers and the
     /// XDP sink counts, one core each.
     Lab {
@@ -302,6 +311,12 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     which: RealBench::Screen { quick, out },
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::screen),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which: RealBench::Srp { quick, out },
+                },
+        } => cmd::bench::real(quick, &out, rxsched::bench::srp),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod capture;
 pub mod screen;
+pub mod srp;
 pub mod trial;
 
 use crate::checks::{Bounded, Check, Compare, Rule};
@@ -19,6 +20,7 @@ use crate::result::{Axis, Meta, Point, ResultFile, Series};
 pub use capture::capture;
 use rxsched_linux::lab::Lab;
 pub use screen::screen;
+pub use srp::srp;
 use std::path::PathBuf;
 pub use trial::{BenchError, Forwarder};
 
