@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod bpf;
 pub mod capture;
+pub mod cgroup;
 pub mod lab;
 pub mod napi;
 pub mod router;

@@ -62,3 +62,37 @@ pub fn spin(cpu: Option<usize>, duration_s: f64) -> SysResult<SpinReport> {
         progress_rate: iterations as f64 / (wall - steal_s).max(1e-9),
     })
 }
+
+/// Brustoloni et al. 2000 §6's `onoff`: computes for `on_ms` of CPU time,
+/// sleeps `off_ms`, and again, on `cpu` for `duration_s` seconds; reports
+/// what it got like [`spin`].
+pub fn onoff(
+    cpu: Option<usize>,
+    on_ms: f64,
+    off_ms: f64,
+    duration_s: f64,
+) -> SysResult<SpinReport> {
+    if let Some(c) = cpu {
+        sys::pin_to_cpu(c)?;
+    }
+    let t0 = mono_ns();
+    let c0 = sys::thread_cpu_ns();
+    let end = t0 + (duration_s.clamp(0.0, 3600.0) * 1e9) as u64;
+    let (on, off) = ((on_ms * 1e6) as u64, (off_ms * 1e6) as u64);
+    let mut iterations = 0;
+    while mono_ns() < end && !sys::signals::stopping() {
+        let run0 = sys::thread_cpu_ns();
+        iterations += busy(end, 1_000, || sys::thread_cpu_ns() - run0 >= on);
+        std::thread::sleep(std::time::Duration::from_nanos(off));
+    }
+    let wall = (mono_ns() - t0) as f64 / 1e9;
+    let cpu_s = (sys::thread_cpu_ns() - c0) as f64 / 1e9;
+    Ok(SpinReport {
+        duration_s: wall,
+        cpu_s,
+        cpu_share: cpu_s / wall.max(1e-9),
+        iterations,
+        steal_s: 0.0,
+        progress_rate: iterations as f64 / wall.max(1e-9),
+    })
+}

@@ -118,6 +118,21 @@ enum Cmd {
     /// UDP port into per-consumer queues, each consumer a process doing its
     /// own protocol work.
     Serve(cmd::real::ServeArgs),
+    /// A process that computes for `--on-ms` of CPU, sleeps `--off-ms`, and again.
+    Onoff {
+        /// Pin to this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// CPU time per run, in ms.
+        #[arg(long, default_value_t = 11.0)]
+        on_ms: f64,
+        /// Sleep between runs, in ms.
+        #[arg(long, default_value_t = 5.0)]
+        off_ms: f64,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+    },
     /// An ordinary UDP socket receiver (the kernel peer of `serve`).
     UdpRecv {
         /// The UDP port to bind.
@@ -298,6 +313,12 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         } => cmd::bench::real(quick, &out, rxsched::bench::capture),
         Cmd::Screend(a) => done(cmd::real::screend(a)),
         Cmd::Serve(a) => done(cmd::real::serve(a)),
+        Cmd::Onoff {
+            cpu,
+            on_ms,
+            off_ms,
+            duration,
+        } => done(cmd::real::onoff(cpu, on_ms, off_ms, duration)),
         Cmd::UdpRecv {
             port,
             rcvbuf,

@@ -173,6 +173,12 @@ pub struct RouterConfig {
     pub feedback_timeout_ns: u64,
     /// Forwarded frames pass a screening process first (`--screen`).
     pub screen: Option<ScreenConfig>,
+    /// Polling: the thread runs time-shared (SCHED_OTHER) like any process,
+    /// and the receive threads too while it waits, instead of above every
+    /// process: forwarding as a system process under a share (SRP's
+    /// gateway stage), rather than a kernel thread.
+    pub time_shared: bool,
+
     /// Polling, M4: input may use this share of each 10 ms.
     pub cycle_limit: Option<f64>,
     /// Polling, M4: what each wake-up of the router costs the task it
@@ -664,6 +670,9 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResu
         })
         .collect::<SysResult<Vec<_>>>()?;
     let gate = match mode {
+        Mode::Polling if cfg.time_shared => {
+            crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Normal)?
+        }
         Mode::Polling => {
             sys::set_fifo(POLL_PRIO)?;
             crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(NAPI_PRIO))?

@@ -36,6 +36,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         feedback,
         feedback_timeout_ns: MS_NS,
         screen: None,
+        time_shared: false,
         cycle_limit: None,
         wake_cost_ns: None,
         cpu: None,

@@ -96,6 +96,23 @@ fn on(metric: &str, mut c: Check) -> Check {
 }
 
 fn result(id: &str, title: &str, y: Axis, series: Vec<Series>, checks: Vec<Check>) -> ResultFile {
+    let x = Axis::new(
+        "offered_pps",
+        "Offered rate (achieved by the generator)",
+        "pkts/s",
+    );
+    result_x(id, title, x, y, series, checks)
+}
+
+/// [`result`] with another x than the offered rate.
+fn result_x(
+    id: &str,
+    title: &str,
+    x: Axis,
+    y: Axis,
+    series: Vec<Series>,
+    checks: Vec<Check>,
+) -> ResultFile {
     let meta = Meta {
         id: id.into(),
         title: title.into(),
@@ -104,11 +121,6 @@ fn result(id: &str, title: &str, y: Axis, series: Vec<Series>, checks: Vec<Check
         seed: 0,
         quick: false,
     };
-    let x = Axis::new(
-        "offered_pps",
-        "Offered rate (achieved by the generator)",
-        "pkts/s",
-    );
     let mut r = ResultFile::new(meta, x, y, series, Vec::new());
     r.mlfrr_loss = LOSS_TOLERANCE;
     r.checks = checks.iter().map(|c| c.evaluate(&r)).collect();

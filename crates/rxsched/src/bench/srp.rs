@@ -7,7 +7,7 @@
 //! receive path for every datagram before it knows whose it is.
 
 use super::trial::{f, finish, spawn, strings as s, BenchError};
-use super::{labels, named, on, rates, result, steady};
+use super::{labels, named, on, rates, result, result_x, steady};
 use crate::checks::{Check, Rule};
 use crate::result::{Axis, Point, ResultFile, Series};
 use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
@@ -186,7 +186,8 @@ pub fn srp(
         series.push(flooded);
         series.push(modest);
     }
-    Ok(vec![srp_result(series)])
+    let a = srp_result(series);
+    Ok(vec![a, reservation(opts, progress)?])
 }
 
 fn srp_result(series: Vec<Series>) -> ResultFile {
@@ -224,4 +225,176 @@ fn srp_result(series: Vec<Series>) -> ResultFile {
         series,
         checks,
     )
+}
+
+/// The forwarding load of the reservation experiment: well under what
+/// the router forwards with the CPU to itself.
+const FORWARD_PPS: f64 = 200_000.0;
+/// The groups: the forwarder's, and everyone else's.
+const FWD_GROUP: &str = "rxsched-forward";
+const LOAD_GROUP: &str = "rxsched-load";
+
+/// Forwarding through the DUT while `n` onoff processes run there: the
+/// router time-shared, in a group of its own (`reserved`) or in the onoff
+/// processes' group. Returns the sink's rate.
+fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<Point, BenchError> {
+    l.reset_dut_receive()
+        .map_err(|e| BenchError(e.to_string()))?;
+    let cpu = DUT_CPU.to_string();
+    let group = if reserved { FWD_GROUP } else { LOAD_GROUP };
+    let route = spawn(
+        l,
+        Role::Dut,
+        &s(&[
+            "route",
+            "--mode",
+            "polling",
+            "--time-shared",
+            "--cpu",
+            &cpu,
+            "--duration",
+            &(secs + 6.0).to_string(),
+        ]),
+    )?;
+    let sink = spawn(
+        l,
+        Role::Sink,
+        &s(&[
+            "sink",
+            "--cpu",
+            &GEN_CPU.to_string(),
+            "--duration",
+            &(secs + 5.0).to_string(),
+            "--idle",
+            "0.5",
+        ]),
+    )?;
+    let onoffs = (0..n)
+        .map(|_| {
+            spawn(
+                l,
+                Role::Dut,
+                &s(&[
+                    "onoff",
+                    "--cpu",
+                    &cpu,
+                    "--duration",
+                    &(secs + 1.0).to_string(),
+                ]),
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // `ip netns exec` execs the program: the children's pids are theirs.
+    let join = |name: &str, pid: u32| {
+        rxsched_linux::cgroup::attach(name, 1024, pid).map_err(|e| BenchError(e.to_string()))
+    };
+    join(group, route.id())?;
+    // The router's receive work (the DUT's NAPI threads) is the
+    // forwarding's too: it goes where the router goes.
+    let tids = l
+        .in_netns(Role::Dut, || {
+            let mut v = rxsched_linux::napi::thread_ids(D0.iface)?;
+            v.extend(rxsched_linux::napi::thread_ids(lab::D1.iface)?);
+            Ok(v)
+        })
+        .map_err(|e| BenchError(e.to_string()))?;
+    for t in tids {
+        rxsched_linux::cgroup::attach_thread(group, 1024, t)
+            .map_err(|e| BenchError(e.to_string()))?;
+    }
+    for o in &onoffs {
+        join(LOAD_GROUP, o.id())?;
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    let g = finish(
+        spawn(
+            l,
+            Role::Gen,
+            &s(&[
+                "gen",
+                "--cpu",
+                &GEN_CPU.to_string(),
+                "--rate",
+                &FORWARD_PPS.to_string(),
+                "--duration",
+                &secs.to_string(),
+            ]),
+        )?,
+        "gen",
+    )?;
+    let mut onoff_cpu = 0.0;
+    for o in onoffs {
+        onoff_cpu += f(&finish(o, "onoff")?, "cpu_share");
+    }
+    let sk = finish(sink, "sink")?;
+    super::trial::stop(&route);
+    let rt = finish(route, "route")?;
+    let dur = f(&g, "duration_s").max(1e-9);
+    let sent = f(&g, "sent");
+    let got = f(&sk, "received").min(sent);
+    let mut p = Point::xy("onoff_processes", n as f64, "delivered_pps", got / dur);
+    p.set("offered_pps", f(&g, "achieved_pps"));
+    p.set("arrived", sent);
+    p.set("onoff_cpu_share", onoff_cpu);
+    p.set("router_cpu_s", f(&rt, "cpu_s"));
+    p.0.insert(
+        "drops".into(),
+        serde_json::json!({ "not_delivered": (sent - got).max(0.0) }),
+    );
+    Ok(p)
+}
+
+/// Forwarding as a time-shared process against onoff processes, with a
+/// reservation (a CPU group of equal weight to theirs) and without:
+/// `real-srp-reservation`.
+pub fn reservation(
+    opts: &super::BenchOpts,
+    progress: &dyn Fn(&str),
+) -> Result<ResultFile, BenchError> {
+    let counts: Vec<usize> = if opts.quick {
+        vec![0, 2, 6]
+    } else {
+        vec![0, 1, 2, 3, 4, 6, 8]
+    };
+    let secs = if opts.quick { 2.0 } else { 3.0 };
+    let mut series = Vec::new();
+    for (label, reserved) in [("reservation-50", true), ("no-reservation", false)] {
+        let mut s = Series::new(label);
+        for &n in &counts {
+            progress(&format!(
+                "{label}: forwarding {FORWARD_PPS:.0} pkts/s beside {n} onoff processes"
+            ));
+            s.points.push(steady(
+                || forward_with_onoffs(&opts.lab, n, reserved, secs),
+                progress,
+            )?);
+        }
+        series.push(s);
+    }
+    rxsched_linux::cgroup::remove(FWD_GROUP);
+    rxsched_linux::cgroup::remove(LOAD_GROUP);
+    let checks = vec![
+        named(
+            "with a reservation forwarding keeps at least 90% of its rate beside any number of onoff processes",
+            Rule::Flat {
+                series: labels(&["reservation-50"]),
+                min: 0.9,
+            },
+        ),
+        named(
+            "without one it falls: under 80% of its peak beside the most onoff processes",
+            Rule::Collapses {
+                series: labels(&["no-reservation"]),
+                max: 0.8,
+            },
+        ),
+    ];
+    Ok(result_x(
+        "real-srp-reservation",
+        "Forwarding 200,000 pkts/s as a time-shared process beside onoff processes, with and without a CPU reservation (CFS group weights)",
+        Axis::new("onoff_processes", "onoff processes on the DUT CPU", ""),
+        Axis::new("delivered_pps", "Forwarded (at the sink)", "pkts/s"),
+        series,
+        checks,
+    ))
 }

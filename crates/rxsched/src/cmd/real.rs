@@ -199,6 +199,11 @@ pub struct RouteArgs {
     /// The screening queue's length, in frames.
     #[arg(long, default_value_t = 32)]
     pub screen_queue: u32,
+    /// Polling: run time-shared like any process (and the receive threads
+    /// too while it waits), not above every process.
+    #[arg(long)]
+    pub time_shared: bool,
+
     /// Polling, M4: percentage of each 10 ms that input may use.
     #[arg(long)]
     pub cycle_limit: Option<f64>,
@@ -400,6 +405,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         feedback,
         feedback_timeout_ns: (a.feedback_timeout_ms * 1e6) as u64,
         screen,
+        time_shared: a.time_shared,
         cycle_limit,
         wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
@@ -503,6 +509,18 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     };
     json(&rxsched_linux::serve::run(&cfg)?)
+}
+
+/// `rxsched onoff`
+pub fn onoff(cpu: Option<usize>, on_ms: f64, off_ms: f64, duration: f64) -> Result<()> {
+    positive("duration", duration)?;
+    for (flag, v) in [("on-ms", on_ms), ("off-ms", off_ms)] {
+        if !(v.is_finite() && v > 0.0 && v <= 10_000.0) {
+            return Err(Error::flag(flag, "must be a positive time of at most 10 s"));
+        }
+    }
+    rxsched_linux::sys::signals::install();
+    json(&rxsched_linux::spin::onoff(cpu, on_ms, off_ms, duration)?)
 }
 
 /// `rxsched udp-recv`
