@@ -16,6 +16,7 @@ pub mod polling;
 pub mod propshare;
 pub mod quota;
 pub mod srp;
+pub mod two_level;
 pub mod tx_reclaim;
 
 pub use breaker::CircuitBreaker;
@@ -28,6 +29,7 @@ pub use poll_loop::{Clock, Devices, InhibitCheck, PollLoop, Wake, Work};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
 pub use propshare::PropShare;
 pub use quota::Quota;
+pub use two_level::{Detector, Service, TwoLevel};
 pub use tx_reclaim::TxReclaim;
 
 /// Virtual or real time in nanoseconds, always passed in by the caller.
