@@ -167,6 +167,8 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "srp_deliveries",
     "tcp_mbps",
     "utilization",
+    "rtt_us",
+    "round_trips",
     "tcp_retransmits",
     "tcp_timeouts",
 ];

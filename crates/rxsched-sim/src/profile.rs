@@ -137,6 +137,11 @@ pub struct Costs {
     pub tcp_input_per_byte: f64,
     /// Sending the ACK for a segment (tcp_output, ip_output, the driver, its reclaim).
     pub tcp_ack: u64,
+    /// The application sending a datagram: the system call, UDP and IP
+    /// output, the driver and its reclaim.
+    pub udp_send: u64,
+    /// Sending a datagram, per byte (the copy-in and the checksum).
+    pub udp_send_per_byte: f64,
     /// The application reading one segment's data from a TCP socket (its
     /// share of a large read call, and the copy-out).
     pub tcp_read: u64,

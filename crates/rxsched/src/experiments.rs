@@ -31,6 +31,7 @@ pub const ALL: &[(&str, &str)] = experiments![
     "spanos-fig5-256",
     "spanos-table3",
     "spanos-model",
+    "srp-fig4",
     "srp-fig5",
     "srp-modes",
     "srp-fig6",

@@ -24,6 +24,8 @@ pub enum Ev {
     UserWake(u8),
     /// An event of the TCP connection through the host.
     Tcp(super::tcp::TcpEv),
+    /// An event of the ping-pong client.
+    Echo(super::echo::EchoEv),
 }
 
 /// A min-heap of events by (time, sequence).

@@ -36,6 +36,8 @@ pub struct Machine {
     pub users: Users,
     /// A TCP connection through or into the host.
     pub tcp: Option<super::tcp::TcpFlow>,
+    /// A ping-pong client the reader answers.
+    pub echo: Option<super::echo::EchoClient>,
     /// Counters and samples.
     pub meter: Meter,
     /// The end of the run.

@@ -14,6 +14,7 @@
 //! kernel under [`kernel`]. This module is the event loop that joins them.
 
 pub mod cpu;
+pub mod echo;
 pub mod event;
 pub mod kernel;
 pub mod machine;
@@ -73,6 +74,10 @@ impl Host {
             intr: IntrController::new(ports, p.nic.one_interrupt),
             traffic: Traffic::new(&s.traffic),
             tcp: s.tcp.as_ref().map(|t| tcp::TcpFlow::new(t, &p.wire, w0)),
+            echo: s
+                .echo
+                .as_ref()
+                .map(|e| echo::EchoClient::new(e, &p.wire, w0)),
             users,
             meter: Meter::new(w0),
             end,
@@ -89,6 +94,9 @@ impl Host {
         }
         if let Some(t) = &mut self.m.tcp {
             t.start(0, &mut self.m.events);
+        }
+        if let Some(e) = &mut self.m.echo {
+            e.start(0, &mut self.m.events);
         }
         self.reschedule();
         let c = &self.m.p.cost;
@@ -113,6 +121,13 @@ impl Host {
                 Ev::TxWireDone(n) => self.tx_wire_done(n as usize),
                 Ev::Timer(timer) => self.k.timer(&mut self.m, timer),
                 Ev::UserWake(u) => self.m.users.wake(u as usize),
+                Ev::Echo(e) => {
+                    let m = &mut self.m;
+                    let c = m.echo.as_mut().expect("an echo event has a client");
+                    if let Some(p) = c.handle(e, m.now, &mut m.events) {
+                        self.enter(p);
+                    }
+                }
                 Ev::Tcp(e) => {
                     let m = &mut self.m;
                     let t = m.tcp.as_mut().expect("a TCP event has a flow");
@@ -282,7 +297,14 @@ impl Host {
                     self.m.carry(c, next);
                 }
             }
-            Step::User(users::Step::AppRead(p) | users::Step::Capture(p, _)) => self.m.deliver(p),
+            Step::User(users::Step::AppRead(p)) => {
+                self.m.deliver(p);
+                let m = &mut self.m;
+                if let (true, Some(e)) = (p.echo, m.echo.as_mut()) {
+                    e.reply(p, m.now, &mut m.events);
+                }
+            }
+            Step::User(users::Step::Capture(p, _)) => self.m.deliver(p),
             Step::User(users::Step::CtxSwitch) => self.m.meter.switch(self.m.now),
             Step::User(users::Step::Run(ns)) => {
                 if let Some(t) = self.m.users.ran(c - USER0, ns, self.m.now) {
@@ -348,6 +370,11 @@ impl Host {
         let cpu = self.m.cpu.shares().map_err(SimError::Invariant)?;
         let secs = (self.m.end - self.w0) as f64 / 1e9;
         let mut kr = self.k.report();
+        if let Some(e) = &self.m.echo {
+            let (rounds, mean) = e.rtt();
+            kr.extra.insert("rtt_us".into(), mean);
+            kr.extra.insert("round_trips".into(), rounds as f64);
+        }
         if let Some(t) = &self.m.tcp {
             let st = t.stats();
             kr.extra.insert(

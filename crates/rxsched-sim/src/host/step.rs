@@ -20,6 +20,8 @@ pub struct Packet {
     pub seq: u64,
     /// A TCP segment or ACK of the connection through the host, if it is one.
     pub tcp: Option<TcpSeg>,
+    /// A datagram of the ping-pong client: the reader sends it back.
+    pub echo: bool,
 }
 
 /// What a TCP frame carries.

@@ -204,6 +204,7 @@ impl TcpFlow {
             port,
             seq: 0,
             tcp: Some(tcp),
+            echo: false,
         }
     }
 

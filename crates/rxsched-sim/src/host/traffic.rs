@@ -126,6 +126,7 @@ impl Traffic {
             port: src.port,
             seq: 0,
             tcp: None,
+            echo: false,
         };
         self.next_id = self.next_id.wrapping_add(1);
         p

@@ -46,6 +46,13 @@ impl Step {
             Step::CtxSwitch => c.context_switch,
             Step::Screen(_) => c.screend,
             Step::AppRead(p) if p.tcp.is_some() => c.tcp_read,
+            // The ping-pong reader also sends the datagram back.
+            Step::AppRead(p) if p.echo => {
+                c.app_read
+                    + c.udp_send
+                    + (p.bytes as f64 * (c.app_read_per_byte + c.udp_send_per_byte)).round()
+                        as Nanos
+            }
             Step::AppRead(p) => {
                 c.app_read + (p.bytes as f64 * c.app_read_per_byte).round() as Nanos
             }

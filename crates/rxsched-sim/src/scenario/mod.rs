@@ -483,6 +483,27 @@ impl Default for TcpCfg {
     }
 }
 
+/// `[echo]`: a UDP ping-pong client behind port 0 that the host's reader
+/// answers: it sends a datagram, and the next once the reply is back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EchoCfg {
+    /// Frame size in bytes, Ethernet header and CRC included.
+    pub frame_bytes: u32,
+    /// The client's own work per round trip (taking the reply, sending the
+    /// next), in µs.
+    pub client_us: f64,
+}
+
+impl Default for EchoCfg {
+    fn default() -> Self {
+        EchoCfg {
+            frame_bytes: 64,
+            client_us: 50.0,
+        }
+    }
+}
+
 /// The model part of a scenario file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -501,6 +522,9 @@ pub struct Scenario {
     /// A TCP connection the host forwards.
     #[serde(default)]
     pub tcp: Option<TcpCfg>,
+    /// A ping-pong client the host's reader answers.
+    #[serde(default)]
+    pub echo: Option<EchoCfg>,
     /// Run length and seed.
     #[serde(default)]
     pub run: RunCfg,

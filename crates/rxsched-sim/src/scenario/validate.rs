@@ -137,6 +137,23 @@ impl Scenario {
                 "\"host\" needs a reader (the host receives); \"endpoint\" needs none (the host forwards)",
             )?;
         }
+        if let Some(e) = &self.echo {
+            need(
+                (60..=1518).contains(&e.frame_bytes),
+                "echo.frame_bytes",
+                "must be 60 to 1518 bytes (no IP fragments)",
+            )?;
+            need(
+                e.client_us.is_finite() && (0.0..=MAX_US).contains(&e.client_us),
+                "echo.client_us",
+                "must be a time from 0 to 1e9 µs",
+            )?;
+            need(
+                reader,
+                "echo",
+                "the host's reader answers the client: add one",
+            )?;
+        }
         let reserved: f64 = self.process.iter().filter_map(|p| p.reservation).sum();
         need(
             reserved < 1.0,
