@@ -85,6 +85,11 @@ impl TwoLevel {
         self
     }
 
+    /// What counts as overload.
+    pub fn detector(&self) -> Detector {
+        self.detector
+    }
+
     /// How the device is serviced now.
     pub fn mode(&self) -> Service {
         self.mode

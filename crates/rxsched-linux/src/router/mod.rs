@@ -7,6 +7,7 @@
 
 pub mod interrupt;
 pub mod polling;
+pub mod two_level;
 
 use crate::backend::packet::{EpollWait, PacketRing, PacketTx, RingConfig};
 use crate::backend::{RxBackend, TxBackend};
@@ -130,6 +131,10 @@ pub enum Mode {
     Interrupt,
     /// M2: one thread driven by the polling facility.
     Polling,
+    /// M11: interrupt-driven servicing until the receive work stays over
+    /// a threshold for longer than a hold time, then polling, and back to
+    /// interrupts when polling runs out of work (XDP backend).
+    TwoLevel,
 }
 
 impl Mode {
@@ -138,6 +143,7 @@ impl Mode {
         match self {
             Mode::Interrupt => "interrupt",
             Mode::Polling => "polling",
+            Mode::TwoLevel => "two-level",
         }
     }
 }
@@ -173,6 +179,9 @@ pub struct RouterConfig {
     pub feedback_timeout_ns: u64,
     /// Forwarded frames pass a screening process first (`--screen`).
     pub screen: Option<ScreenConfig>,
+    /// Two-level: what counts as overload, the hold time and the window it
+    /// is judged over.
+    pub two_level: TwoLevelCfg,
     /// Polling: the thread runs time-shared (SCHED_OTHER) like any process,
     /// and the receive threads too while it waits, instead of above every
     /// process: forwarding as a system process under a share (SRP's
@@ -195,6 +204,32 @@ pub struct RouterConfig {
     pub input_queue: usize,
     /// Frames waiting to be sent per port, at most.
     pub out_queue: usize,
+}
+
+/// The two-level switch's settings (Hansen & Jul 1997 §5.1: more than 50%
+/// of one CPU in the receive work for more than 2 s).
+#[derive(Debug, Clone, Copy)]
+pub struct TwoLevelCfg {
+    /// The overload detector and its threshold: the receive threads' share
+    /// of the CPU, the frames waiting on the rings, or wake-ups per second.
+    pub detector: rxsched_core::Detector,
+    /// How long overload must last before polling takes over, in ns.
+    pub hold_ns: u64,
+    /// The window load is judged over, in ns.
+    pub window_ns: u64,
+    /// How long polling must find nothing before interrupts return, in ns.
+    pub idle_grace_ns: u64,
+}
+
+impl Default for TwoLevelCfg {
+    fn default() -> Self {
+        TwoLevelCfg {
+            detector: rxsched_core::Detector::CpuFraction(0.5),
+            hold_ns: 2_000_000_000,
+            window_ns: 100_000_000,
+            idle_grace_ns: 0,
+        }
+    }
 }
 
 /// Counters, readable while the router runs (from another thread too).
@@ -272,9 +307,24 @@ pub struct RouterReport {
     /// With M4: the cost charged per wake-up, in ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake_cost_ns: Option<u64>,
+    /// Two-level: switches between interrupt and polling service, and
+    /// seconds spent polling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub two_level: Option<TwoLevelReport>,
     /// With `--screen`: what the screening process did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenReport>,
+}
+
+/// The two-level switch's part of a router's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TwoLevelReport {
+    /// Switches either way.
+    pub switches: u64,
+    /// Seconds serviced by polling.
+    pub polling_s: f64,
+    /// How the devices were serviced when it stopped.
+    pub service: rxsched_core::Service,
 }
 
 /// The screening stage's part of a router's report.
@@ -316,6 +366,7 @@ impl RouterReport {
             in_flight,
             cpu_s: 0.0,
             wake_cost_ns: None,
+            two_level: None,
             screen: None,
         }
     }
@@ -619,6 +670,14 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
                 .with_screen(end)?
                 .run(cfg)
         }
+        (Backend::Packet, Mode::TwoLevel) => Err(SysError {
+            what: "router".into(),
+            syscall: "configure",
+            source: std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "--mode two-level drives the receive threads: it needs --backend xdp",
+            ),
+        }),
         (Backend::Packet, Mode::Interrupt) => {
             interrupt::run(open_ports(cfg)?, cfg, end, DEVICE_PRIO, EpollWait::new()?)
         }
@@ -677,19 +736,41 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResu
             sys::set_fifo(POLL_PRIO)?;
             crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(NAPI_PRIO))?
         }
-        Mode::Interrupt => {
+        // Two-level starts interrupt-driven, as the baseline.
+        Mode::Interrupt | Mode::TwoLevel => {
             crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(DEVICE_PRIO))?
         }
     };
     let mut c = cfg.clone();
-    if mode == Mode::Interrupt {
+    if mode != Mode::Polling {
         c.feedback = None;
         c.cycle_limit = None;
     }
-    polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
+    let router = polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
         .with_gate(Box::new(gate))?
-        .with_screen(screen)?
-        .run(&c)
+        .with_screen(screen)?;
+    if mode != Mode::TwoLevel {
+        return { router }.run(&c);
+    }
+    let polls = std::sync::Arc::new(two_level::Polls::default());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mon = two_level::spawn(c.two_level, &c.ports, c.cpu, polls.clone(), stop.clone())?;
+    let r = router.with_polls(polls).run(&c);
+    stop.store(true, Relaxed);
+    let out = mon.join().unwrap_or_else(|_| {
+        Err(SysError {
+            what: "two-level monitor".into(),
+            syscall: "join",
+            source: std::io::Error::other("the monitor thread panicked"),
+        })
+    })?;
+    let mut r = r?;
+    r.two_level = Some(TwoLevelReport {
+        switches: out.switches,
+        polling_s: out.polling_ns as f64 / 1e9,
+        service: out.service,
+    });
+    Ok(r)
 }
 
 /// Frames the rings dropped, on every port.

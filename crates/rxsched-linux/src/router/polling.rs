@@ -226,6 +226,8 @@ pub struct PollingRouter<R, T, C, W> {
     /// The screening stage the frames go to, if any; its queue is what M3
     /// watches then.
     screen: Option<ScreenEnd>,
+    /// Two-level: what the switch's monitor reads from this loop.
+    polls: Option<std::sync::Arc<super::two_level::Polls>>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -272,7 +274,16 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             input,
             mode: cfg.mode,
             screen: None,
+            polls: None,
         })
+    }
+
+    /// Tells the two-level switch's monitor, through `polls`, whether
+    /// polling finds work, how often the thread is woken and what the
+    /// rings hold.
+    pub fn with_polls(mut self, polls: std::sync::Arc<super::two_level::Polls>) -> Self {
+        self.polls = Some(polls);
+        self
     }
 
     /// Hands forwarded frames to the screening stage behind `screen`
@@ -363,7 +374,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                 let pending = view.pending(dev, dir);
                 self.lp.enabled(dev, dir, pending);
             }
-            Work::Idle { until } => self.until = until,
+            Work::Idle { until } => {
+                self.until = until;
+                if let Some(p) = &self.polls {
+                    p.dry.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        if let (Some(p), Work::Packet { dir: Dir::Rx, .. }) = (&self.polls, work) {
+            p.busy.fetch_add(1, Relaxed);
         }
         self.input.turned(&mut self.lp, &self.clock, now)?;
         Ok(false)
@@ -450,6 +469,11 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         self.input.follow(&mut self.lp, now)?;
         let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
+        if let Some(p) = &self.polls {
+            p.wakeups.fetch_add(1, Relaxed);
+            let q: u64 = self.ports.iter().map(|p| p.rx.queued()).sum();
+            p.queued.store(q, Relaxed);
+        }
         for i in woken {
             if i < n {
                 let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
@@ -497,6 +521,17 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     }
 
     fn live_extra(&self) -> String {
+        if let Some(p) = &self.polls {
+            let how = if p.polling.load(Relaxed) == 1 {
+                "polling"
+            } else {
+                "interrupts"
+            };
+            return format!(
+                "; serviced by {how}; two-level switches {}",
+                p.switches.load(Relaxed)
+            );
+        }
         let inh: Vec<String> = self
             .lp
             .inhibits()

@@ -37,6 +37,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         feedback_timeout_ns: MS_NS,
         screen: None,
         time_shared: false,
+        two_level: Default::default(),
         cycle_limit: None,
         wake_cost_ns: None,
         cpu: None,

@@ -176,9 +176,30 @@ pub struct RouteArgs {
     /// `PREFIX/LEN=IFACE@NEXTHOP_MAC`, repeatable (default: the lab's two networks).
     #[arg(long = "route")]
     pub routes: Vec<String>,
-    /// `interrupt` (M1 baseline) or `polling` (M2).
+    /// `interrupt` (M1 baseline), `polling` (M2) or `two-level` (M11:
+    /// interrupts until the receive work stays over a threshold, then
+    /// polling until it runs out of work).
     #[arg(long, default_value = "polling")]
     pub mode: String,
+    /// Two-level: the overload detector, `cpu` (the receive threads' share
+    /// of the CPU), `queue` (frames waiting on the rings) or `rate`
+    /// (wake-ups per second).
+    #[arg(long, default_value = "cpu")]
+    pub two_level_detector: String,
+    /// Two-level: the detector's threshold (default: 0.5 of the CPU, 64
+    /// frames, or 20,000 wake-ups per second).
+    #[arg(long)]
+    pub two_level_threshold: Option<f64>,
+    /// Two-level: how long overload must last before polling, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub two_level_hold: f64,
+    /// Two-level: the window load is judged over, in ms.
+    #[arg(long, default_value_t = 100.0)]
+    pub two_level_window_ms: f64,
+    /// Two-level: how long polling must find nothing before interrupts
+    /// return, in ms (0: at once, as the paper).
+    #[arg(long, default_value_t = 0.0)]
+    pub two_level_grace_ms: f64,
     /// Polling: packets per callback, or `unlimited`.
     #[arg(long, default_value = "32")]
     pub quota: String,
@@ -334,9 +355,10 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
     let mode = match a.mode.as_str() {
         "interrupt" => Mode::Interrupt,
         "polling" => Mode::Polling,
+        "two-level" => Mode::TwoLevel,
         m => {
             return Err(Error::Input(format!(
-                "--mode: {m:?} is neither interrupt nor polling"
+                "--mode: {m:?} is none of interrupt, polling, two-level"
             )))
         }
     };
@@ -391,7 +413,8 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             })
         }
     };
-    if mode == Mode::Interrupt && (feedback.is_some() || a.cycle_limit.is_some()) {
+    let two_level = two_level_config(a)?;
+    if mode != Mode::Polling && (feedback.is_some() || a.cycle_limit.is_some()) {
         return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
         ));
@@ -406,6 +429,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         feedback_timeout_ns: (a.feedback_timeout_ms * 1e6) as u64,
         screen,
         time_shared: a.time_shared,
+        two_level,
         cycle_limit,
         wake_cost_ns: a.wake_cost_ns,
         cpu: a.cpu,
@@ -414,6 +438,43 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         // 4.2BSD's ipintrq limit.
         input_queue: 50,
         out_queue: 256,
+    })
+}
+
+/// The two-level switch's settings from `route`'s flags.
+fn two_level_config(a: &RouteArgs) -> Result<rxsched_linux::router::TwoLevelCfg> {
+    use rxsched_core::Detector;
+    let t = a.two_level_threshold;
+    let detector = match a.two_level_detector.as_str() {
+        "cpu" => Detector::CpuFraction(t.unwrap_or(0.5)),
+        "queue" => Detector::QueueLength(t.unwrap_or(64.0)),
+        "rate" => Detector::InterruptRate(t.unwrap_or(20_000.0)),
+        d => {
+            return Err(Error::flag(
+                "two-level-detector",
+                format!("{d:?} is none of cpu, queue, rate"),
+            ))
+        }
+    };
+    if let Some(v) = t {
+        let ok = v.is_finite() && v > 0.0 && (a.two_level_detector != "cpu" || v < 1.0);
+        if !ok {
+            return Err(Error::flag(
+                "two-level-threshold",
+                "must be positive (a fraction below 1 for cpu)",
+            ));
+        }
+    }
+    positive("two-level-hold", a.two_level_hold)?;
+    timeout_ms("two-level-window-ms", a.two_level_window_ms)?;
+    if !(a.two_level_grace_ms.is_finite() && (0.0..=10_000.0).contains(&a.two_level_grace_ms)) {
+        return Err(Error::flag("two-level-grace-ms", "must be 0 to 10,000 ms"));
+    }
+    Ok(rxsched_linux::router::TwoLevelCfg {
+        detector,
+        hold_ns: (a.two_level_hold * 1e9) as u64,
+        window_ns: (a.two_level_window_ms * 1e6) as u64,
+        idle_grace_ns: (a.two_level_grace_ms * 1e6) as u64,
     })
 }
 
