@@ -150,6 +150,16 @@ pub enum Rule {
         #[serde(default)]
         max: Option<f64>,
     },
+    /// At x = `at`: `series`'s value over `other`'s.
+    PointRatio {
+        series: Vec<String>,
+        other: Vec<String>,
+        at: f64,
+        #[serde(default)]
+        min: Option<f64>,
+        #[serde(default)]
+        max: Option<f64>,
+    },
     /// At every offered rate (points paired in x order), `series` passes on
     /// at least the share of x that `other` does, less `tolerance`.
     AtEveryRate {
@@ -186,6 +196,7 @@ impl Rule {
             QuantileDiff { series, other, .. }
             | SpreadOrder { series, other }
             | PointDiff { series, other, .. }
+            | PointRatio { series, other, .. }
             | AtEveryRate { series, other, .. } => series.iter().chain(other).collect(),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) => b.series.iter().collect(),
             Flat { series, .. }
@@ -218,6 +229,7 @@ impl Rule {
             }
             QuantileDiff { min, max, .. }
             | PointDiff { min, max, .. }
+            | PointRatio { min, max, .. }
             | LivelockAt { min, max, .. }
                 if open(min, max) =>
             {
@@ -326,6 +338,13 @@ impl View<'_> {
                 other,
                 tolerance,
             } => self.at_every_rate(&series[0], &other[0], *tolerance),
+            PointRatio {
+                series,
+                other,
+                at,
+                min,
+                max,
+            } => self.point_ratio(&series[0], &other[0], *at, *min, *max),
             DropShare { series, point, min } => {
                 self.each(series, |s, _| self.drop_share(s, point, *min))
             }
@@ -530,6 +549,27 @@ impl View<'_> {
                 ),
             ),
             _ => (false, format!("no point at x={at}")),
+        }
+    }
+
+    fn point_ratio(
+        &self,
+        s0: &str,
+        o0: &str,
+        at: f64,
+        min: Option<f64>,
+        max: Option<f64>,
+    ) -> Outcome {
+        match (nearest(&self.curve(s0), at), nearest(&self.curve(o0), at)) {
+            (Some(a), Some(b)) if b > 0.0 => (
+                within(a / b, min, max),
+                format!(
+                    "at x={at}: {s0} {a:.1}, {o0} {b:.1}, ratio {:.3} (want {})",
+                    a / b,
+                    bounds(min, max)
+                ),
+            ),
+            _ => (false, format!("no point (or a zero) at x={at}")),
         }
     }
 

@@ -220,6 +220,15 @@ enum RealBench {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// Load stepping up and down through route --mode two-level, against interrupt and polling.
+    TwoLevel {
+        /// Fewer points and shorter trials.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
     /// The lab's own capacity: how fast the XDP generator offers and the
     /// XDP sink counts, one core each.
     Lab {
@@ -338,6 +347,12 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     which: RealBench::Srp { quick, out },
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::srp),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which: RealBench::TwoLevel { quick, out },
+                },
+        } => cmd::bench::real(quick, &out, rxsched::bench::two_level),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

@@ -14,6 +14,7 @@ pub mod capture;
 pub mod screen;
 pub mod srp;
 pub mod trial;
+pub mod two_level;
 
 use crate::checks::{Bounded, Check, Compare, Rule};
 use crate::result::{Axis, Meta, Point, ResultFile, Series};
@@ -23,6 +24,7 @@ pub use screen::screen;
 pub use srp::srp;
 use std::path::PathBuf;
 pub use trial::{BenchError, Forwarder};
+pub use two_level::two_level;
 
 /// How to run the benchmark.
 #[derive(Debug, Clone)]
