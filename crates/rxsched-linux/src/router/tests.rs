@@ -365,8 +365,10 @@ fn conservation_under_faults_in_both_modes() {
                 Box::new(fi) as Rx
             });
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            // Two-level's loop is the polling one (its switch moves thread
+            // priorities, which an in-memory run does not have).
             let (fed, t) = match mode {
-                Mode::Polling => run_polling(&c, p, &net, &mut rng),
+                Mode::Polling | Mode::TwoLevel => run_polling(&c, p, &net, &mut rng),
                 Mode::Interrupt => run_interrupt(&c, p, &net, &mut rng),
             };
             let (forwarded, dropped, inside, ring, queued) = t;
