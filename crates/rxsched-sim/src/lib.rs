@@ -19,5 +19,16 @@ pub use scenario::{Loaded, Scenario};
 /// The model reads no clock: the record's `wall_ms` is 0 for the caller to fill in.
 pub fn run(s: &Scenario, base: Option<&std::path::Path>) -> Result<(Metrics, Samples), SimError> {
     let profile = Profile::load(&s.profile, base)?;
+    if s.kernel.kind == scenario::KernelKind::Linux && profile.linux.is_none() {
+        return Err(SimError::Input(InputError {
+            file: "scenario".into(),
+            line: None,
+            key: Some("kernel.kind".into()),
+            msg: format!(
+                "\"linux\" needs a profile with [linux] costs; profile {:?} has none (try \"mpc8250-linux\")",
+                s.profile
+            ),
+        }));
+    }
     host::Host::new(&s.expanded(), profile).run()
 }

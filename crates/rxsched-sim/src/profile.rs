@@ -205,17 +205,54 @@ impl Profile {
             key: Some(key.to_string()),
             msg: msg.to_string(),
         };
-        if p.wire.bit_rate_bps.is_nan() || p.wire.bit_rate_bps <= 0.0 {
-            return Err(bad("wire.bit_rate_bps", "must be a positive rate"));
+        if !(p.wire.bit_rate_bps.is_finite()
+            && p.wire.bit_rate_bps >= 1e3
+            && p.wire.bit_rate_bps <= 1e12)
+        {
+            return Err(bad(
+                "wire.bit_rate_bps",
+                "must be a rate from 1e3 to 1e12 bits per second",
+            ));
         }
-        if p.nic.rx_ring == 0 {
-            return Err(bad("nic.rx_ring", "must be at least 1"));
+        for (key, v) in [
+            ("nic.rx_ring", p.nic.rx_ring),
+            ("nic.tx_ring", p.nic.tx_ring),
+        ] {
+            if !(1..=1 << 20).contains(&v) {
+                return Err(bad(key, "must be from 1 to 1048576 descriptors"));
+            }
         }
-        if p.nic.tx_ring == 0 {
-            return Err(bad("nic.tx_ring", "must be at least 1"));
+        let c = &p.cost;
+        for (key, v) in [
+            ("cost.rx_copy_per_byte", c.rx_copy_per_byte),
+            ("cost.app_read_per_byte", c.app_read_per_byte),
+            ("cost.tcp_input_per_byte", c.tcp_input_per_byte),
+            ("cost.udp_send_per_byte", c.udp_send_per_byte),
+            (
+                "linux.t_copy_per_byte",
+                p.linux.as_ref().map_or(0.0, |l| l.t_copy_per_byte),
+            ),
+        ] {
+            if !(v.is_finite() && (0.0..=1e6).contains(&v)) {
+                return Err(bad(
+                    key,
+                    "a per-byte cost must be a number from 0 to 1e6 ns",
+                ));
+            }
         }
-        if p.cost.rx_copy_per_byte < 0.0 || p.cost.app_read_per_byte < 0.0 {
-            return Err(bad("cost", "per-byte costs must not be negative"));
+        // A clock faster than 100 kHz, or whose tick costs its whole period,
+        // leaves the model nothing but clock interrupts.
+        if c.clock_hz > 100_000 {
+            return Err(bad(
+                "cost.clock_hz",
+                "must be at most 100000 interrupts per second",
+            ));
+        }
+        if c.clock_hz > 0 && c.clock_tick.saturating_mul(c.clock_hz) >= 1_000_000_000 {
+            return Err(bad(
+                "cost.clock_tick",
+                "the clock interrupt must cost less than its period",
+            ));
         }
         Ok(p)
     }

@@ -13,6 +13,7 @@ pub mod error;
 pub mod experiment;
 pub mod experiments;
 pub mod figure;
+pub mod out;
 pub mod report;
 pub mod result;
 pub mod search;

@@ -40,8 +40,9 @@ enum Cmd {
         /// Simulations run in parallel (default: one per core).
         #[arg(long)]
         jobs: Option<usize>,
-        /// Seed for every run (default: each scenario's own).
-        #[arg(long)]
+        /// Seed for every run (default: each scenario's own), 0 to
+        /// 9223372036854775807 (what a TOML integer holds).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
         seed: Option<u64>,
     },
     /// Run one scenario once and print its metrics record.

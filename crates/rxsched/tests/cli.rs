@@ -328,3 +328,109 @@ fn bad_rule_files_and_stage_flags_exit_2() {
         assert!(stderr(&o).contains(flag), "{}", stderr(&o));
     }
 }
+
+const PROFILE: &str = "name = \"p\"\ntestbed = \"t\"\ncalibrated_from = [\"x\"]\n[wire]\nbit_rate_bps = 1e7\n[nic]\nrx_ring = 32\ntx_ring = 32\n[cost]\nintr_dispatch = 1000\n";
+
+/// Values that hung the simulator, made it allocate without bound or run
+/// at zero cost are refused when loaded, naming the key.
+#[test]
+fn values_that_hung_or_misled_are_refused_naming_the_key() {
+    let good = scenario("good.toml", GOOD);
+    let g = good.to_str().unwrap();
+    for (set, key) in [
+        ("traffic.rate_pps=5e-11", "traffic.rate_pps"),
+        ("kernel.napi_budget_us=0.0001", "kernel.napi_budget_us"),
+        ("kernel.kind=\"linux\"", "kernel.kind"),
+    ] {
+        let o = rxsched(&["sim", g, "--set", set]);
+        assert_eq!(o.status.code(), Some(2), "{set}: {}", stderr(&o));
+        assert!(stderr(&o).contains(key), "{set}: {}", stderr(&o));
+    }
+    for (from, to, key) in [
+        (
+            "bit_rate_bps = 1e7",
+            "bit_rate_bps = inf",
+            "wire.bit_rate_bps",
+        ),
+        ("rx_ring = 32", "rx_ring = 4294967295", "nic.rx_ring"),
+        (
+            "intr_dispatch = 1000",
+            "rx_copy_per_byte = nan",
+            "cost.rx_copy_per_byte",
+        ),
+        (
+            "intr_dispatch = 1000",
+            "clock_hz = 2000000000\nclock_tick = 1",
+            "cost.clock_hz",
+        ),
+    ] {
+        let p = scenario(
+            &format!("p-{}.toml", key.replace('.', "-")),
+            &PROFILE.replace(from, to),
+        );
+        let set = format!("profile={:?}", p.to_str().unwrap());
+        let o = rxsched(&["sim", g, "--set", &set]);
+        assert_eq!(o.status.code(), Some(2), "{key}: {}", stderr(&o));
+        assert!(stderr(&o).contains(key), "{key}: {}", stderr(&o));
+    }
+    let o = rxsched(&[
+        "reproduce",
+        "mogul-fig6-3",
+        "--seed",
+        "18446744073709551615",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+/// A full standard output is an error that says so (exit 1), not a panic.
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let good = scenario("good.toml", GOOD);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rxsched"))
+        .args(["sim", good.to_str().unwrap()])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("standard output"), "{}", stderr(&o));
+}
+
+/// The real commands check their flags and interfaces before touching a
+/// device, and say which flag or interface is wrong.
+#[test]
+fn real_commands_name_the_bad_flag_or_interface() {
+    for (args, want) in [
+        (vec!["route", "--stats-every", "1e-9"], "--stats-every"),
+        (vec!["route", "--stats-every", "nan"], "--stats-every"),
+        (
+            vec!["route", "--ports", "nosuch0,nosuch1"],
+            "not among --ports",
+        ),
+        (
+            vec![
+                "route",
+                "--ports",
+                "nosuch0,nosuch1",
+                "--route",
+                "198.19.0.0/24=nosuch1@02:00:00:00:00:01",
+            ],
+            "nosuch0: no such interface",
+        ),
+        (
+            vec!["capture", "-i", "nosuch", "-w", "/dev/null"],
+            "nosuch: no such interface",
+        ),
+        (
+            vec!["route", "--mode", "two-level", "--two-level-detector", "x"],
+            "--two-level-detector",
+        ),
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -256,17 +256,24 @@ impl KernelCfg {
             "kernel.napi_weight",
             "NAPI weight and budget must be at least 1",
         )?;
-        time_us(self.napi_budget_us, "kernel.napi_budget_us")
+        // Under a microsecond, a softirq run would end before its first packet.
+        need(
+            self.napi_budget_us.is_finite() && (1.0..=MAX_US).contains(&self.napi_budget_us),
+            "kernel.napi_budget_us",
+            "must be from 1 to 1e9 µs",
+        )
     }
 }
 
 impl TrafficCfg {
     fn validate(&self, at: &str, reader: bool) -> Result<(), Bad> {
         let key = |k: &str| format!("{at}.{k}");
+        // A rate under one packet per 1,000 s sends nothing in the longest
+        // run, and its period would not fit virtual time.
         need(
-            self.rate_pps.is_finite() && self.rate_pps >= 0.0,
+            self.rate_pps == 0.0 || (1e-3..=1e9).contains(&self.rate_pps),
             &key("rate_pps"),
-            "must not be negative (0: no traffic)",
+            "must be 0 (no traffic) or from 0.001 to 1e9 packets per second",
         )?;
         need(
             (14..=65_535).contains(&self.frame_bytes),

@@ -53,10 +53,10 @@ pub fn real(quick: bool, out: &Path, bench: RealBench) -> Result<ExitCode> {
     let mut ok = true;
     for r in &results {
         write(out, r)?;
-        println!("{}", summary(r, 0.0, out));
+        rxsched::out::line(&summary(r, 0.0, out))?;
         ok &= r.passed();
     }
     write_index(out)?;
-    println!("report: {}", out.join("index.html").display());
+    rxsched::out::line(&format!("report: {}", out.join("index.html").display()))?;
     Ok(verdict(ok))
 }

@@ -11,7 +11,7 @@ pub fn run() -> Result<ExitCode> {
         let doc: toml_edit::DocumentMut = src
             .parse()
             .map_err(|e: toml_edit::TomlError| Error::Run(e.to_string()))?;
-        print!("{}", describe(name, &p.testbed, &p.calibrated_from, &doc));
+        rxsched::out::print(&describe(name, &p.testbed, &p.calibrated_from, &doc))?;
     }
     Ok(ExitCode::SUCCESS)
 }

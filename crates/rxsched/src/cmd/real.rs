@@ -244,11 +244,7 @@ pub struct RouteArgs {
 }
 
 fn json<T: serde::Serialize>(v: &T) -> Result<()> {
-    println!(
-        "{}",
-        serde_json::to_string(v).map_err(|e| Error::Run(e.to_string()))?
-    );
-    Ok(())
+    rxsched::out::line(&serde_json::to_string(v).map_err(|e| Error::Run(e.to_string()))?)
 }
 
 /// Runs a lab command.
@@ -270,7 +266,7 @@ pub fn lab_cmd(c: LabCmd) -> Result<()> {
             lab::Lab::standard().down()?;
             eprintln!("lab down");
         }
-        LabCmd::Status => print!("{}", lab::Lab::standard().status()),
+        LabCmd::Status => rxsched::out::print(&lab::Lab::standard().status())?,
     }
     Ok(())
 }
@@ -374,9 +370,10 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             .collect::<std::result::Result<_, _>>()?
     };
     if routes.is_empty() {
-        return Err(Error::Input(
-            "no routes: give --route PREFIX/LEN=IFACE@MAC".into(),
-        ));
+        return Err(Error::Input(format!(
+            "no routes: the lab's routes use d0 and d1, which are not among --ports {}; give --route PREFIX/LEN=IFACE@MAC",
+            a.ports.join(",")
+        )));
     }
     let feedback = match &a.feedback {
         None => None,
@@ -414,6 +411,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         }
     };
     let two_level = two_level_config(a)?;
+    stats_every(a.stats_every)?;
     if mode != Mode::Polling && (feedback.is_some() || a.cycle_limit.is_some()) {
         return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
@@ -478,6 +476,27 @@ fn two_level_config(a: &RouteArgs) -> Result<rxsched_linux::router::TwoLevelCfg>
     })
 }
 
+/// `--stats-every`: 0 (only on SIGUSR1), or a period of at least 10 ms.
+fn stats_every(s: f64) -> Result<()> {
+    if s.is_finite() && (s == 0.0 || (0.01..=86_400.0).contains(&s)) {
+        Ok(())
+    } else {
+        Err(Error::flag(
+            "stats-every",
+            format!("{s} is neither 0 nor a period of 0.01 s to a day"),
+        ))
+    }
+}
+
+/// Every interface named exists here (in this network namespace).
+fn interfaces_exist(flag: &str, names: &[String]) -> Result<()> {
+    for n in names {
+        rxsched_linux::sys::ifindex(n)
+            .map_err(|_| Error::flag(flag, format!("{n}: no such interface here")))?;
+    }
+    Ok(())
+}
+
 /// An inhibit's timeout flag: a positive time of at most 10 s.
 fn timeout_ms(flag: &str, ms: f64) -> Result<()> {
     if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 {
@@ -526,9 +545,7 @@ pub struct ServeArgs {
 /// `rxsched serve`
 pub fn serve(a: ServeArgs) -> Result<()> {
     positive("duration", a.duration)?;
-    if !(a.stats_every.is_finite() && (a.stats_every == 0.0 || a.stats_every >= 0.01)) {
-        return Err(Error::flag("stats-every", "must be 0 or at least 0.01 s"));
-    }
+    stats_every(a.stats_every)?;
     if !(1..=1 << 20).contains(&a.uiq) {
         return Err(Error::flag("uiq", "must be from 1 to 1048576 frames"));
     }
@@ -624,6 +641,7 @@ pub fn screend(a: ScreendArgs) -> Result<()> {
 /// `rxsched route`
 pub fn route(a: RouteArgs) -> Result<()> {
     let cfg = router_config(&a)?;
+    interfaces_exist("ports", &cfg.ports)?;
     json(&rxsched_linux::router::run(&cfg)?)
 }
 
@@ -722,9 +740,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         return Err(Error::flag("snaplen", "must be at least 1"));
     }
     let cycle_limit = cycle_limit(a.cycle_limit)?;
-    if !(a.stats_every.is_finite() && (a.stats_every == 0.0 || a.stats_every >= 0.01)) {
-        return Err(Error::flag("stats-every", "must be 0 or at least 0.01 s"));
-    }
+    stats_every(a.stats_every)?;
     let filter = match &a.filter {
         None => None,
         Some(f) => Some(Rules::load(f).map_err(|e| Error::Input(e.to_string()))?),
@@ -751,6 +767,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
 /// `rxsched capture`
 pub fn capture(a: CaptureArgs) -> Result<()> {
     let cfg = capture_config(&a)?;
+    interfaces_exist("interface", std::slice::from_ref(&cfg.iface))?;
     json(&rxsched_linux::capture::run(&cfg)?)
 }
 

@@ -13,11 +13,11 @@ use std::time::Instant;
 pub fn list() -> Result<ExitCode> {
     for (id, src) in experiments::ALL {
         let f = ExperimentFile::parse(id, src.to_string(), None)?;
-        println!(
+        rxsched::out::line(&format!(
             "{id:<16} {} [{}]",
             f.exp.title.as_deref().unwrap_or(""),
             f.exp.source.as_deref().unwrap_or("")
-        );
+        ))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -64,15 +64,15 @@ pub fn run(ids: &[String], out: &Path, opts: Options, jobs: Option<usize>) -> Re
     let mut ok = true;
     for (r, wall) in &results {
         write(out, r)?;
-        println!("{}", summary(r, *wall, out));
+        rxsched::out::line(&summary(r, *wall, out))?;
         ok &= r.passed();
     }
     write_index(out)?;
-    println!(
+    rxsched::out::line(&format!(
         "{} experiments in {:.1} s; report: {}",
         results.len(),
         t0.elapsed().as_secs_f64(),
         out.join("index.html").display()
-    );
+    ))?;
     Ok(verdict(ok))
 }

@@ -17,9 +17,9 @@ pub fn run(path: &Path, sets: &[String], json: bool) -> Result<ExitCode> {
     m.wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     if json {
         let text = serde_json::to_string_pretty(&m).map_err(|e| Error::Run(e.to_string()))?;
-        println!("{text}");
+        rxsched::out::line(&text)?;
     } else {
-        print!("{}", text(&m));
+        rxsched::out::print(&text(&m))?;
     }
     Ok(ExitCode::SUCCESS)
 }

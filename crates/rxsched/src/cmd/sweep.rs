@@ -133,7 +133,7 @@ pub fn run(
     let (r, wall) = &results[0];
     write(out, r)?;
     write_index(out)?;
-    println!("{}", summary(r, *wall, out));
+    rxsched::out::line(&summary(r, *wall, out))?;
     Ok(verdict(r.passed()))
 }
 
