@@ -51,7 +51,8 @@ pub fn from_toml(file: &str, src: &str, e: &toml::de::Error) -> InputError {
         .split('`')
         .nth(1)
         .filter(|_| msg.starts_with("unknown field"))
-        .map(str::to_string);
+        .map(str::to_string)
+        .or_else(|| line.and_then(|l| key_at(src, l)));
     InputError {
         file: file.to_string(),
         line,
@@ -99,6 +100,51 @@ pub fn from_path_error(
     }
 }
 
+/// The dotted key written on a 1-based line (`traffic.1.rate_pps` for
+/// `rate_pps = ...` under the second `[[traffic]]`), or the table a header
+/// line opens: what a syntax error on that line is about.
+pub fn key_at(src: &str, line: usize) -> Option<String> {
+    let mut table = String::new();
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    for (i, text) in src.lines().enumerate() {
+        let t = text.trim();
+        let header = if let Some(h) = t.strip_prefix("[[") {
+            h.split("]]").next().map(|n| {
+                let n = n.trim().to_string();
+                let c = counts.entry(n.clone()).or_default();
+                *c += 1;
+                format!("{n}.{}", *c - 1)
+            })
+        } else if let Some(h) = t.strip_prefix('[') {
+            h.split(']').next().map(|n| n.trim().to_string())
+        } else {
+            None
+        };
+        if let Some(h) = header {
+            table = h;
+            if i + 1 == line {
+                return (!table.is_empty()).then(|| table.clone());
+            }
+            continue;
+        }
+        if i + 1 == line {
+            let k = t.split('=').next()?.trim();
+            let ok = !k.is_empty()
+                && t.contains('=')
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            return ok.then(|| {
+                if table.is_empty() {
+                    k.to_string()
+                } else {
+                    format!("{table}.{k}")
+                }
+            });
+        }
+    }
+    None
+}
+
 /// Finds the line on which a dotted key (`kernel.feedback.high_pct`,
 /// `traffic.0.rate_pps`) is written in a TOML source, if it is.
 pub fn line_of(src: &str, key: &str) -> Option<usize> {
@@ -135,5 +181,16 @@ mod tests {
         assert_eq!(line_of(src, "kernel.feedback.high_pct"), Some(5));
         assert_eq!(line_of(src, "traffic.1.rate_pps"), Some(9));
         assert_eq!(line_of(src, "kernel.nothing"), None);
+    }
+
+    #[test]
+    fn names_the_key_on_a_line() {
+        let src = "profile = \"x\"\n[kernel]\nquota = = 5\n[[traffic]]\n[[traffic]]\nrate_pps = x\n# note\n";
+        assert_eq!(key_at(src, 1).as_deref(), Some("profile"));
+        assert_eq!(key_at(src, 2).as_deref(), Some("kernel"));
+        assert_eq!(key_at(src, 3).as_deref(), Some("kernel.quota"));
+        assert_eq!(key_at(src, 6).as_deref(), Some("traffic.1.rate_pps"));
+        assert_eq!(key_at(src, 7), None);
+        assert_eq!(key_at(src, 99), None);
     }
 }

@@ -63,6 +63,23 @@ pub struct SearchCfg {
     pub trial_ms: f64,
 }
 
+impl SearchCfg {
+    /// The first out-of-range field, as (field, what it must be).
+    pub fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        if !(1e-6..=0.5).contains(&self.resolution) {
+            return Err((
+                "resolution",
+                "must be a fraction of the line rate from 1e-6 to 0.5",
+            ));
+        }
+        let t = self.trial_ms;
+        if !(t.is_finite() && t > 0.0 && t <= 1e6) {
+            return Err(("trial_ms", "must be a positive time of at most 1e6 ms"));
+        }
+        Ok(())
+    }
+}
+
 impl Default for SearchCfg {
     fn default() -> Self {
         SearchCfg {
@@ -337,12 +354,8 @@ impl FigureCfg {
                 );
             }
         }
-        let r = self.search.resolution;
-        if !(r > 0.0 && r < 1.0) {
-            return bad(
-                "figure.search.resolution",
-                "must be a fraction of the line rate in (0, 1)",
-            );
+        if let Err((k, m)) = self.search.check() {
+            return bad(&format!("figure.search.{k}"), m);
         }
         if (self.kind == FigureKind::Timeline) == self.milestones.is_empty() {
             return bad(
@@ -352,13 +365,6 @@ impl FigureCfg {
         }
         for m in &self.milestones {
             Milestone::parse(m).map_err(|e| ("figure.milestones".to_string(), e))?;
-        }
-        let t = self.search.trial_ms;
-        if !(t.is_finite() && t > 0.0 && t <= 1e6) {
-            return bad(
-                "figure.search.trial_ms",
-                "must be a positive time of at most 1e6 ms",
-            );
         }
         Ok(())
     }

@@ -93,6 +93,8 @@ pub fn plan(
     figure: Option<FigureCfg>,
     opts: &Options,
 ) -> Result<Plan, InputError> {
+    // A swept key that came from the command line is blamed on `--vary`.
+    let vary_flag = figure.as_ref().and_then(|f| f.vary.clone());
     let figure = figure
         .or_else(|| file.exp.figure.clone())
         .ok_or_else(|| InputError {
@@ -128,7 +130,12 @@ pub fn plan(
             if let (Some(v), Some(key)) = (v, &figure.vary) {
                 sets.push((key.clone(), number(*v)));
             }
-            let scenario = file.loaded.with(&sets)?;
+            let scenario = file.loaded.with(&sets).map_err(|mut e| {
+                if e.file == "--set" && e.key.is_some() && e.key == vary_flag {
+                    e.file = "--vary".into();
+                }
+                e
+            })?;
             jobs.push(Job {
                 series: i,
                 value: *v,

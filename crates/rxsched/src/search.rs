@@ -35,6 +35,10 @@ pub fn rfc2544(
         let mut best = None;
         while hi - lo > search.resolution * line {
             let mid = (lo + hi) / 2.0;
+            // Below a double's precision the interval stops shrinking.
+            if mid <= lo || mid >= hi {
+                break;
+            }
             let r = trial(mid)?;
             trials += 1;
             if lossless(&r.0) {

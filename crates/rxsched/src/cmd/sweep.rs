@@ -13,7 +13,7 @@ const MAX_POINTS: usize = 10_000;
 
 /// Parses `KEY=V1,V2` or `KEY=FROM:TO:STEP`.
 pub fn parse_vary(vary: &str) -> Result<(String, Vec<f64>)> {
-    let bad = |m: &str| Error::Input(format!("--vary {vary:?}: {m}"));
+    let bad = |m: &str| Error::Input(format!("--vary {:?}: {m}", short(vary)));
     let (k, v) = vary
         .split_once('=')
         .ok_or_else(|| bad("expected KEY=LIST or KEY=FROM:TO:STEP"))?;
@@ -48,6 +48,14 @@ pub fn parse_vary(vary: &str) -> Result<(String, Vec<f64>)> {
         return Err(bad("more than 10,000 points"));
     }
     Ok((k.trim().to_string(), values))
+}
+
+/// A flag's value cut to a readable length for an error message.
+fn short(v: &str) -> String {
+    match v.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &v[..i]),
+        None => v.to_string(),
+    }
 }
 
 /// The figure a sweep of `key` draws.
@@ -112,6 +120,10 @@ pub fn run(
     jobs: Option<usize>,
     search: Option<SearchCfg>,
 ) -> Result<ExitCode> {
+    if let Some(s) = &search {
+        s.check()
+            .map_err(|(k, m)| Error::flag(&k.replace('_', "-"), m))?;
+    }
     let mut file = ExperimentFile::read(path)?;
     let (key, values) = parse_vary(vary)?;
     let fig = figure(&file, &key, values, y, search)?;
