@@ -9,6 +9,7 @@ pub mod host;
 pub mod metrics;
 pub mod profile;
 pub mod scenario;
+pub mod swarm;
 
 pub use error::{InputError, SimError};
 pub use metrics::{Metrics, Samples};

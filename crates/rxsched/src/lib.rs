@@ -17,3 +17,4 @@ pub mod out;
 pub mod report;
 pub mod result;
 pub mod search;
+pub mod swarm;

@@ -86,6 +86,30 @@ enum Cmd {
         #[arg(long, default_value_t = 100.0)]
         trial_ms: f64,
     },
+    /// Run random valid scenarios, each twice, checking that every one
+    /// finishes, conserves packets, closes its CPU accounting and replays
+    /// byte for byte; a failing case is written out as a scenario file.
+    Swarm {
+        /// How many cases.
+        #[arg(long, default_value_t = 1000)]
+        runs: u64,
+        /// The first case's seed (case i uses SEED + i; `--runs 1 --seed S`
+        /// runs case S alone).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Cases run in parallel (default: one per core).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// A case taking longer than this many seconds is reported as a hang.
+        #[arg(long, default_value_t = 120.0)]
+        timeout: f64,
+        /// Where failing cases are written.
+        #[arg(long, default_value = "swarm-failures")]
+        out: PathBuf,
+        /// Also write every case's scenario file (with `--runs 1`, to look at one).
+        #[arg(long)]
+        keep: bool,
+    },
     /// List the machine profiles and what each cost was calibrated from.
     Profiles,
     /// The lab of network namespaces (root).
@@ -296,6 +320,14 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             });
             cmd::sweep::run(&scenario, &vary, y, &sets, &out, jobs, search)
         }
+        Cmd::Swarm {
+            runs,
+            seed,
+            jobs,
+            timeout,
+            out,
+            keep,
+        } => cmd::swarm::run(runs, seed, jobs, timeout, &out, keep),
         Cmd::Profiles => cmd::profiles::run(),
         Cmd::Lab { cmd } => done(cmd::real::lab_cmd(cmd)),
         Cmd::Gen(a) => done(cmd::real::gen(a)),

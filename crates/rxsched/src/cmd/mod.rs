@@ -6,6 +6,7 @@ pub mod profiles;
 pub mod real;
 pub mod reproduce;
 pub mod sim;
+pub mod swarm;
 pub mod sweep;
 
 use indicatif::{ProgressBar, ProgressStyle};
