@@ -13,6 +13,7 @@ pub mod error;
 pub mod experiment;
 pub mod experiments;
 pub mod figure;
+pub mod flags;
 pub mod out;
 pub mod report;
 pub mod result;

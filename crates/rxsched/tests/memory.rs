@@ -5,6 +5,8 @@ use std::process::Command;
 
 /// Runs `rxsched sim` on `scenario` for `duration_ms` and returns the
 /// child's peak resident set, in KiB.
+// The child is reaped by wait4, which std does not know about.
+#[allow(clippy::zombie_processes)]
 fn peak_rss_kib(scenario: &std::path::Path, duration_ms: u64) -> i64 {
     let child = Command::new(env!("CARGO_BIN_EXE_rxsched"))
         .args(["sim", scenario.to_str().expect("utf-8 path")])

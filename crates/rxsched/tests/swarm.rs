@@ -38,7 +38,11 @@ fn a_swarm_of_random_valid_scenarios_passes_and_covers_every_kind() {
         s.runs
     );
     let _ = std::fs::remove_dir_all(&out);
-    for (group, kinds) in [("kernel", KERNELS), ("process", PROCESSES), ("traffic", TRAFFIC)] {
+    for (group, kinds) in [
+        ("kernel", KERNELS),
+        ("process", PROCESSES),
+        ("traffic", TRAFFIC),
+    ] {
         for k in kinds {
             let key = format!("{group}:{k}");
             assert!(
