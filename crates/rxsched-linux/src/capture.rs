@@ -93,6 +93,9 @@ pub struct CaptureReport {
     pub mode_switches: u64,
     /// CPU time of the polling thread, in seconds.
     pub cpu_s: f64,
+    /// Why the capture ended early, if it did (the interface disappeared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// Writer counter: frames written.
@@ -197,6 +200,13 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         Ok(self)
     }
 
+    /// Watches the interface's link: reported when it goes down or comes
+    /// back, and the capture ends (with its file complete) if it disappears.
+    pub fn with_links(mut self, links: crate::links::LinkWatch) -> Self {
+        self.poll = self.poll.with_links(links);
+        self
+    }
+
     /// Frames written so far.
     pub fn written(&self) -> u64 {
         self.poll.stage.queue.counter(WRITTEN)
@@ -291,6 +301,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             inhibits,
             mode_switches: p.lp.mode_switches(),
             cpu_s,
+            fault: p.fault().map(str::to_string),
         })
     }
 }
@@ -395,13 +406,15 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
     }
     let cfg = &cfg;
     let wait = crate::backend::packet::EpollWait::new()?;
+    let links =
+        crate::links::LinkWatch::new("capture", std::slice::from_ref(&cfg.iface), sys::mono_ns())?;
     match cfg.backend {
         Backend::Packet => {
             let rx = crate::backend::packet::PacketRing::open(
                 &cfg.iface,
                 crate::backend::packet::RingConfig::default(),
             )?;
-            let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?;
+            let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?.with_links(links);
             sys::set_fifo(crate::router::KTHREAD_PRIO)?;
             cap.run(cfg)
         }
@@ -412,8 +425,9 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
                 std::slice::from_ref(&cfg.iface),
                 crate::napi::Sched::Fifo(crate::router::NAPI_PRIO),
             )?;
-            let cap =
-                Capture::new(rx, out, cfg, sys::MonoClock, wait)?.with_gate(Box::new(gate))?;
+            let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?
+                .with_gate(Box::new(gate))?
+                .with_links(links);
             sys::set_fifo(crate::router::POLL_PRIO)?;
             cap.run(cfg)
         }

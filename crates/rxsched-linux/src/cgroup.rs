@@ -101,3 +101,22 @@ pub fn remove(name: &str) {
     }
     let _ = std::fs::remove_dir(dir);
 }
+
+/// The prefix of the groups rxsched makes (`rxsched-forward`, ...).
+pub const PREFIX: &str = "rxsched-";
+
+/// Removes every group rxsched made (see [`PREFIX`]), moving anything left
+/// in them back to the root group.
+pub fn remove_ours() {
+    let Ok((probe, _)) = group("x") else { return };
+    let Some(root) = probe.parent() else { return };
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with(PREFIX) && e.path().is_dir() {
+            remove(&name);
+        }
+    }
+}

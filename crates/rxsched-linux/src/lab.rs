@@ -212,9 +212,50 @@ impl Lab {
             .collect()
     }
 
-    /// Whether the whole lab is up.
+    /// Whether the whole lab is up: every namespace, link and address.
     pub fn is_up(&self) -> bool {
-        self.existing().len() == Role::ALL.len()
+        self.existing().len() == Role::ALL.len() && self.problems().is_empty()
+    }
+
+    /// What is missing from a lab that is partly there (a `lab up` that was
+    /// interrupted, a link deleted by hand); empty when it is whole, and
+    /// when it is all gone.
+    pub fn problems(&self) -> Vec<String> {
+        let ex = self.existing();
+        if ex.is_empty() {
+            return Vec::new();
+        }
+        let mut p = Vec::new();
+        for r in Role::ALL {
+            if !ex.contains(&self.ns(r)) {
+                p.push(format!("namespace {} is missing", self.ns(r)));
+            }
+        }
+        for e in [G0, D0, D1, S0] {
+            let ns = self.ns(e.role);
+            if !ex.contains(&ns) {
+                continue;
+            }
+            let path = format!("/sys/class/net/{}/operstate", e.iface);
+            match self.exec(e.role, "cat", &[&path]) {
+                Err(_) => {
+                    p.push(format!("{} is missing in {ns}", e.iface));
+                    continue;
+                }
+                Ok(st) if st.trim() != "up" => {
+                    p.push(format!("{} in {ns} is {}", e.iface, st.trim()))
+                }
+                Ok(_) => {}
+            }
+            let ip = std::net::Ipv4Addr::from(e.ip).to_string();
+            let addrs = self
+                .exec(e.role, "ip", &["-br", "addr", "show", "dev", e.iface])
+                .unwrap_or_default();
+            if !addrs.contains(&format!("{ip}/")) {
+                p.push(format!("{} in {ns} lacks its address {ip}", e.iface));
+            }
+        }
+        p
     }
 
     fn write_sysfs(&self, r: Role, path: &str, value: &str) -> Result<(), LabError> {
@@ -456,10 +497,21 @@ impl Lab {
         if !crate::sys::is_root() {
             return Err(LabError::NotRoot);
         }
-        for ns in self.existing() {
-            // Deleting a namespace deletes its veth ends with it.
+        let ex = self.existing();
+        // The links go first: a process still running in a namespace keeps
+        // it (and its devices) alive after `ip netns del`, and a router there
+        // stops only when its devices vanish. Deleting one end of a veth
+        // pair deletes both.
+        for e in [G0, D1] {
+            if ex.contains(&self.ns(e.role)) {
+                let _ = self.exec(e.role, "ip", &["link", "del", e.iface]);
+            }
+        }
+        for ns in ex {
             run("ip", &["netns", "del", &ns])?;
         }
+        // The benchmarks' CPU groups.
+        crate::cgroup::remove_ours();
         let state = self.state_file();
         if let Ok(saved) = std::fs::read_to_string(&state) {
             for line in saved.lines() {
@@ -478,6 +530,15 @@ impl Lab {
         let ex = self.existing();
         if ex.is_empty() {
             s += &format!("lab: down (no {}-* namespaces)\n", self.prefix);
+        }
+        let problems = self.problems();
+        if !problems.is_empty() {
+            s += "lab: INCOMPLETE (run `rxsched lab down`, then `rxsched lab up`):\n";
+            for p in &problems {
+                s += &format!("  - {p}\n");
+            }
+        } else if !ex.is_empty() {
+            s += "lab: up\n";
         }
         for r in Role::ALL {
             let ns = self.ns(r);

@@ -9,6 +9,7 @@ pub mod bpf;
 pub mod capture;
 pub mod cgroup;
 pub mod lab;
+pub mod links;
 pub mod napi;
 pub mod router;
 pub mod rules;

@@ -6,6 +6,7 @@
 //! consumer kicks the thread awake when it has drained it.
 
 use crate::backend::{RxBackend, Wait};
+use crate::links::LinkWatch;
 use crate::router::polling::{At, Gate, InputCtl};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
@@ -46,6 +47,8 @@ pub struct RxPoller<R, C, W, S> {
     pub stage: S,
     /// Frames taken off the device.
     pub taken: u64,
+    links: Option<LinkWatch>,
+    fault: Option<String>,
 }
 
 impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
@@ -74,7 +77,21 @@ impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
             input,
             stage,
             taken: 0,
+            links: None,
+            fault: None,
         })
+    }
+
+    /// Watches the device's link (see [`LinkWatch`]): changes are
+    /// reported, and the run ends if the device disappears.
+    pub fn with_links(mut self, links: LinkWatch) -> Self {
+        self.links = Some(links);
+        self
+    }
+
+    /// Why the run ended early (the device disappeared), if it did.
+    pub fn fault(&self) -> Option<&str> {
+        self.fault.as_deref()
     }
 
     /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
@@ -149,6 +166,12 @@ impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
         self.input.follow(&mut self.lp, now)?;
         let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
+        let errors = self.wait.take_errors();
+        if let Some(l) = &mut self.links {
+            if let Some(f) = l.errors(errors, now)? {
+                self.fault = Some(f);
+            }
+        }
         for i in woken {
             if i == 0 {
                 let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
@@ -185,10 +208,16 @@ impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
         let mut turns = 0u32;
         loop {
             turns = turns.wrapping_add(1);
-            let slept = self.turn(end.min(next_stats))?;
+            let next_look = self.links.as_ref().map_or(u64::MAX, LinkWatch::next);
+            let slept = self.turn(end.min(next_stats).min(next_look))?;
             if slept || turns.is_multiple_of(64) {
                 let now = self.clock.now();
-                if now >= end || sys::signals::stopping() || done(self) {
+                if let Some(l) = self.links.as_mut().filter(|l| l.due(now)) {
+                    if let Some(f) = l.check(now)? {
+                        self.fault = Some(f);
+                    }
+                }
+                if now >= end || sys::signals::stopping() || done(self) || self.fault.is_some() {
                     break;
                 }
                 if now >= next_stats || sys::signals::take_usr1() {

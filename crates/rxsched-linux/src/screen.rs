@@ -146,7 +146,12 @@ fn send_all<T: TxBackend>(tx: &mut T, frames: &[&[u8]]) -> SysResult<usize> {
     let mut sent = 0;
     let mut tries = 0;
     while sent < frames.len() {
-        let k = tx.send(&frames[sent..])?;
+        let k = match tx.send(&frames[sent..]) {
+            Ok(k) => k,
+            // The output port is down or gone: the rest are dropped.
+            Err(e) if sys::is_link_error(&e.source) => break,
+            Err(e) => return Err(e),
+        };
         sent += k;
         if k == 0 {
             tries += 1;

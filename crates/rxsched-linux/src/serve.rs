@@ -113,6 +113,9 @@ pub struct ServeReport {
     pub consumers: Vec<ConsumerReport>,
     /// The polling thread's CPU time, in seconds.
     pub cpu_s: f64,
+    /// Why the server stopped early, if it did (the interface disappeared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// The early demultiplexer: UDP destination port to the consumer's UIQ.
@@ -289,6 +292,12 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
         Ok(self)
     }
 
+    /// Watches the interface's link (see [`crate::links::LinkWatch`]).
+    pub fn with_links(mut self, links: crate::links::LinkWatch) -> Self {
+        self.poll = self.poll.with_links(links);
+        self
+    }
+
     /// Carries out one unit of work, or sleeps once. Returns true if it slept.
     pub fn turn(&mut self, deadline: rxsched_core::Nanos) -> SysResult<bool> {
         self.poll.turn(deadline)
@@ -373,6 +382,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
             drops,
             consumers,
             cpu_s,
+            fault: p.fault().map(str::to_string),
         })
     }
 }
@@ -403,6 +413,8 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     let pids: Vec<u32> = procs.iter().map(|p| p.pid()).collect();
     let queues: Vec<Arc<StageQueue>> = demux.queues().to_vec();
     let wait = crate::backend::packet::EpollWait::new()?;
+    let links =
+        crate::links::LinkWatch::new("serve", std::slice::from_ref(&cfg.iface), sys::mono_ns())?;
     let stop = |procs: Vec<StageProcess>| -> Vec<Option<i32>> {
         procs
             .into_iter()
@@ -416,7 +428,7 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
                 &cfg.iface,
                 crate::backend::packet::RingConfig::default(),
             )?;
-            let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?;
+            let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?.with_links(links);
             sys::set_fifo(crate::router::KTHREAD_PRIO)?;
             let (d, c) = srv.run(cfg)?;
             let exits = stop(procs);
@@ -429,8 +441,9 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
                 std::slice::from_ref(&cfg.iface),
                 crate::napi::Sched::Fifo(crate::router::NAPI_PRIO),
             )?;
-            let mut srv =
-                Server::new(rx, demux, cfg, sys::MonoClock, wait)?.with_gate(Box::new(gate))?;
+            let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?
+                .with_gate(Box::new(gate))?
+                .with_links(links);
             sys::set_fifo(crate::router::POLL_PRIO)?;
             let (d, c) = srv.run(cfg)?;
             let exits = stop(procs);

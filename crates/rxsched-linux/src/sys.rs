@@ -55,6 +55,88 @@ pub fn ifindex(name: &str) -> SysResult<i32> {
     Ok(i as i32)
 }
 
+/// An interface's state, as the router watches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkState {
+    /// Its index (a device deleted and made again gets a new one).
+    pub index: i32,
+    /// Administratively up with its carrier on (`IFF_UP` and `IFF_RUNNING`).
+    pub up: bool,
+}
+
+/// The state of interface `name` in the current network namespace, or
+/// `None` if there is no such interface (any more).
+pub fn link_state(name: &str) -> SysResult<Option<LinkState>> {
+    let index = match ifindex(name) {
+        Ok(i) => i,
+        Err(e) if e.source.raw_os_error() == Some(libc::ENODEV) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: plain socket creation; the result is checked.
+    let fd = check(
+        unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) },
+        name,
+        "socket(AF_INET)",
+    )?;
+    // SAFETY: fd was just returned by socket and is owned here alone.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero ifreq is valid; the name is copied in bounded.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req
+        .ifr_name
+        .iter_mut()
+        .zip(name.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name and writes ifru_flags of `req`.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENODEV) {
+            return Ok(None);
+        }
+        return Err(SysError {
+            what: name.into(),
+            syscall: "ioctl(SIOCGIFFLAGS)",
+            source: e,
+        });
+    }
+    // SAFETY: SIOCGIFFLAGS filled in the flags member of the union.
+    let flags = i32::from(unsafe { req.ifr_ifru.ifru_flags });
+    let want = libc::IFF_UP | libc::IFF_RUNNING;
+    Ok(Some(LinkState {
+        index,
+        up: flags & want == want,
+    }))
+}
+
+/// Whether an error says the device is down or gone (sending to it or
+/// reading from it cannot succeed until it is back).
+pub fn is_link_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV)
+    )
+}
+
+/// Takes (and so clears) the pending error of socket `fd` (`SO_ERROR`).
+pub fn take_socket_error(fd: RawFd) -> Option<io::Error> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: err and len are live locals of the sizes getsockopt expects.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && err != 0).then(|| io::Error::from_raw_os_error(err))
+}
+
 /// The hardware address of interface `name`.
 pub fn mac_of(name: &str) -> SysResult<crate::wire::Mac> {
     let path = format!("/sys/class/net/{name}/address");
@@ -354,6 +436,10 @@ pub struct Epoll {
     fd: OwnedFd,
     fds: Vec<RawFd>,
     armed: Vec<bool>,
+    /// Members whose descriptor reported an error or hang-up, with it.
+    errors: Vec<(usize, io::Error)>,
+    /// Members taken out of the set after a hang-up.
+    gone: Vec<bool>,
 }
 
 impl Epoll {
@@ -365,6 +451,8 @@ impl Epoll {
             fd,
             fds: Vec::new(),
             armed: Vec::new(),
+            errors: Vec::new(),
+            gone: Vec::new(),
         })
     }
 
@@ -379,6 +467,7 @@ impl Epoll {
         let token = self.fds.len();
         self.fds.push(fd);
         self.armed.push(false);
+        self.gone.push(false);
         epoll::add(
             &self.fd,
             self.member(token),
@@ -391,7 +480,7 @@ impl Epoll {
 
     /// Arms or disarms member `token` (level-triggered readability).
     pub fn arm(&mut self, token: usize, on: bool) -> SysResult<()> {
-        if self.armed[token] != on {
+        if self.armed[token] != on && !self.gone[token] {
             let flags = if on {
                 epoll::EventFlags::IN
             } else {
@@ -411,17 +500,49 @@ impl Epoll {
 
     /// Blocks in `epoll_wait` for at most `timeout_ns`; returns the members
     /// that are ready. EINTR counts as a timeout.
-    pub fn wait(&self, timeout_ns: u64) -> SysResult<Vec<usize>> {
+    ///
+    /// epoll reports an error or hang-up on a member whether it is armed or
+    /// not, and goes on reporting it while it stands, so a socket whose
+    /// device went down would wake the thread again and again. A member's
+    /// pending error is therefore taken (which clears it) and kept for
+    /// [`Epoll::take_errors`]; a member that hangs up is taken out of the
+    /// set. Neither counts as ready unless it is armed and has input too.
+    pub fn wait(&mut self, timeout_ns: u64) -> SysResult<Vec<usize>> {
         let mut evs: Vec<epoll::Event> = Vec::with_capacity(8);
         let t = rustix::time::Timespec {
             tv_sec: (timeout_ns / 1_000_000_000) as i64,
             tv_nsec: (timeout_ns % 1_000_000_000) as i64,
         };
         match epoll::wait(&self.fd, rustix::buffer::spare_capacity(&mut evs), Some(&t)) {
-            Ok(_) => Ok(evs.iter().map(|e| e.data.u64() as usize).collect()),
-            Err(Errno::INTR) => Ok(Vec::new()),
-            Err(e) => Err(os("epoll".into(), "epoll_wait", e)),
+            Ok(_) => {}
+            Err(Errno::INTR) => return Ok(Vec::new()),
+            Err(e) => return Err(os("epoll".into(), "epoll_wait", e)),
         }
+        let mut ready = Vec::with_capacity(evs.len());
+        for e in &evs {
+            let token = e.data.u64() as usize;
+            let fl = e.flags;
+            if fl.contains(epoll::EventFlags::ERR) {
+                let err = take_socket_error(self.fds[token])
+                    .unwrap_or_else(|| io::Error::other("error reported on the descriptor"));
+                self.errors.push((token, err));
+            }
+            if fl.contains(epoll::EventFlags::HUP) && !self.gone[token] {
+                let _ = epoll::delete(&self.fd, self.member(token));
+                self.gone[token] = true;
+                self.errors
+                    .push((token, io::Error::other("the descriptor hung up")));
+            }
+            if self.armed[token] && fl.contains(epoll::EventFlags::IN) {
+                ready.push(token);
+            }
+        }
+        Ok(ready)
+    }
+
+    /// The errors members reported since the last call (see [`Epoll::wait`]).
+    pub fn take_errors(&mut self) -> Vec<(usize, io::Error)> {
+        std::mem::take(&mut self.errors)
     }
 }
 

@@ -65,6 +65,11 @@ pub trait Wait {
         ready: &dyn Fn(usize) -> bool,
         timeout_ns: u64,
     ) -> SysResult<Vec<usize>>;
+    /// Errors the ports' descriptors reported while waiting, by port,
+    /// since the last call (a device that went down, a socket hung up).
+    fn take_errors(&mut self) -> Vec<(usize, std::io::Error)> {
+        Vec::new()
+    }
 }
 
 impl<B: RxBackend + ?Sized> RxBackend for Box<B> {

@@ -399,4 +399,8 @@ impl Wait for EpollWait {
         }
         self.epoll.wait(timeout_ns)
     }
+
+    fn take_errors(&mut self) -> Vec<(usize, io::Error)> {
+        self.epoll.take_errors()
+    }
 }

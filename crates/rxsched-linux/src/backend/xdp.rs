@@ -344,6 +344,8 @@ struct Xsk {
     back: Vec<u64>,
     /// Counters when opened: the device's `rx_dropped` and the socket's drops.
     base: (u64, u64),
+    /// The same counters when last read: what is known once the device is gone.
+    last: (u64, u64),
     // Dropped in this order: the socket closes, then the program is
     // detached, then the memory is unmapped.
     fd: OwnedFd,
@@ -385,11 +387,13 @@ impl Xsk {
                 .collect(),
             back: Vec::with_capacity(cfg.rx_ring as usize),
             base: (0, 0),
+            last: (0, 0),
             fd,
             _prog: prog,
             umem,
         };
         x.base = (x.device_dropped()?, x.socket_dropped()?);
+        x.last = x.base;
         x._prog.attach("xdp_to_xsk", iface)?;
         Ok(x)
     }
@@ -535,7 +539,12 @@ impl XskRx {
     /// ring (or fill ring) was full, since opening.
     pub fn socket_drops(&self) -> SysResult<u64> {
         let x = self.0.borrow();
-        Ok(x.socket_dropped()?.saturating_sub(x.base.1))
+        let now = match x.socket_dropped() {
+            Ok(n) => n,
+            Err(_) if crate::sys::link_state(&x.iface)?.is_none() => x.last.1,
+            Err(e) => return Err(e),
+        };
+        Ok(now.saturating_sub(x.base.1))
     }
 }
 
@@ -553,9 +562,19 @@ impl RxBackend for XskRx {
     }
 
     fn ring_drops(&mut self) -> SysResult<u64> {
-        let x = self.0.borrow();
-        let dev = x.device_dropped()?.saturating_sub(x.base.0);
-        let sock = x.socket_dropped()?.saturating_sub(x.base.1);
+        let mut x = self.0.borrow_mut();
+        match x
+            .device_dropped()
+            .and_then(|d| Ok((d, x.socket_dropped()?)))
+        {
+            Ok(now) => x.last = now,
+            // A device that has disappeared took its counters along: the
+            // last reading is what is known.
+            Err(_) if crate::sys::link_state(&x.iface)?.is_none() => {}
+            Err(e) => return Err(e),
+        }
+        let dev = x.last.0.saturating_sub(x.base.0);
+        let sock = x.last.1.saturating_sub(x.base.1);
         Ok(dev.saturating_sub(sock))
     }
 

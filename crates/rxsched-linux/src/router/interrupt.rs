@@ -13,6 +13,7 @@ use super::{
     ScreenEnd, Stats,
 };
 use crate::backend::{RxBackend, TxBackend, Wait};
+use crate::links::LinkWatch;
 use crate::sys::{self, SysResult};
 use crate::wire::Mac;
 use std::collections::VecDeque;
@@ -205,6 +206,7 @@ pub fn run<R, T, W>(
     screen: Option<ScreenEnd>,
     prio: i32,
     mut wait: W,
+    mut links: Option<LinkWatch>,
 ) -> SysResult<RouterReport>
 where
     R: RxBackend + Send + 'static,
@@ -233,6 +235,8 @@ where
                 while !stop.load(Relaxed) {
                     let rx = &rxs.rx;
                     wait.wait(&armed, &|i| rx[i].pending(), 50_000_000)?;
+                    // The supervising loop watches the links themselves.
+                    let _ = wait.take_errors();
                     rxs.turn();
                 }
                 Ok((rxs, sys::thread_cpu_ns() - cpu0))
@@ -257,13 +261,19 @@ where
     };
     let end = t0 + (cfg.duration_s * 1e9) as u64;
     let mut stats = Stats::new(cfg.stats_every_s, t0);
+    let mut fault = None;
     while sys::mono_ns() < end
         && !sys::signals::stopping()
         && !rx_thread.is_finished()
         && !fw_thread.is_finished()
+        && fault.is_none()
     {
         std::thread::sleep(Duration::from_millis(20));
-        stats.tick(Mode::Interrupt, &c, screen.as_ref(), "", sys::mono_ns());
+        let now = sys::mono_ns();
+        stats.tick(Mode::Interrupt, &c, screen.as_ref(), "", now);
+        if let Some(l) = links.as_mut().filter(|l| l.due(now)) {
+            fault = l.check(now)?;
+        }
     }
     stop.store(true, Relaxed);
     let (mut rxs, rx_cpu) = rx_thread.join().expect("receive thread")?;
@@ -273,5 +283,6 @@ where
     let mut r = RouterReport::new(Mode::Interrupt, &c, rxs.ring_drops()?, in_flight);
     r.duration_s = (sys::mono_ns() - t0) as f64 / 1e9;
     r.cpu_s = (rx_cpu + fw_cpu) as f64 / 1e9;
+    r.fault = fault;
     Ok(r)
 }

@@ -11,6 +11,7 @@ pub mod two_level;
 
 use crate::backend::packet::{EpollWait, PacketRing, PacketTx, RingConfig};
 use crate::backend::{RxBackend, TxBackend};
+use crate::links::LinkWatch;
 use crate::rules::Rules;
 use crate::screen::{ScreenConfig, ScreenCounts, Screend};
 use crate::stage::StageQueue;
@@ -245,6 +246,8 @@ pub struct Counters {
     pub output_queue: AtomicU64,
     /// Dropped because the screening queue was full.
     pub screen_queue: AtomicU64,
+    /// Dropped because their output port was down or gone.
+    pub port_down: AtomicU64,
     /// Refused frames by reason, indexed like [`REASONS`].
     pub refused: [AtomicU64; 6],
     /// Polling: callbacks run, and the most frames one handled.
@@ -279,6 +282,7 @@ impl Counters {
         self.ipintrq.load(Relaxed)
             + self.output_queue.load(Relaxed)
             + self.screen_queue.load(Relaxed)
+            + self.port_down.load(Relaxed)
             + self.refused_total()
     }
 }
@@ -314,6 +318,9 @@ pub struct RouterReport {
     /// With `--screen`: what the screening process did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenReport>,
+    /// Why the run ended early, if it did (a port disappeared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// The two-level switch's part of a router's report.
@@ -352,6 +359,9 @@ impl RouterReport {
         if c.screen_queue.load(Relaxed) > 0 {
             drops.insert("screen_queue".to_string(), c.screen_queue.load(Relaxed));
         }
+        if c.port_down.load(Relaxed) > 0 {
+            drops.insert("port_down".to_string(), c.port_down.load(Relaxed));
+        }
         for (i, n) in REASONS.iter().enumerate() {
             drops.insert(n.to_string(), c.refused[i].load(Relaxed));
         }
@@ -368,6 +378,7 @@ impl RouterReport {
             wake_cost_ns: None,
             two_level: None,
             screen: None,
+            fault: None,
         }
     }
 
@@ -475,7 +486,18 @@ impl OutQueue {
                 .take(n)
                 .map(|v| v.as_slice())
                 .collect();
-            let k = tx.send(&frames)?;
+            let k = match tx.send(&frames) {
+                Ok(k) => k,
+                // The port is down or gone: what waits for it is lost
+                // there (the link watch reports the port).
+                Err(e) if sys::is_link_error(&e.source) => {
+                    let lost = self.frames.len();
+                    self.spare.extend(self.frames.drain(..));
+                    c.port_down.fetch_add(lost as u64, Relaxed);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             for _ in 0..k {
                 if let Some(f) = self.frames.pop_front() {
                     self.spare.push(f);
@@ -668,6 +690,7 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
             let ports = open_ports(cfg)?;
             polling::PollingRouter::new(ports, cfg, sys::MonoClock, EpollWait::new()?)?
                 .with_screen(end)?
+                .with_links(LinkWatch::new("route", &cfg.ports, sys::mono_ns())?)
                 .run(cfg)
         }
         (Backend::Packet, Mode::TwoLevel) => Err(SysError {
@@ -679,7 +702,9 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
             ),
         }),
         (Backend::Packet, Mode::Interrupt) => {
-            interrupt::run(open_ports(cfg)?, cfg, end, DEVICE_PRIO, EpollWait::new()?)
+            let links = LinkWatch::new("route", &cfg.ports, sys::mono_ns())?;
+            let ports = open_ports(cfg)?;
+            interrupt::run(ports, cfg, end, DEVICE_PRIO, EpollWait::new()?, Some(links))
         }
         (Backend::Xdp, mode) => run_xdp(cfg, mode, end),
     };
@@ -748,7 +773,8 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResu
     }
     let router = polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
         .with_gate(Box::new(gate))?
-        .with_screen(screen)?;
+        .with_screen(screen)?
+        .with_links(LinkWatch::new("route", &c.ports, sys::mono_ns())?);
     if mode != Mode::TwoLevel {
         return { router }.run(&c);
     }
@@ -763,13 +789,21 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResu
             syscall: "join",
             source: std::io::Error::other("the monitor thread panicked"),
         })
-    })?;
-    let mut r = r?;
-    r.two_level = Some(TwoLevelReport {
-        switches: out.switches,
-        polling_s: out.polling_ns as f64 / 1e9,
-        service: out.service,
     });
+    let mut r = r?;
+    match out {
+        Ok(out) => {
+            r.two_level = Some(TwoLevelReport {
+                switches: out.switches,
+                polling_s: out.polling_ns as f64 / 1e9,
+                service: out.service,
+            })
+        }
+        // A device that disappeared took its receive threads, which the
+        // monitor was reading, along: the fault is the report's.
+        Err(_) if r.fault.is_some() => {}
+        Err(e) => return Err(e),
+    }
     Ok(r)
 }
 

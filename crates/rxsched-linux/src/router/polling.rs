@@ -9,6 +9,7 @@ use super::{
     RouterReport, ScreenEnd, Stats,
 };
 use crate::backend::{RxBackend, TxBackend, Wait};
+use crate::links::LinkWatch;
 use crate::sys::{self, SysResult};
 use crate::wire::Mac;
 use rxsched_core::{
@@ -228,6 +229,10 @@ pub struct PollingRouter<R, T, C, W> {
     screen: Option<ScreenEnd>,
     /// Two-level: what the switch's monitor reads from this loop.
     polls: Option<std::sync::Arc<super::two_level::Polls>>,
+    /// On real interfaces: their links, watched.
+    links: Option<LinkWatch>,
+    /// Why the run must end early (a port disappeared).
+    fault: Option<String>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -275,7 +280,16 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             mode: cfg.mode,
             screen: None,
             polls: None,
+            links: None,
+            fault: None,
         })
+    }
+
+    /// Watches the ports' links (see [`LinkWatch`]): changes are reported,
+    /// and the run ends with its report if a port disappears.
+    pub fn with_links(mut self, links: LinkWatch) -> Self {
+        self.links = Some(links);
+        self
     }
 
     /// Tells the two-level switch's monitor, through `polls`, whether
@@ -469,6 +483,12 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         self.input.follow(&mut self.lp, now)?;
         let woken = self.wait.wait(&armed, &ready, timeout)?;
         let now = self.clock.now();
+        let errors = self.wait.take_errors();
+        if let Some(l) = &mut self.links {
+            if let Some(f) = l.errors(errors, now)? {
+                self.fault = Some(f);
+            }
+        }
         if let Some(p) = &self.polls {
             p.wakeups.fetch_add(1, Relaxed);
             let q: u64 = self.ports.iter().map(|p| p.rx.queued()).sum();
@@ -503,10 +523,16 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         let mut turns = 0u32;
         loop {
             turns = turns.wrapping_add(1);
-            let slept = self.turn(end.min(stats.due()))?;
+            let next_look = self.links.as_ref().map_or(u64::MAX, LinkWatch::next);
+            let slept = self.turn(end.min(stats.due()).min(next_look))?;
             if slept || turns.is_multiple_of(64) {
                 let now = self.clock.now();
-                if now >= end || sys::signals::stopping() {
+                if let Some(l) = self.links.as_mut().filter(|l| l.due(now)) {
+                    if let Some(f) = l.check(now)? {
+                        self.fault = Some(f);
+                    }
+                }
+                if now >= end || sys::signals::stopping() || self.fault.is_some() {
                     break;
                 }
                 let extra = self.live_extra();
@@ -562,6 +588,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         }
         r.mode_switches = self.lp.mode_switches();
         r.wake_cost_ns = self.input.wake_cost();
+        r.fault = self.fault.clone();
         Ok(r)
     }
 }

@@ -586,7 +586,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         exe: std::env::current_exe()
             .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     };
-    json(&rxsched_linux::serve::run(&cfg)?)
+    let r = rxsched_linux::serve::run(&cfg)?;
+    json(&r)?;
+    faulted(r.fault)
 }
 
 /// `rxsched onoff`
@@ -642,7 +644,17 @@ pub fn screend(a: ScreendArgs) -> Result<()> {
 pub fn route(a: RouteArgs) -> Result<()> {
     let cfg = router_config(&a)?;
     interfaces_exist("ports", &cfg.ports)?;
-    json(&rxsched_linux::router::run(&cfg)?)
+    let r = rxsched_linux::router::run(&cfg)?;
+    json(&r)?;
+    faulted(r.fault)
+}
+
+/// After the report: a run that ended early on a fault fails (exit 1).
+fn faulted(fault: Option<String>) -> Result<()> {
+    match fault {
+        Some(f) => Err(Error::Run(f)),
+        None => Ok(()),
+    }
 }
 
 /// `rxsched capture`
@@ -768,7 +780,9 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
 pub fn capture(a: CaptureArgs) -> Result<()> {
     let cfg = capture_config(&a)?;
     interfaces_exist("interface", std::slice::from_ref(&cfg.iface))?;
-    json(&rxsched_linux::capture::run(&cfg)?)
+    let r = rxsched_linux::capture::run(&cfg)?;
+    json(&r)?;
+    faulted(r.fault)
 }
 
 /// `rxsched xdp-fwd`
