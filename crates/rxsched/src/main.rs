@@ -245,6 +245,19 @@ enum RealBench {
         #[arg(long, default_value = "results")]
         out: PathBuf,
     },
+    /// The polling router flooded at the generator's top rate for minutes:
+    /// no crash, flat memory, every frame accounted for, the lab clean after.
+    Soak {
+        /// How long, in minutes (default 10).
+        #[arg(long)]
+        minutes: Option<f64>,
+        /// Half a minute, unless --minutes says otherwise.
+        #[arg(long)]
+        quick: bool,
+        /// Where results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
+    },
     /// Load stepping up and down through route --mode two-level, against interrupt and polling.
     TwoLevel {
         /// Fewer points and shorter trials.
@@ -386,6 +399,17 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     which: RealBench::TwoLevel { quick, out },
                 },
         } => cmd::bench::real(quick, &out, rxsched::bench::two_level),
+        Cmd::Bench {
+            what:
+                BenchWhat::Real {
+                    which:
+                        RealBench::Soak {
+                            minutes,
+                            quick,
+                            out,
+                        },
+                },
+        } => cmd::bench::real_for(quick, minutes, &out, rxsched::bench::soak),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

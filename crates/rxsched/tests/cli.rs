@@ -434,3 +434,116 @@ fn real_commands_name_the_bad_flag_or_interface() {
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// The rest of what a hostile user found: each refused naming its flag or
+/// key with exit 2, or run to the end, never a hang, panic or silent zero.
+#[test]
+fn sweeps_linux_hosts_pipes_and_syntax_errors_are_handled() {
+    let good = scenario("sweep-good.toml", GOOD);
+    let g = good.to_str().unwrap();
+    let out = std::env::temp_dir().join(format!("rxsched-cli-out-{}", std::process::id()));
+    let o = out.to_str().unwrap();
+    let many = format!(
+        "traffic.rate_pps={}",
+        (1..=20_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    for (args, want) in [
+        (
+            vec![
+                "--vary",
+                "traffic.rate_pps=1000,2000",
+                "--y",
+                "no.such.metric",
+            ],
+            "--y",
+        ),
+        (vec!["--vary", "traffic.rate_pps=1:nan:1"], "--vary"),
+        (vec!["--vary", many.as_str()], "--vary"),
+        (vec!["--vary", "rate=1,2"], "--vary: key `rate`"),
+        (
+            vec!["--vary", "traffic.rate_pps=-5,1"],
+            "--vary: key `traffic.rate_pps`",
+        ),
+        (
+            vec![
+                "--vary",
+                "traffic.rate_pps=1",
+                "--throughput",
+                "--resolution",
+                "1e-17",
+            ],
+            "--resolution",
+        ),
+    ] {
+        let mut a = vec!["sweep", g, "--out", o];
+        a.extend(args);
+        let r = rxsched(&a);
+        assert_eq!(r.status.code(), Some(2), "{a:?}: {}", stderr(&r));
+        assert!(stderr(&r).contains(want), "{a:?}: {}", stderr(&r));
+        assert!(stderr(&r).len() < 1000, "{a:?}: a long value echoed whole");
+    }
+    let r = rxsched(&[
+        "sweep",
+        g,
+        "--vary",
+        "traffic.rate_pps=1",
+        "--out",
+        "/dev/null/x",
+    ]);
+    assert_ne!(r.status.code(), Some(0));
+    assert!(stderr(&r).contains("/dev/null/x"), "{}", stderr(&r));
+
+    // A linux host: a reader is refused by name; compute runs (it hung).
+    let lr = scenario(
+        "linux-reader.toml",
+        "profile = \"mpc8250-linux\"\n[kernel]\nkind = \"linux\"\n[[traffic]]\nrate_pps = 1000\n[[process]]\nkind = \"reader\"\n[run]\nduration_ms = 100\n",
+    );
+    let r = rxsched(&["sim", lr.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(stderr(&r).contains("kernel.kind"), "{}", stderr(&r));
+    let lc = scenario(
+        "linux-compute.toml",
+        "profile = \"mpc8250-linux\"\n[kernel]\nkind = \"linux\"\n[[traffic]]\nrate_pps = 0\n[[process]]\nkind = \"compute\"\n[run]\nduration_ms = 100\n",
+    );
+    let r = rxsched(&["sim", lc.to_str().unwrap(), "--json"]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    let m: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(m["cpu"]["user:compute"].as_f64().unwrap() > 0.5, "{m}");
+
+    // A syntax error names the key on its line.
+    let bad = scenario(
+        "syntax.toml",
+        "profile = \"dec3000-300\"\n[[traffic]]\nrate_pps = = 5\n",
+    );
+    let r = rxsched(&["sim", bad.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        stderr(&r).contains("syntax.toml:3") && stderr(&r).contains("traffic.0.rate_pps"),
+        "{}",
+        stderr(&r)
+    );
+
+    // The generator refuses a frame it cannot send, before sending.
+    let r = rxsched(&["gen", "--size", "2048", "--iface", "nosuch0"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(stderr(&r).contains("--size"), "{}", stderr(&r));
+
+    // A closed pipe: quiet, exit 141 (as if killed by SIGPIPE), no panic.
+    let mut fds = [0; 2];
+    // SAFETY: fds is a live two-element array for pipe(2) to fill.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the read end is ours and closed once; the write end is handed
+    // to the child, which owns it from here.
+    unsafe { libc::close(fds[0]) };
+    let w = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[1]) };
+    let r = Command::new(env!("CARGO_BIN_EXE_rxsched"))
+        .args(["sim", g])
+        .stdout(w)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(141), "{}", stderr(&r));
+    assert!(stderr(&r).is_empty(), "{}", stderr(&r));
+}

@@ -698,3 +698,91 @@ fn bad_input_exits_2_naming_interface_and_call() {
     let (code, e) = run(Role::Gen, &["gen", "--engine", "warp"]);
     assert_eq!(code, Some(2), "{e}");
 }
+
+/// Faults: a port that goes down neither stops nor spins the router (both
+/// backends), `lab status` flags what is missing, and a router whose
+/// devices vanish (`lab down`) ends with its report and exit 1.
+#[test]
+fn the_router_survives_a_port_going_down_and_ends_when_devices_vanish() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("d") else { return };
+    let l = &t.0;
+    let dut = l.ns(Role::Dut);
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(args).output().expect("ip");
+        assert!(o.status.success(), "ip {args:?}");
+    };
+    for backend in ["packet", "xdp"] {
+        let r = spawn(
+            l,
+            Role::Dut,
+            &[
+                "route",
+                "--backend",
+                backend,
+                "--mode",
+                "polling",
+                "--ports",
+                "d0,d1",
+                "--duration",
+                "3",
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(600));
+        ip(&["-n", &dut, "link", "set", "d0", "down"]);
+        std::thread::sleep(Duration::from_millis(1500));
+        ip(&["-n", &dut, "link", "set", "d0", "up"]);
+        let o = r.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{backend}: {err}");
+        let rep: Value = serde_json::from_str(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .last()
+                .unwrap_or(""),
+        )
+        .expect("a report");
+        // Told once each way, and no busy loop: a spinning thread would
+        // have used most of the 1.5 s the port was down.
+        assert_eq!(err.matches("d0 went down").count(), 1, "{backend}: {err}");
+        assert_eq!(err.matches("d0 is up again").count(), 1, "{backend}: {err}");
+        let cpu = rep["cpu_s"].as_f64().unwrap();
+        assert!(
+            cpu < 0.5,
+            "{backend}: the router used {cpu} s of CPU in 3 s"
+        );
+    }
+    // A lab with a link down and its partner is incomplete, and says so.
+    ip(&["-n", &dut, "link", "set", "d1", "down"]);
+    assert!(!l.is_up());
+    let st = l.status();
+    assert!(st.contains("INCOMPLETE") && st.contains("d1 in "), "{st}");
+    ip(&["-n", &dut, "link", "set", "d1", "up"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(l.problems().is_empty(), "{:?}", l.problems());
+    // lab down under a running router: it reports and exits 1.
+    let r = spawn(
+        l,
+        Role::Dut,
+        &["route", "--ports", "d0,d1", "--duration", "20"],
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    let t0 = std::time::Instant::now();
+    l.down().expect("lab down");
+    let o = r.wait_with_output().expect("wait");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the router outlived its devices"
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("has disappeared"), "{err}");
+    let rep: Value = serde_json::from_str(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or(""),
+    )
+    .expect("a report after the fault");
+    assert!(rep["fault"].as_str().is_some(), "{rep}");
+}

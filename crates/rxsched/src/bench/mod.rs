@@ -12,6 +12,7 @@
 
 pub mod capture;
 pub mod screen;
+pub mod soak;
 pub mod srp;
 pub mod trial;
 pub mod two_level;
@@ -21,6 +22,7 @@ use crate::result::{Axis, Meta, Point, ResultFile, Series};
 pub use capture::capture;
 use rxsched_linux::lab::Lab;
 pub use screen::screen;
+pub use soak::soak;
 pub use srp::srp;
 use std::path::PathBuf;
 pub use trial::{BenchError, Forwarder};
@@ -35,6 +37,8 @@ pub struct BenchOpts {
     pub out: PathBuf,
     /// The lab to use.
     pub lab: Lab,
+    /// How long a soak runs, in minutes (default: 10, or 0.5 with `quick`).
+    pub minutes: Option<f64>,
 }
 
 /// A point may lose this share of what arrived and still count as

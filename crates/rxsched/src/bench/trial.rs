@@ -133,7 +133,7 @@ pub fn f(v: &Value, k: &str) -> f64 {
 
 /// Counters of the DUT and the sink link, read together.
 #[derive(Debug, Default, Clone, Copy)]
-struct Counters {
+pub(super) struct Counters {
     /// CPU time of the forwarder's main thread (our router's polling or
     /// forwarding thread), if it is ours.
     router_ns: u64,
@@ -145,7 +145,7 @@ struct Counters {
     napi_ns: u64,
 }
 
-fn counters(lab: &Lab, router: Option<&Child>) -> Result<Counters, BenchError> {
+pub(super) fn counters(lab: &Lab, router: Option<&Child>) -> Result<Counters, BenchError> {
     // `ip netns exec` execs the command: the child's pid is the router's.
     let router_ns = router
         .and_then(|c| rxsched_linux::napi::cpu_ns(c.id() as i32).ok())
@@ -305,13 +305,13 @@ pub fn run_with(
     Ok(Point::of(&m))
 }
 
-fn lab_counter(lab: &Lab, role: Role, iface: &str, name: &str) -> u64 {
+pub(super) fn lab_counter(lab: &Lab, role: Role, iface: &str, name: &str) -> u64 {
     lab.in_netns(role, || rxsched_linux::sys::iface_counter(iface, name))
         .unwrap_or(0)
 }
 
 /// The record of a point from the generator's, sink's and router's reports.
-fn metrics(g: &Value, sk: &Value, rt: Option<&Value>) -> Metrics {
+pub(super) fn metrics(g: &Value, sk: &Value, rt: Option<&Value>) -> Metrics {
     let sent = f(g, "sent") as u64;
     let delivered = (f(sk, "received") as u64).min(sent);
     let dur = f(g, "duration_s").max(1e-9);
@@ -358,7 +358,7 @@ fn metrics(g: &Value, sk: &Value, rt: Option<&Value>) -> Metrics {
 /// Drops the kernel counted, where no router of ours did, and what no
 /// counter claims (so that `arrived = delivered + drops`).
 /// `ours`: a router of ours forwarded, and has split `d0`'s drops itself.
-fn dut_drops(m: &mut Metrics, c0: &Counters, c1: &Counters, s0_drops: u64, ours: bool) {
+pub(super) fn dut_drops(m: &mut Metrics, c0: &Counters, c1: &Counters, s0_drops: u64, ours: bool) {
     let mut add = |k: &str, n: u64| {
         if n > 0 {
             *m.drops.entry(k.to_string()).or_insert(0) += n;

@@ -17,6 +17,21 @@ pub type RealBench =
 /// `bench real router` and `bench real lab`: checks that it can run, then
 /// runs `bench` with a progress line and writes its results.
 pub fn real(quick: bool, out: &Path, bench: RealBench) -> Result<ExitCode> {
+    real_for(quick, None, out, bench)
+}
+
+/// [`real`], for `minutes` (a soak's length).
+pub fn real_for(
+    quick: bool,
+    minutes: Option<f64>,
+    out: &Path,
+    bench: RealBench,
+) -> Result<ExitCode> {
+    if let Some(m) = minutes {
+        if !(m.is_finite() && (0.05..=1440.0).contains(&m)) {
+            return Err(Error::flag("minutes", "must be from 0.05 to 1440"));
+        }
+    }
     if !rxsched_linux::sys::is_root() {
         return Err(Error::Input(
             "bench real: needs root (CAP_NET_ADMIN and packet sockets): run it with sudo".into(),
@@ -32,6 +47,7 @@ pub fn real(quick: bool, out: &Path, bench: RealBench) -> Result<ExitCode> {
         quick,
         out: out.to_path_buf(),
         lab,
+        minutes,
     };
     let plain = !std::io::stderr().is_terminal();
     let bar = if plain {
