@@ -9,6 +9,7 @@ pub mod host;
 pub mod metrics;
 pub mod profile;
 pub mod scenario;
+pub mod smp;
 pub mod swarm;
 
 pub use error::{InputError, SimError};
@@ -30,6 +31,20 @@ pub fn run(s: &Scenario, base: Option<&std::path::Path>) -> Result<(Metrics, Sam
                 s.profile
             ),
         }));
+    }
+    if s.kernel.kind == scenario::KernelKind::Nt {
+        if profile.nt.is_none() {
+            return Err(SimError::Input(InputError {
+                file: "scenario".into(),
+                line: None,
+                key: Some("kernel.kind".into()),
+                msg: format!(
+                    "\"nt\" needs a profile with [nt] costs; profile {:?} has none (try \"dual-p133-nt4\")",
+                    s.profile
+                ),
+            }));
+        }
+        return smp::run(s, profile);
     }
     host::Host::new(&s.expanded(), profile).run()
 }

@@ -171,6 +171,17 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "round_trips",
     "tcp_retransmits",
     "tcp_timeouts",
+    // The nt host (crate::smp): shares of all its CPUs unless named per CPU.
+    "cpus",
+    "user_share",
+    "dpc_share_of_one_cpu",
+    "polling_share",
+    "polling_now",
+    "two_level_switches",
+    "lock_wait_ns",
+    "lock_blocked_ns",
+    "lock_contention",
+    "reader_cpu",
 ];
 
 /// The keys of a group of the record (`drops`, `cpu`, ...), given the
@@ -183,7 +194,16 @@ fn group_keys(group: &str, processes: &[String]) -> Option<Vec<String>> {
             .map(|p| p.name().to_string())
             .collect(),
         "cpu" => {
-            let mut v = names(&["idle", "interrupt", "softirq", "poll", "kernel_thread"]);
+            let mut v = names(&[
+                "idle",
+                "interrupt",
+                "softirq",
+                "poll",
+                "kernel_thread",
+                "isr",
+                "dpc",
+                "locking",
+            ]);
             v.extend(processes.iter().map(|p| format!("user:{p}")));
             v
         }
@@ -206,6 +226,16 @@ pub fn check_metric(name: &str, processes: &[String], extras: &[&str]) -> Result
         return Ok(());
     }
     if let Some((group, key)) = name.split_once('.') {
+        // One CPU of an nt host: `cpu0.idle`, `cpu1.user:consumer#0`.
+        let one_cpu = group.len() > 3
+            && group.starts_with("cpu")
+            && group[3..].bytes().all(|b| b.is_ascii_digit());
+        let group = if one_cpu { "cpu" } else { group };
+        // A reader's threads under nt: `user:consumer#1`.
+        let key = match key.split_once('#') {
+            Some((k, n)) if group == "cpu" && n.bytes().all(|b| b.is_ascii_digit()) => k,
+            _ => key,
+        };
         if let Some(keys) = group_keys(group, processes) {
             if keys.iter().any(|k| k == key) {
                 return Ok(());

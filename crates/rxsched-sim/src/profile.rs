@@ -18,6 +18,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../profiles/dec3100-ultrix.toml"),
     ),
     (
+        "dual-p133-nt4",
+        include_str!("../../../profiles/dual-p133-nt4.toml"),
+    ),
+    (
         "mpc8250-linux",
         include_str!("../../../profiles/mpc8250-linux.toml"),
     ),
@@ -39,12 +43,26 @@ pub struct Wire {
     /// Shortest frame the link carries; shorter frames are padded.
     #[serde(default)]
     pub min_frame_bytes: u32,
+    /// A cell-switched link (ATM): a frame and its `framing_bytes` (the
+    /// AAL5 trailer) are cut into cells of this much payload, the last one
+    /// padded (0: not cells).
+    #[serde(default)]
+    pub cell_payload_bytes: u32,
+    /// Bytes of one cell on the wire, header included (ATM: 53).
+    #[serde(default)]
+    pub cell_bytes: u32,
 }
 
 impl Wire {
     /// Time one frame of `bytes` occupies the wire.
     pub fn frame_ns(&self, bytes: u32) -> u64 {
-        let b = bytes.max(self.min_frame_bytes) + self.framing_bytes;
+        let b = if self.cell_payload_bytes > 0 {
+            let cells = (bytes.max(self.min_frame_bytes) + self.framing_bytes)
+                .div_ceil(self.cell_payload_bytes);
+            cells * self.cell_bytes
+        } else {
+            bytes.max(self.min_frame_bytes) + self.framing_bytes
+        };
         (b as f64 * 8.0 * 1e9 / self.bit_rate_bps).round() as u64
     }
 }
@@ -193,6 +211,43 @@ pub struct Profile {
     /// The Linux forwarding path's costs, for `kernel.kind = "linux"`.
     #[serde(default)]
     pub linux: Option<LinuxCosts>,
+    /// The Windows NT receive path's costs, for `kernel.kind = "nt"`.
+    #[serde(default)]
+    pub nt: Option<NtCosts>,
+}
+
+/// The costs of an NT-style multiprocessor host (Hansen & Jul 1997): the
+/// interrupt service routine, the deferred procedure call that does the
+/// receive work, the threads that consume it, in nanoseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NtCosts {
+    /// The ISR: acknowledge the adapter, disable its interrupts, queue the DPC.
+    pub isr: u64,
+    /// Entering and leaving one DPC run (or one polling pass).
+    pub dpc_entry: u64,
+    /// The receive work for one datagram: driver, IP, UDP, the IRP that
+    /// completes the consumer's receive.
+    pub dpc_packet: u64,
+    /// The same, per byte.
+    pub dpc_per_byte: f64,
+    /// The two-level scheme's monitoring: reading the cycle counter at the
+    /// DPC's entry and exit, and the detector's arithmetic.
+    pub monitor: u64,
+    /// Readying a waiting thread (setting its event, choosing its CPU).
+    pub wake: u64,
+    /// Switching a CPU from one thread to another.
+    pub context_switch: u64,
+    /// The consumer's receive call for one datagram, back in user mode.
+    pub recv: u64,
+    /// The same, per byte (the copy to user memory).
+    pub recv_per_byte: f64,
+    /// Sending one datagram (the echo reply).
+    pub send: u64,
+    /// The same, per byte.
+    pub send_per_byte: f64,
+    /// Taking and releasing an uncontended lock.
+    pub lock: u64,
 }
 
 impl Profile {
@@ -232,11 +287,54 @@ impl Profile {
                 "linux.t_copy_per_byte",
                 p.linux.as_ref().map_or(0.0, |l| l.t_copy_per_byte),
             ),
+            (
+                "nt.dpc_per_byte",
+                p.nt.as_ref().map_or(0.0, |n| n.dpc_per_byte),
+            ),
+            (
+                "nt.recv_per_byte",
+                p.nt.as_ref().map_or(0.0, |n| n.recv_per_byte),
+            ),
+            (
+                "nt.send_per_byte",
+                p.nt.as_ref().map_or(0.0, |n| n.send_per_byte),
+            ),
         ] {
             if !(v.is_finite() && (0.0..=1e6).contains(&v)) {
                 return Err(bad(
                     key,
                     "a per-byte cost must be a number from 0 to 1e6 ns",
+                ));
+            }
+        }
+        if p.wire.cell_payload_bytes > 0
+            && !(p.wire.cell_payload_bytes..=65_535).contains(&p.wire.cell_bytes)
+        {
+            return Err(bad(
+                "wire.cell_bytes",
+                "a cell is at least its payload and at most 65535 bytes",
+            ));
+        }
+        if let Some(n) = &p.nt {
+            for (key, v) in [
+                ("nt.isr", n.isr),
+                ("nt.dpc_entry", n.dpc_entry),
+                ("nt.dpc_packet", n.dpc_packet),
+                ("nt.monitor", n.monitor),
+                ("nt.wake", n.wake),
+                ("nt.context_switch", n.context_switch),
+                ("nt.recv", n.recv),
+                ("nt.send", n.send),
+                ("nt.lock", n.lock),
+            ] {
+                if v > 1_000_000_000 {
+                    return Err(bad(key, "a cost must be at most 1e9 ns"));
+                }
+            }
+            if n.dpc_packet == 0 && n.dpc_per_byte == 0.0 {
+                return Err(bad(
+                    "nt.dpc_packet",
+                    "the receive work must cost something (or no load could ever saturate)",
                 ));
             }
         }
@@ -307,10 +405,33 @@ mod tests {
             bit_rate_bps: 10e6,
             framing_bytes: 20,
             min_frame_bytes: 64,
+            cell_payload_bytes: 0,
+            cell_bytes: 0,
         };
         // 84 bytes on the wire at 10 Mb/s: 14,880 frames/s.
         assert_eq!(w.frame_ns(60), 67_200);
         assert!((1e9 / w.frame_ns(64) as f64 - 14_881.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn atm_cells_pad_the_last_one() {
+        // OC-3c's 149.76 Mb/s of payload; AAL5's 8-byte trailer; 48 of 53.
+        let w = Wire {
+            bit_rate_bps: 149.76e6,
+            framing_bytes: 8,
+            min_frame_bytes: 0,
+            cell_payload_bytes: 48,
+            cell_bytes: 53,
+        };
+        // 1,024 bytes of UDP payload + UDP, IP and LLC/SNAP headers = 1,060:
+        // with the trailer 1,068 bytes, 23 cells.
+        assert_eq!(
+            w.frame_ns(1060),
+            (23.0 * 53.0 * 8.0 * 1e9 / 149.76e6_f64).round() as u64
+        );
+        // 23 cells carry 1,104 bytes: up to 1,096 with the trailer.
+        assert_eq!(w.frame_ns(1096), w.frame_ns(1060));
+        assert!(w.frame_ns(1097) > w.frame_ns(1096));
     }
 
     #[test]

@@ -177,6 +177,32 @@ pub enum Rule {
     Fit { series: Vec<String>, tolerance: f64 },
     /// ... and the published slope, within `max`.
     FitSlope { series: Vec<String>, max: f64 },
+    /// At x = `at` (default: the highest x), the runs of a series (a figure
+    /// with `repeats`) split into levels: the widest gap between two
+    /// consecutive values, as a share of the highest, within bounds.
+    Splits {
+        series: Vec<String>,
+        #[serde(default)]
+        at: Option<f64>,
+        #[serde(default)]
+        min: Option<f64>,
+        #[serde(default)]
+        max: Option<f64>,
+    },
+    /// At x = `at`, the mean of `series`'s runs over the mean of `other`'s
+    /// (figures with `repeats`).
+    MeanRatio {
+        series: Vec<String>,
+        other: Vec<String>,
+        at: f64,
+        #[serde(default)]
+        min: Option<f64>,
+        #[serde(default)]
+        max: Option<f64>,
+    },
+    /// At every x (points paired in x order), `series`'s value over
+    /// `other`'s, within bounds.
+    RatioEverywhere(Compare),
     /// Delivered at the highest x over the MLFRR.
     LastOverMlfrr(Bounded),
     /// The MLFRR itself (highest loss-free offered rate), within bounds.
@@ -190,13 +216,14 @@ impl Rule {
     pub fn series(&self) -> Vec<&String> {
         use Rule::*;
         match self {
-            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) => {
+            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c) => {
                 c.series.iter().chain(&c.other).collect()
             }
             QuantileDiff { series, other, .. }
             | SpreadOrder { series, other }
             | PointDiff { series, other, .. }
             | PointRatio { series, other, .. }
+            | MeanRatio { series, other, .. }
             | AtEveryRate { series, other, .. } => series.iter().chain(other).collect(),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) => b.series.iter().collect(),
             Flat { series, .. }
@@ -212,6 +239,7 @@ impl Rule {
             | Increasing { series }
             | DropShare { series, .. }
             | Fit { series, .. }
+            | Splits { series, .. }
             | FitSlope { series, .. } => series.iter().collect(),
         }
     }
@@ -221,7 +249,9 @@ impl Rule {
         use Rule::*;
         let open = |min: &Option<f64>, max: &Option<f64>| min.is_none() && max.is_none();
         match self {
-            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) if open(&c.min, &c.max) => {
+            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c)
+                if open(&c.min, &c.max) =>
+            {
                 Some("needs `min` or `max`")
             }
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) if open(&b.min, &b.max) => {
@@ -231,6 +261,8 @@ impl Rule {
             | PointDiff { min, max, .. }
             | PointRatio { min, max, .. }
             | LivelockAt { min, max, .. }
+            | Splits { min, max, .. }
+            | MeanRatio { min, max, .. }
                 if open(min, max) =>
             {
                 Some("needs `min` or `max`")
@@ -352,6 +384,73 @@ impl View<'_> {
                 self.each(series, |s, _| self.fit(s, Some(*tolerance), None))
             }
             FitSlope { series, max } => self.each(series, |s, _| self.fit(s, None, Some(*max))),
+            Splits {
+                series,
+                at,
+                min,
+                max,
+            } => self.each(series, |_, cv| splits(cv, *at, *min, *max)),
+            MeanRatio {
+                series,
+                other,
+                at,
+                min,
+                max,
+            } => {
+                let (s, o) = (&series[0], &other[0]);
+                let (a, na) = mean_at(&self.curve(s), *at);
+                let (b, nb) = mean_at(&self.curve(o), *at);
+                if na == 0 || nb == 0 || b <= 0.0 {
+                    return (
+                        false,
+                        format!("at x = {at}: {s} has {na} runs, {o} {nb} (mean {b:.0})"),
+                    );
+                }
+                let ratio = a / b;
+                (
+                    within(ratio, *min, *max),
+                    format!(
+                        "at x = {at}: mean of {na} runs of {s} {a:.0}, of {nb} of {o} {b:.0}, ratio {ratio:.3} (want {})",
+                        bounds(*min, *max)
+                    ),
+                )
+            }
+            RatioEverywhere(c) => {
+                let (s0, o0) = (&c.series[0], &c.other[0]);
+                let (a, b) = (self.curve(s0), self.curve(o0));
+                if a.is_empty() || a.len() != b.len() {
+                    return (
+                        false,
+                        format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+                    );
+                }
+                let ratios: Vec<(f64, f64)> = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(p, q)| (p.0, if q.1 > 0.0 { p.1 / q.1 } else { f64::INFINITY }))
+                    .collect();
+                let lo = ratios
+                    .iter()
+                    .copied()
+                    .min_by(|x, y| x.1.total_cmp(&y.1))
+                    .expect("points");
+                let hi = ratios
+                    .iter()
+                    .copied()
+                    .max_by(|x, y| x.1.total_cmp(&y.1))
+                    .expect("points");
+                (
+                    ratios.iter().all(|r| within(r.1, c.min, c.max)),
+                    format!(
+                        "{s0} over {o0}: from {:.4} (x = {}) to {:.4} (x = {}) (want {} everywhere)",
+                        lo.1,
+                        lo.0,
+                        hi.1,
+                        hi.0,
+                        bounds(c.min, c.max)
+                    ),
+                )
+            }
             LastOverMlfrr(b) => self.over_mlfrr(b, true),
             RangeOverMlfrr(b) => self.over_mlfrr(b, false),
             Mlfrr(b) => self.each(&b.series, |s, _| {
@@ -746,8 +845,52 @@ fn from(cv: &[(f64, f64)], at: f64) -> Vec<f64> {
     cv.iter().filter(|p| p.0 >= at).map(|p| p.1).collect()
 }
 
+/// The values of the points at x (runs of one setting), as (mean, count).
+fn mean_at(cv: &[(f64, f64)], x: f64) -> (f64, usize) {
+    let ys: Vec<f64> = at_x(cv, x);
+    let n = ys.len();
+    (ys.iter().sum::<f64>() / n.max(1) as f64, n)
+}
+
+fn at_x(cv: &[(f64, f64)], x: f64) -> Vec<f64> {
+    cv.iter()
+        .filter(|p| (p.0 - x).abs() <= 1e-9 * x.abs().max(1.0))
+        .map(|p| p.1)
+        .collect()
+}
+
+fn splits(cv: &[(f64, f64)], at: Option<f64>, min: Option<f64>, max: Option<f64>) -> Outcome {
+    let x = at.unwrap_or_else(|| cv.last().map_or(0.0, |p| p.0));
+    let mut ys = at_x(cv, x);
+    if ys.len() < 2 {
+        return (
+            false,
+            format!("{} runs at x = {x}; a split needs two", ys.len()),
+        );
+    }
+    ys.sort_by(f64::total_cmp);
+    let hi = ys[ys.len() - 1];
+    let (gap, lo_side, hi_side) = ys
+        .windows(2)
+        .map(|w| (w[1] - w[0], w[0], w[1]))
+        .fold((f64::MIN, 0.0, 0.0), |a, b| if b.0 > a.0 { b } else { a });
+    let share = if hi > 0.0 { gap / hi } else { 0.0 };
+    (
+        within(share, min, max),
+        format!(
+            "at x = {x}: {} runs from {:.0} to {hi:.0}; widest gap {share:.3} of the highest, between {lo_side:.0} and {hi_side:.0} (want {})",
+            ys.len(),
+            ys[0],
+            bounds(min, max)
+        ),
+    )
+}
+
 fn below(cv: &[(f64, f64)], max: f64, at: f64) -> Outcome {
     let ys = from(cv, at);
+    if ys.is_empty() {
+        return (false, format!("no points from x = {at}"));
+    }
     let hi = ys.iter().copied().fold(f64::MIN, f64::max);
     (
         !ys.is_empty() && hi <= max,
@@ -757,6 +900,9 @@ fn below(cv: &[(f64, f64)], max: f64, at: f64) -> Outcome {
 
 fn above(cv: &[(f64, f64)], min: f64, at: f64) -> Outcome {
     let ys = from(cv, at);
+    if ys.is_empty() {
+        return (false, format!("no points from x = {at}"));
+    }
     let lo = ys.iter().copied().fold(f64::MAX, f64::min);
     (
         !ys.is_empty() && lo >= min,

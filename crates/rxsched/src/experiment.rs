@@ -127,6 +127,14 @@ pub struct FigureCfg {
     /// is the first such event of the run.
     #[serde(default)]
     pub milestones: Vec<String>,
+    /// Runs per swept value, each with its own seed (the run's seed plus
+    /// 0, 1, 2, ...); with more than one, each run is a dot of its own and
+    /// the plot draws dots, not lines (default 1).
+    #[serde(default = "one")]
+    pub repeats: u32,
+    /// Runs per value in `--quick` form (default: `repeats`).
+    #[serde(default)]
+    pub quick_repeats: Option<u32>,
     /// Where the plot's legend goes: `upper-right` (default), `upper-left`,
     /// `lower-right` or `lower-left`.
     #[serde(default)]
@@ -343,7 +351,19 @@ impl<'a> Milestone<'a> {
     }
 }
 
+fn one() -> u32 {
+    1
+}
+
 impl FigureCfg {
+    /// Runs per swept value.
+    pub fn runs_per_value(&self, quick: bool) -> u32 {
+        match (quick, self.quick_repeats) {
+            (true, Some(r)) => r,
+            _ => self.repeats,
+        }
+    }
+
     fn validate(&self) -> Result<(), (String, String)> {
         let bad = |k: &str, m: &str| Err((k.to_string(), m.to_string()));
         if let Some(l) = &self.legend {
@@ -352,6 +372,14 @@ impl FigureCfg {
                     "figure.legend",
                     "must be upper-right, upper-left, lower-right or lower-left",
                 );
+            }
+        }
+        for (k, r) in [
+            ("figure.repeats", Some(self.repeats)),
+            ("figure.quick_repeats", self.quick_repeats),
+        ] {
+            if r.is_some_and(|r| !(1..=100).contains(&r)) {
+                return bad(k, "runs per value: from 1 to 100");
             }
         }
         if let Err((k, m)) = self.search.check() {

@@ -36,6 +36,11 @@ pub const ALL: &[(&str, &str)] = experiments![
     "srp-modes",
     "srp-fig6",
     "srp-table1",
+    "hansen-cpu",
+    "hansen-pinning",
+    "hansen-latency",
+    "hansen-locking",
+    "hansen-switch",
 ];
 
 /// The scenario text of experiment `id`.

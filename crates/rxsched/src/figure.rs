@@ -122,11 +122,19 @@ pub fn plan(
     };
     let values = values(file, &figure, opts.quick)?;
     let mut jobs = Vec::new();
+    let repeats = figure.runs_per_value(opts.quick);
     for (i, (_, set)) in series.iter().enumerate() {
-        for v in &values {
+        for (v, r) in values
+            .iter()
+            .flat_map(|v| (0..repeats).map(move |r| (v, r)))
+        {
             let mut sets: Vec<(String, toml::Value)> =
                 set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             sets.extend(common.iter().cloned());
+            if r > 0 {
+                let s = seed.wrapping_add(u64::from(r)) as i64;
+                sets.push(("run.seed".into(), toml::Value::Integer(s)));
+            }
             if let (Some(v), Some(key)) = (v, &figure.vary) {
                 sets.push((key.clone(), number(*v)));
             }
@@ -294,6 +302,7 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
     let mut result = ResultFile::new(meta, f.x.clone(), f.y.clone(), series, reference);
     result.table = f.table.clone();
     result.legend = f.legend.clone();
+    result.scatter = f.runs_per_value(plan.quick) > 1;
     result.checks = exp.check.iter().map(|c| c.evaluate(&result)).collect();
     result.claims = exp.claim.clone();
     result

@@ -172,8 +172,21 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             .y_label_formatter(&fy)
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
+        let n = curves.len() as f64;
         for (i, (label, c)) in curves.iter().enumerate() {
             let col = PALETTE[i % PALETTE.len()];
+            if r.scatter {
+                // Runs as dots; each series a little aside, so none hides another.
+                let dx = (i as f64 - (n - 1.0) / 2.0) * 0.008 * (x1 - x0);
+                chart
+                    .draw_series(
+                        c.iter()
+                            .map(|p| Circle::new((p.0 + dx, p.1), 3, col.filled())),
+                    )?
+                    .label(label.clone())
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 3, col.filled()));
+                continue;
+            }
             chart
                 .draw_series(LineSeries::new(c.iter().copied(), col.stroke_width(2)))?
                 .label(label.clone())

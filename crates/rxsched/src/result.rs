@@ -236,6 +236,9 @@ pub struct ResultFile {
     /// Metrics the report shows as a table, one row per point.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub table: Vec<String>,
+    /// Each point is a run of its own (several per x): draw dots, not lines.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scatter: bool,
     /// Where the plot's legend goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub legend: Option<String>,
@@ -275,6 +278,7 @@ impl ResultFile {
             claims: Vec::new(),
             table: Vec::new(),
             legend: None,
+            scatter: false,
             mlfrr_loss: 0.0,
         }
     }

@@ -26,6 +26,8 @@ pub enum Ev {
     Tcp(super::tcp::TcpEv),
     /// An event of the ping-pong client.
     Echo(super::echo::EchoEv),
+    /// An event of the multiprocessor host (`crate::smp`).
+    Smp(crate::smp::SmpEv),
 }
 
 /// A min-heap of events by (time, sequence).

@@ -135,6 +135,8 @@ impl Host {
                         self.enter(p);
                     }
                 }
+                // The multiprocessor host's own events never reach this one.
+                Ev::Smp(_) => {}
                 Ev::Tick => {
                     self.m.raise(IntrSrc::Clock);
                     let t = self.m.now + 1_000_000_000 / self.m.p.cost.clock_hz;
@@ -324,6 +326,10 @@ impl Host {
     }
 
     fn arrive(&mut self, s: usize) {
+        if let Some(t) = self.m.traffic.busy_until(s, self.m.now) {
+            self.m.events.push(t, Ev::Arrive(s as u8));
+            return;
+        }
         let p = self.m.traffic.packet(s, self.m.now);
         self.enter(p);
         self.schedule_source(s);

@@ -23,9 +23,20 @@ struct Source {
     count: u64,
     sent: u64,
     port: u8,
+    /// When this source's own last frame ends on the wire.
+    own_free: Nanos,
+    /// The wire time of its frame.
+    frame: Nanos,
 }
 
 /// Every source of a run, and when each input wire is next free.
+///
+/// A source's frames follow each other on the wire; frames of different
+/// sources on one wire are serialised when they arrive, in time order: a
+/// frame whose wire was still busy with another source's when it would have
+/// started arrives that much later ([`Traffic::busy_until`]). (Booking the
+/// wire when a frame is scheduled would let a source that starts late, or
+/// sends rarely, hold the wire for the others until then.)
 #[derive(Debug)]
 pub struct Traffic {
     sources: Vec<Source>,
@@ -53,6 +64,8 @@ impl Traffic {
                     count: t.count,
                     sent: 0,
                     port: t.port,
+                    own_free: 0,
+                    frame: 0,
                 }
             })
             .collect();
@@ -81,10 +94,10 @@ impl Traffic {
         }
         src.sent += 1;
         let frame = wire.frame_ns(src.bytes);
-        let port = src.port as usize;
-        let start = (src.next_start.round() as Nanos).max(self.wire_free[port]);
+        let start = (src.next_start.round() as Nanos).max(src.own_free);
         let done = start + frame;
-        self.wire_free[port] = done;
+        src.own_free = done;
+        src.frame = frame;
         match src.kind {
             TrafficKind::Constant => src.next_start += src.gap_ns,
             TrafficKind::Poisson => src.next_start += exponential(rng, src.gap_ns),
@@ -114,6 +127,22 @@ impl Traffic {
             }
         }
         ev.push(done, Ev::Arrive(s as u8));
+    }
+
+    /// Source `s`'s frame is due at `now`: `None` if its wire was free when
+    /// it would have started (it arrives now, and holds the wire until
+    /// now), else the time it arrives instead, after the frame that held
+    /// the wire (schedule `Arrive(s)` again for then).
+    pub fn busy_until(&mut self, s: usize, now: Nanos) -> Option<Nanos> {
+        let src = &mut self.sources[s];
+        let port = src.port as usize;
+        if self.wire_free[port] > now.saturating_sub(src.frame) {
+            let t = self.wire_free[port] + src.frame;
+            src.own_free = t;
+            return Some(t);
+        }
+        self.wire_free[port] = now;
+        None
     }
 
     /// The packet source `s` delivers at `now`.

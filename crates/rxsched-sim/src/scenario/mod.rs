@@ -33,6 +33,11 @@ pub enum KernelKind {
     Srp,
     /// M10: Lazy Receiver Processing (a receiving host).
     Lrp,
+    /// A Windows NT 4.0 multiprocessor (Hansen & Jul 1997): an interrupt
+    /// service routine and a deferred procedure call on the interrupted
+    /// CPU, threads scheduled across CPUs by priority, a polling thread, and
+    /// the two-level switch between them (M11); see `[smp]`.
+    Nt,
 }
 
 /// The six driver variants of Spanos et al. 2008, as presets of
@@ -385,6 +390,31 @@ pub struct ProcessCfg {
     /// named `<name>-1`, `<name>-2`, ...; a figure can vary the count.
     #[serde(default)]
     pub count: Option<u32>,
+    /// Under `nt`: a reader's threads, which share its socket (default 1).
+    #[serde(default)]
+    pub threads: Option<u32>,
+    /// Under `nt`: per datagram, the reader's threads hold a lock they
+    /// share for this long, in µs, after the receive call.
+    #[serde(default)]
+    pub lock_us: Option<f64>,
+    /// Under `nt`: per datagram, the reader's own work outside the lock, in µs.
+    #[serde(default)]
+    pub work_us: Option<f64>,
+    /// Under `nt`: the real-time priority class (above every normal thread;
+    /// a DPC still interrupts it).
+    #[serde(default)]
+    pub realtime: Option<bool>,
+    /// Under `nt`: NT's thread priority, 1 to 31, higher first (normal 8,
+    /// real-time 24); overrides `realtime`.
+    #[serde(default)]
+    pub nt_priority: Option<u32>,
+    /// Under `nt`: the CPUs its threads may run on (default: every CPU).
+    #[serde(default)]
+    pub affinity: Option<Vec<u32>>,
+    /// Under `nt`: the CPU its (first) thread starts on (default: drawn
+    /// from the run's seed).
+    #[serde(default)]
+    pub cpu: Option<u32>,
 }
 
 /// How user processes share the CPU.
@@ -398,6 +428,86 @@ pub enum Scheduler {
     /// deciding at every step boundary, as Eclipse/BSD's scheduler gives
     /// SRP's gateway stages their reservations.
     Proportional,
+}
+
+/// How an `nt` host services its network adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SmpService {
+    /// Interrupts: the ISR queues a DPC on the interrupted CPU, which does
+    /// the receive work.
+    #[default]
+    Interrupt,
+    /// Interrupt-initiated polling: the DPC only wakes a polling thread,
+    /// which does the receive work until the adapter is empty, then
+    /// re-enables its interrupts and waits.
+    Polling,
+    /// M11: interrupts while the detector sees no overload, the polling
+    /// thread once it has seen overload for longer than the hold time,
+    /// interrupts again when the polling thread runs out of work.
+    TwoLevel,
+}
+
+/// The two-level switch's overload detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SmpDetector {
+    /// The DPC's share of one CPU (H&J's choice).
+    #[default]
+    Cpu,
+    /// The mean length of the adapter's receive queue.
+    Queue,
+    /// Interrupts per second.
+    Rate,
+}
+
+/// `[smp]`: the multiprocessor an `nt` kernel runs on and how it services
+/// its adapter.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SmpCfg {
+    /// CPUs (1 to 64).
+    pub cpus: u32,
+    /// The CPU the adapter interrupts (its ISR and DPC run there).
+    pub interrupt_cpu: u32,
+    /// How the adapter is serviced.
+    pub service: SmpService,
+    /// Two-level: what counts as overload.
+    pub detector: SmpDetector,
+    /// Two-level: the detector's threshold (a share of one CPU, packets
+    /// queued, or interrupts per second).
+    pub threshold: f64,
+    /// Two-level: how long overload must last before polling, in ms.
+    pub hold_ms: f64,
+    /// Two-level: the window the detector judges over, in ms.
+    pub window_ms: f64,
+    /// Two-level: how long the polling thread must find nothing before
+    /// interrupts return, in ms (0: at the first empty poll, H&J's rule).
+    pub idle_grace_ms: f64,
+    /// Datagrams the polling thread takes before it lets the scheduler look
+    /// at its CPU (it is preemptible between them in any case).
+    pub poll_quota: u32,
+    /// The polling thread runs in the real-time class (default: the class
+    /// of the consumer).
+    pub poll_realtime: Option<bool>,
+}
+
+impl Default for SmpCfg {
+    fn default() -> Self {
+        // Hansen & Jul 1997 §5.1: more than 50% of one CPU for more than 2 s.
+        SmpCfg {
+            cpus: 2,
+            interrupt_cpu: 0,
+            service: SmpService::Interrupt,
+            detector: SmpDetector::Cpu,
+            threshold: 0.5,
+            hold_ms: 2000.0,
+            window_ms: 100.0,
+            idle_grace_ms: 0.0,
+            poll_quota: 16,
+            poll_realtime: None,
+        }
+    }
 }
 
 /// `[run]`: how long, and which seed.
@@ -525,6 +635,9 @@ pub struct Scenario {
     /// A ping-pong client the host's reader answers.
     #[serde(default)]
     pub echo: Option<EchoCfg>,
+    /// Under `kernel.kind = "nt"`: the multiprocessor.
+    #[serde(default)]
+    pub smp: Option<SmpCfg>,
     /// Run length and seed.
     #[serde(default)]
     pub run: RunCfg,

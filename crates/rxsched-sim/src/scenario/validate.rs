@@ -138,11 +138,14 @@ impl Scenario {
             )?;
         }
         if let Some(e) = &self.echo {
-            need(
-                (60..=1518).contains(&e.frame_bytes),
-                "echo.frame_bytes",
-                "must be 60 to 1518 bytes (no IP fragments)",
-            )?;
+            // An Ethernet frame, or under nt a Classical IP datagram over
+            // ATM (RFC 1626's 9,180-byte MTU plus LLC/SNAP).
+            let (lo, hi, what) = if self.kernel.kind == KernelKind::Nt {
+                (36, 9188, "must be 36 to 9188 bytes (a Classical IP datagram with LLC/SNAP, no IP fragments)")
+            } else {
+                (60, 1518, "must be 60 to 1518 bytes (no IP fragments)")
+            };
+            need((lo..=hi).contains(&e.frame_bytes), "echo.frame_bytes", what)?;
             need(
                 e.client_us.is_finite() && (0.0..=MAX_US).contains(&e.client_us),
                 "echo.client_us",
@@ -180,7 +183,155 @@ impl Scenario {
             "kernel.kind",
             "the linux kernel forwards; a reader or tcpdump needs bsd, emulated or polling",
         )?;
+        self.validate_nt()?;
         self.run.validate()
+    }
+}
+
+impl Scenario {
+    /// The `nt` host and its keys, which only it has.
+    fn validate_nt(&self) -> Result<(), Bad> {
+        let nt = self.kernel.kind == KernelKind::Nt;
+        need(
+            nt || self.smp.is_none(),
+            "smp",
+            "[smp] describes the multiprocessor of kernel.kind = \"nt\"",
+        )?;
+        for (i, p) in self.process.iter().enumerate() {
+            let at = |k: &str| format!("process.{i}.{k}");
+            for (k, set) in [
+                ("threads", p.threads.is_some()),
+                ("lock_us", p.lock_us.is_some()),
+                ("work_us", p.work_us.is_some()),
+                ("realtime", p.realtime.is_some()),
+                ("cpu", p.cpu.is_some()),
+                ("nt_priority", p.nt_priority.is_some()),
+                ("affinity", p.affinity.is_some()),
+            ] {
+                need(
+                    !set || nt,
+                    &at(k),
+                    "only a process of kernel.kind = \"nt\" has this",
+                )?;
+            }
+            if !nt {
+                continue;
+            }
+            need(
+                matches!(
+                    p.kind,
+                    ProcessKind::Reader | ProcessKind::Compute | ProcessKind::Onoff
+                ),
+                &at("kind"),
+                "an nt host runs reader, compute and onoff processes",
+            )?;
+            need(
+                p.nt_priority.is_none_or(|v| (1..=31).contains(&v)),
+                &at("nt_priority"),
+                "NT priorities run from 1 to 31 (normal 8, real-time 24)",
+            )?;
+            need(
+                p.priority.is_none(),
+                &at("priority"),
+                "an nt thread's priority is its class: say `realtime = true` or nothing",
+            )?;
+            need(
+                p.threads.is_none_or(|n| (1..=64).contains(&n))
+                    && (p.threads.is_none() || p.kind == ProcessKind::Reader),
+                &at("threads"),
+                "a reader has 1 to 64 threads",
+            )?;
+            for (k, v) in [("lock_us", p.lock_us), ("work_us", p.work_us)] {
+                need(
+                    v.is_none_or(|v| v.is_finite() && (0.0..=1e6).contains(&v))
+                        && (v.is_none() || p.kind == ProcessKind::Reader),
+                    &at(k),
+                    "a reader's time per datagram, from 0 to 1e6 µs",
+                )?;
+            }
+            let cpus = self.smp.as_ref().map_or(2, |c| c.cpus);
+            need(
+                p.affinity
+                    .as_ref()
+                    .is_none_or(|a| !a.is_empty() && a.iter().all(|&c| c < cpus)),
+                &at("affinity"),
+                "a list of the host's CPUs (0 to smp.cpus - 1), at least one",
+            )?;
+            need(
+                p.cpu.is_none_or(|c| c < cpus),
+                &at("cpu"),
+                "must be one of the host's CPUs (0 to smp.cpus - 1)",
+            )?;
+        }
+        if !nt {
+            return Ok(());
+        }
+        need(
+            self.tcp.is_none(),
+            "tcp",
+            "the nt host has no TCP model; use UDP traffic or [echo]",
+        )?;
+        need(
+            self.run.scheduler == super::Scheduler::Priority,
+            "run.scheduler",
+            "an nt host schedules threads by priority",
+        )?;
+        need(
+            self.process
+                .iter()
+                .filter(|p| p.kind == ProcessKind::Reader)
+                .count()
+                <= 1,
+            "process",
+            "an nt host has at most one reader (with any number of threads)",
+        )?;
+        for (i, t) in self.traffic.iter().enumerate() {
+            need(
+                t.port == 0,
+                &format!("traffic.{i}.port"),
+                "an nt host has one adapter, port 0",
+            )?;
+        }
+        let c = self.smp.clone().unwrap_or_default();
+        need(
+            (1..=64).contains(&c.cpus),
+            "smp.cpus",
+            "must be from 1 to 64",
+        )?;
+        need(
+            c.interrupt_cpu < c.cpus,
+            "smp.interrupt_cpu",
+            "must be one of the host's CPUs (0 to smp.cpus - 1)",
+        )?;
+        let share = c.detector == super::SmpDetector::Cpu;
+        need(
+            c.threshold.is_finite()
+                && c.threshold > 0.0
+                && (!share || c.threshold <= 1.0)
+                && c.threshold <= 1e9,
+            "smp.threshold",
+            "must be positive (a share of one CPU, at most 1, for detector = \"cpu\")",
+        )?;
+        need(
+            c.hold_ms.is_finite() && (0.0..=1e6).contains(&c.hold_ms),
+            "smp.hold_ms",
+            "must be from 0 to 1e6 ms",
+        )?;
+        need(
+            c.window_ms.is_finite() && c.window_ms >= 0.01 && c.window_ms <= 1e5,
+            "smp.window_ms",
+            "must be from 0.01 to 1e5 ms",
+        )?;
+        need(
+            c.idle_grace_ms.is_finite() && (0.0..=1e6).contains(&c.idle_grace_ms),
+            "smp.idle_grace_ms",
+            "must be from 0 to 1e6 ms",
+        )?;
+        need(
+            (1..=1_000_000).contains(&c.poll_quota),
+            "smp.poll_quota",
+            "must be from 1 to 1000000 datagrams",
+        )
     }
 }
 

@@ -54,6 +54,8 @@ fn figure(
         table: Vec::new(),
         legend: None,
         milestones: Vec::new(),
+        repeats: 1,
+        quick_repeats: None,
     };
     file.check_metric(&fig, &fig.y.metric)
         .map_err(|m| Error::flag("y", m))?;

@@ -119,5 +119,8 @@ pub fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
         KernelKind::Polling => Box::new(polling::Polling::new(s, p, ports)),
         KernelKind::Linux => Box::new(linux::Linux::new(s, p, ports)),
         KernelKind::Srp | KernelKind::Lrp => Box::new(srp::Srp::new(s, p, ports)),
+        KernelKind::Nt => {
+            unreachable!("kernel.kind = \"nt\" runs on the multiprocessor host (crate::smp)")
+        }
     }
 }
