@@ -44,6 +44,11 @@ pub struct TwoLevel {
     hold_ns: Nanos,
     window_ns: Nanos,
     idle_grace_ns: Nanos,
+    /// Return to interrupts when a window's polling work falls below this
+    /// share of one CPU, rather than at an empty poll.
+    return_below: Option<f64>,
+    /// This window's polling work.
+    poll_ns: Nanos,
     mode: Service,
     window_start: Nanos,
     /// This window's DPC time, queue-length samples (sum, count) and interrupts.
@@ -67,6 +72,8 @@ impl TwoLevel {
             hold_ns,
             window_ns: window_ns.max(1),
             idle_grace_ns: 0,
+            return_below: None,
+            poll_ns: 0,
             mode: Service::Interrupt,
             window_start: 0,
             dpc_ns: 0,
@@ -83,6 +90,26 @@ impl TwoLevel {
     pub fn with_idle_grace(mut self, ns: Nanos) -> Self {
         self.idle_grace_ns = ns;
         self
+    }
+
+    /// Returns to interrupts once a whole window's polling work (told by
+    /// [`TwoLevel::poll_ran`]) took less than `share` of one CPU, and not
+    /// at an empty poll. A polling thread that keeps up with a steady
+    /// overload finds the device empty again and again; under the paper's
+    /// rule each time sends servicing back to interrupts, and the next
+    /// hold time back to polling. A share below the threshold gives the
+    /// switch hysteresis. (Ours; Hansen & Jul return when polling "lacks
+    /// work to do".)
+    pub fn with_return_below(mut self, share: f64) -> Self {
+        self.return_below = Some(share);
+        self
+    }
+
+    /// The polling thread did `ns` of receive work, ending at `now`.
+    pub fn poll_ran(&mut self, now: Nanos, ns: Nanos) -> Service {
+        self.advance(now);
+        self.poll_ns += ns;
+        self.mode
     }
 
     /// What counts as overload.
@@ -125,7 +152,7 @@ impl TwoLevel {
     /// The polling thread found work (`busy`) or none at `now`.
     pub fn polled(&mut self, now: Nanos, busy: bool) -> Service {
         self.advance(now);
-        if self.mode != Service::Polling {
+        if self.mode != Service::Polling || self.return_below.is_some() {
             return self.mode;
         }
         if busy {
@@ -153,6 +180,10 @@ impl TwoLevel {
         while now >= self.window_start + self.window_ns {
             let end = self.window_start + self.window_ns;
             let over = self.over();
+            let quiet = self
+                .return_below
+                .is_some_and(|f| (self.poll_ns as f64 / self.window_ns as f64) < f);
+            self.poll_ns = 0;
             self.dpc_ns = 0;
             self.queue = (0.0, 0);
             self.interrupts = 0;
@@ -167,6 +198,10 @@ impl TwoLevel {
                 } else {
                     self.over_since = None;
                 }
+            } else if quiet {
+                self.mode = Service::Interrupt;
+                self.switches += 1;
+                self.over_since = None;
             }
             // A long quiet gap is judged window by window, but nothing can
             // be over the threshold in an empty window: skip them at once.
@@ -196,6 +231,33 @@ mod tests {
     use proptest::prelude::*;
 
     const S: Nanos = 1_000 * MS;
+
+    #[test]
+    fn with_a_return_share_steady_load_keeps_polling_and_light_load_returns() {
+        let w = 100 * MS;
+        let mut t = TwoLevel::new(Detector::CpuFraction(0.5), 2 * S, w).with_return_below(0.25);
+        // Overload: 80% of each window in the DPC, for 2.1 s.
+        let mut now = 0;
+        while t.mode() == Service::Interrupt {
+            t.dpc_ran(now + 80 * MS, 80 * MS);
+            now += w;
+            t.tick(now);
+            assert!(now <= 3 * S, "never switched");
+        }
+        assert!(now > 2 * S);
+        // Polling keeps up: empty polls, but 60% of each window busy.
+        for _ in 0..20 {
+            t.polled(now + MS, false);
+            t.poll_ran(now + 60 * MS, 60 * MS);
+            now += w;
+            assert_eq!(t.tick(now), Service::Polling);
+        }
+        // Light load: 10% busy; interrupts at the end of the first such window.
+        t.poll_ran(now + 10 * MS, 10 * MS);
+        now += w;
+        assert_eq!(t.tick(now), Service::Interrupt);
+        assert_eq!(t.switches(), 2);
+    }
 
     #[test]
     fn overload_held_for_two_seconds_switches_and_idle_returns() {

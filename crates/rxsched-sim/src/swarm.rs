@@ -334,6 +334,10 @@ fn draw_nt(r: &mut ChaCha8Rng, covers: &mut BTreeSet<String>) -> Table {
         if r.gen_bool(0.3) {
             smp.insert("idle_grace_ms".into(), float(log_uniform(r, 0.1, 50.0)));
         }
+        if r.gen_bool(0.3) {
+            covers.insert("smp:return-below".into());
+            smp.insert("return_below".into(), float(r.gen_range(0.01..=1.0)));
+        }
     }
     if service != "interrupt" {
         smp.insert("poll_quota".into(), int(r.gen_range(1..=64)));

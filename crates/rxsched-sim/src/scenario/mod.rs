@@ -484,6 +484,10 @@ pub struct SmpCfg {
     /// Two-level: how long the polling thread must find nothing before
     /// interrupts return, in ms (0: at the first empty poll, H&J's rule).
     pub idle_grace_ms: f64,
+    /// Two-level: return to interrupts once a window's polling work is
+    /// under this share of one CPU, instead of at the first empty poll
+    /// (ours; unset: the paper's rule).
+    pub return_below: Option<f64>,
     /// Datagrams the polling thread takes before it lets the scheduler look
     /// at its CPU (it is preemptible between them in any case).
     pub poll_quota: u32,
@@ -504,6 +508,7 @@ impl Default for SmpCfg {
             hold_ms: 2000.0,
             window_ms: 100.0,
             idle_grace_ms: 0.0,
+            return_below: None,
             poll_quota: 16,
             poll_realtime: None,
         }

@@ -328,6 +328,12 @@ impl Scenario {
             "must be from 0 to 1e6 ms",
         )?;
         need(
+            c.return_below
+                .is_none_or(|f| f.is_finite() && f > 0.0 && f <= 1.0),
+            "smp.return_below",
+            "a share of one CPU, above 0 and at most 1",
+        )?;
+        need(
             (1..=1_000_000).contains(&c.poll_quota),
             "smp.poll_quota",
             "must be from 1 to 1000000 datagrams",

@@ -331,12 +331,16 @@ impl Smp {
                 SmpDetector::Queue => Detector::QueueLength(cfg.threshold),
                 SmpDetector::Rate => Detector::InterruptRate(cfg.threshold),
             };
-            TwoLevel::new(
+            let t = TwoLevel::new(
                 d,
                 (cfg.hold_ms * 1e6) as Nanos,
                 ((cfg.window_ms * 1e6) as Nanos).max(1),
             )
-            .with_idle_grace((cfg.idle_grace_ms * 1e6) as Nanos)
+            .with_idle_grace((cfg.idle_grace_ms * 1e6) as Nanos);
+            match cfg.return_below {
+                Some(f) => t.with_return_below(f),
+                None => t,
+            }
         });
         let cpus = (0..n)
             .map(|_| Cpu {
@@ -688,7 +692,11 @@ impl Smp {
                 if self.pass == 0 || self.pass > self.cfg.poll_quota {
                     // A new pass over the adapter, with its entry cost.
                     self.pass = 1;
-                    return Some(job(JobKind::Entry, c.dpc_entry));
+                    let entry = c.dpc_entry;
+                    if let Some(tl) = &mut self.two {
+                        tl.poll_ran(self.now, entry);
+                    }
+                    return Some(job(JobKind::Entry, entry));
                 }
                 if let Some(p) = self.ring.pop_front() {
                     self.pass += 1;
@@ -696,6 +704,9 @@ impl Smp {
                         tl.polled(self.now, true);
                     }
                     let cost = c.dpc_packet + per_byte(p.bytes, c.dpc_per_byte);
+                    if let Some(tl) = &mut self.two {
+                        tl.poll_ran(self.now, cost);
+                    }
                     return Some(job(JobKind::Receive(p), cost));
                 }
                 // Out of work.
