@@ -428,6 +428,26 @@ fn real_commands_name_the_bad_flag_or_interface() {
             vec!["route", "--mode", "two-level", "--two-level-detector", "x"],
             "--two-level-detector",
         ),
+        (
+            vec![
+                "route",
+                "--mode",
+                "two-level",
+                "--two-level-return-below",
+                "1.5",
+            ],
+            "--two-level-return-below",
+        ),
+        (
+            vec![
+                "route",
+                "--mode",
+                "two-level",
+                "--two-level-return-below",
+                "nan",
+            ],
+            "--two-level-return-below",
+        ),
     ] {
         let o = rxsched(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -220,6 +220,10 @@ pub struct TwoLevelCfg {
     pub window_ns: u64,
     /// How long polling must find nothing before interrupts return, in ns.
     pub idle_grace_ns: u64,
+    /// Return to interrupts when a window's polling work (the forwarding
+    /// thread's and the receive threads' CPU time) is under this share of
+    /// one CPU, instead of when a sample brings nothing (ours).
+    pub return_below: Option<f64>,
 }
 
 impl Default for TwoLevelCfg {
@@ -229,6 +233,7 @@ impl Default for TwoLevelCfg {
             hold_ns: 2_000_000_000,
             window_ns: 100_000_000,
             idle_grace_ns: 0,
+            return_below: None,
         }
     }
 }

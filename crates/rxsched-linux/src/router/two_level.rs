@@ -103,8 +103,12 @@ fn monitor(
 ) -> SysResult<Outcome> {
     let mut tl =
         TwoLevel::new(cfg.detector, cfg.hold_ns, cfg.window_ns).with_idle_grace(cfg.idle_grace_ns);
+    if let Some(f) = cfg.return_below {
+        tl = tl.with_return_below(f);
+    }
     let receive_ns = || -> SysResult<u64> { napi_tids.iter().map(|t| napi::cpu_ns(*t)).sum() };
     let mut last = receive_ns()?;
+    let mut last_router = napi::cpu_ns(router)?;
     let mut service = Service::Interrupt;
     let (mut polling_since, mut polling_ns) = (None, 0u64);
     while !stop.load(Relaxed) && !sys::signals::stopping() {
@@ -125,6 +129,14 @@ fn monitor(
                 }
             }
         }
+        let router_ns = napi::cpu_ns(router)?;
+        if service == Service::Polling {
+            // The polling work: the forwarding thread's time and the
+            // receive threads' (they run while it waits).
+            let work = router_ns.saturating_sub(last_router) + cpu.saturating_sub(last);
+            tl.poll_ran(now, work);
+        }
+        last_router = router_ns;
         last = cpu;
         let busy = polls.busy.swap(0, Relaxed);
         polls.dry.store(0, Relaxed);

@@ -200,6 +200,11 @@ pub struct RouteArgs {
     /// return, in ms (0: at once, as the paper).
     #[arg(long, default_value_t = 0.0)]
     pub two_level_grace_ms: f64,
+    /// Two-level: return to interrupts once a window's polling work (the
+    /// forwarding thread and the receive threads) is under this share of
+    /// one CPU, rather than when a sample brings nothing (e.g. 0.25).
+    #[arg(long)]
+    pub two_level_return_below: Option<f64>,
     /// Polling: packets per callback, or `unlimited`.
     #[arg(long, default_value = "32")]
     pub quota: String,
@@ -468,7 +473,16 @@ fn two_level_config(a: &RouteArgs) -> Result<rxsched_linux::router::TwoLevelCfg>
     if !(a.two_level_grace_ms.is_finite() && (0.0..=10_000.0).contains(&a.two_level_grace_ms)) {
         return Err(Error::flag("two-level-grace-ms", "must be 0 to 10,000 ms"));
     }
+    if let Some(f) = a.two_level_return_below {
+        if !(f.is_finite() && f > 0.0 && f <= 1.0) {
+            return Err(Error::flag(
+                "two-level-return-below",
+                "a share of one CPU, above 0 and at most 1",
+            ));
+        }
+    }
     Ok(rxsched_linux::router::TwoLevelCfg {
+        return_below: a.two_level_return_below,
         detector,
         hold_ns: (a.two_level_hold * 1e9) as u64,
         window_ns: (a.two_level_window_ms * 1e6) as u64,
