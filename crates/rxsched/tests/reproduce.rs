@@ -70,6 +70,7 @@ macro_rules! experiments {
 }
 
 experiments! {
+    mogul_fig4_1 => "mogul-fig4-1",
     mogul_fig4_2 => "mogul-fig4-2",
     mogul_fig6_1 => "mogul-fig6-1",
     mogul_fig6_3 => "mogul-fig6-3",
@@ -78,12 +79,29 @@ experiments! {
     mogul_fig6_6 => "mogul-fig6-6",
     mogul_fig7_1 => "mogul-fig7-1",
     mogul_fig7_6 => "mogul-fig7-6",
+    mogul_fig7_4 => "mogul-fig7-4",
+    mogul_fig7_7 => "mogul-fig7-7",
     mogul_fig7_8 => "mogul-fig7-8",
+    mogul_fig8_1 => "mogul-fig8-1",
+    mogul_fig8_2 => "mogul-fig8-2",
+    mogul_fig8_3 => "mogul-fig8-3",
+    mogul_fig8_4 => "mogul-fig8-4",
+    mogul_fig8_5 => "mogul-fig8-5",
     spanos_table1 => "spanos-table1",
     spanos_fig5_64 => "spanos-fig5-64",
     spanos_fig5_256 => "spanos-fig5-256",
     spanos_table3 => "spanos-table3",
     spanos_model => "spanos-model",
+    srp_fig4 => "srp-fig4",
+    srp_fig5 => "srp-fig5",
+    srp_modes => "srp-modes",
+    srp_fig6 => "srp-fig6",
+    srp_table1 => "srp-table1",
+    hansen_cpu => "hansen-cpu",
+    hansen_latency => "hansen-latency",
+    hansen_pinning => "hansen-pinning",
+    hansen_locking => "hansen-locking",
+    hansen_switch => "hansen-switch",
 }
 
 /// Strips the one field allowed to differ between identical runs.
@@ -145,5 +163,17 @@ fn list_names_every_experiment() {
     let s = String::from_utf8_lossy(&o.stdout);
     for id in ["mogul-fig4-2", "mogul-fig6-1", "mogul-fig7-8"] {
         assert!(s.contains(id), "{s}");
+    }
+}
+
+/// Every experiment `reproduce` knows has its quick-form test above.
+#[test]
+fn every_experiment_has_a_quick_test() {
+    let src = include_str!("reproduce.rs");
+    for (id, _) in rxsched::experiments::ALL {
+        assert!(
+            src.contains(&format!("=> \"{id}\"")),
+            "{id} has no quick-form test in tests/reproduce.rs"
+        );
     }
 }

@@ -25,7 +25,7 @@ pub mod tcp;
 pub mod traffic;
 pub mod users;
 
-use crate::metrics::{Latency, Metrics, Samples};
+use crate::metrics::{Metrics, Samples};
 use crate::profile::Profile;
 use crate::scenario::Scenario;
 use crate::SimError;
@@ -37,7 +37,7 @@ use meter::{Meter, TraceEvent};
 use nic::{IntrController, Nic};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rxsched_core::{DropPoint, Nanos};
+use rxsched_core::Nanos;
 use step::{IntrSrc, Step};
 use traffic::Traffic;
 use users::{Consumer, Users};
@@ -412,27 +412,13 @@ impl Host {
                 meter.switches_w as f64 / meter.delivered_w.max(1) as f64,
             );
         }
-        let meter = self.m.meter;
-        let m = Metrics {
-            offered_pps: meter.arrived_w as f64 / secs,
-            delivered_pps: meter.delivered_w as f64 / secs,
-            received_pps: (meter.arrived_w - meter.ring_drops_w) as f64 / secs,
-            arrived: meter.arrived,
-            received: meter.arrived - meter.drops.get(DropPoint::NicRxRing),
-            delivered: meter.delivered,
+        let parts = meter::RecordParts {
             in_flight,
-            drops: meter.drops.to_map(),
             cpu,
-            interrupts: meter.interrupts.clone(),
-            latency_us: Latency::of(&meter.samples().latency),
             mode_switches: kr.mode_switches,
             inhibits: kr.inhibits,
-            first_delivery_us: meter.first_delivery_us(),
-            x: None,
-            events: meter.events,
-            wall_ms: 0.0,
             extra: kr.extra,
         };
-        Ok((m, meter.into_samples()))
+        Ok(self.m.meter.into_record(secs, parts))
     }
 }

@@ -24,7 +24,7 @@ use crate::host::event::{Ev, Events};
 use crate::host::meter::Meter;
 use crate::host::step::Packet;
 use crate::host::traffic::Traffic;
-use crate::metrics::{Latency, Metrics, Samples};
+use crate::metrics::{Metrics, Samples};
 use crate::profile::{NtCosts, Profile};
 use crate::scenario::{ProcessKind, Scenario, SmpCfg, SmpDetector, SmpService};
 use crate::SimError;
@@ -176,6 +176,23 @@ struct Thread {
     deferred: bool,
 }
 
+impl Thread {
+    fn new(role: Role, bucket: usize) -> Thread {
+        Thread {
+            role,
+            bucket,
+            job: None,
+            phase: Phase::Recv,
+            switch: false,
+            quantum_from: 0,
+            lock_since: None,
+            resume: None,
+            left: 0,
+            deferred: false,
+        }
+    }
+}
+
 /// Bucket numbers.
 const IDLE: usize = 0;
 const ISR: usize = 1;
@@ -292,18 +309,7 @@ impl Smp {
                 } else {
                     format!("user:{name}")
                 });
-                threads.push(Thread {
-                    role,
-                    bucket: buckets.len() - 1,
-                    job: None,
-                    phase: Phase::Recv,
-                    switch: false,
-                    quantum_from: 0,
-                    lock_since: None,
-                    resume: None,
-                    left: 0,
-                    deferred: false,
-                });
+                threads.push(Thread::new(role, buckets.len() - 1));
             }
         }
         let poll = (cfg.service != SmpService::Interrupt).then(|| {
@@ -311,18 +317,7 @@ impl Smp {
             let ideal = rng.gen_range(0..n);
             let t = sched.add(if rt { REALTIME } else { NORMAL }, all, ideal);
             buckets.push("poll".into());
-            threads.push(Thread {
-                role: Role::Poll,
-                bucket: buckets.len() - 1,
-                job: None,
-                phase: Phase::Recv,
-                switch: false,
-                quantum_from: 0,
-                lock_since: None,
-                resume: None,
-                left: 0,
-                deferred: false,
-            });
+            threads.push(Thread::new(Role::Poll, buckets.len() - 1));
             t
         });
         let two = (cfg.service == SmpService::TwoLevel).then(|| {
@@ -1128,28 +1123,14 @@ impl Smp {
             extra.insert("rtt_us".into(), mean);
             extra.insert("round_trips".into(), rounds as f64);
         }
-        let meter = self.meter;
-        let m = Metrics {
-            offered_pps: meter.arrived_w as f64 / secs,
-            delivered_pps: meter.delivered_w as f64 / secs,
-            received_pps: (meter.arrived_w - meter.ring_drops_w) as f64 / secs,
-            arrived: meter.arrived,
-            received: meter.arrived - meter.drops.get(DropPoint::NicRxRing),
-            delivered: meter.delivered,
+        let parts = crate::host::meter::RecordParts {
             in_flight,
-            drops: meter.drops.to_map(),
             cpu,
-            interrupts: meter.interrupts.clone(),
-            latency_us: Latency::of(&meter.samples().latency),
             mode_switches: self.two.as_ref().map_or(0, |t| t.switches()),
             inhibits: BTreeMap::new(),
-            first_delivery_us: meter.first_delivery_us(),
-            x: None,
-            events: meter.events,
-            wall_ms: 0.0,
             extra,
         };
-        Ok((m, meter.into_samples()))
+        Ok(self.meter.into_record(secs, parts))
     }
 }
 
