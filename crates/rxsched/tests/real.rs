@@ -367,10 +367,10 @@ fn screened_forwarding_end_to_end() {
 /// `serve`: SRP's early demultiplexing isolates consumers. One consumer
 /// is flooded as fast as the generator goes while another gets a modest
 /// stream; the flooded one's excess dies at its own UIQ, the modest one
-/// keeps at least 90% of what was sent to it (frames the receive threads
-/// drop before the demultiplexer sees them, a few percent at this rate,
-/// die whoever they are for; `bench real srp` measures the share across
-/// rates), each consumer is a process of its own, and every frame taken is
+/// keeps at least 90% of what was sent to it, less the share the receive
+/// threads drop before the demultiplexer sees them (a few percent at this
+/// rate, which die whoever they are for; `bench real srp` measures it
+/// across rates), each consumer is a process of its own, and every frame taken is
 /// accounted for.
 #[test]
 fn serve_isolates_a_modest_consumer_from_a_flooded_one() {
@@ -421,11 +421,20 @@ fn serve_isolates_a_modest_consumer_from_a_flooded_one() {
     let (f, m) = (&c[0], &c[1]);
     let sent = n(&modest["sent"]);
     assert!(sent > 4000, "{modest}");
+    // Frames the receive threads drop before the demultiplexer die whoever
+    // they are for: the modest consumer may lose that share (a few percent,
+    // more when the host steals the VM's CPU), and no more than 3 points
+    // beyond it; its own queue drops nothing.
+    let early = n(&r["drops"]["nic_rx_ring"]) + n(&r["drops"]["xsk_rx_ring"]);
+    let early_share = early as f64 / (n(&r["rx"]) + early).max(1) as f64;
+    let floor = (1.0 - early_share - 0.03).clamp(0.0, 0.90);
     assert!(
-        n(&m["received"]) as f64 >= 0.90 * sent as f64,
-        "modest got {} of {sent}: {r}",
-        n(&m["received"])
+        n(&m["received"]) as f64 >= floor * sent as f64 && early_share < 0.25,
+        "modest got {} of {sent} (the receive threads dropped {:.1}% before demultiplexing): {r}",
+        n(&m["received"]),
+        100.0 * early_share
     );
+    assert_eq!(n(&m["uiq_drops"]), 0, "{r}");
     assert!(
         n(&f["uiq_drops"]) > 0,
         "the flood never filled its UIQ: {r}\n{flood}"
