@@ -279,18 +279,10 @@ fn draw(seed: u64) -> (Table, BTreeSet<String>) {
         top.insert("tcp".into(), Value::Table(t));
     }
     if reader && r.gen_bool(0.25) {
-        covers.insert("switch:echo".into());
-        let mut e = Table::new();
-        e.insert("frame_bytes".into(), int(r.gen_range(60..=1518)));
-        e.insert("client_us".into(), float(log_uniform(r, 1.0, 1000.0)));
-        top.insert("echo".into(), Value::Table(e));
+        top.insert("echo".into(), echo(r, 60..=1518, &mut covers));
     }
 
-    let mut run = Table::new();
-    run.insert("duration_ms".into(), Value::Float(duration_ms));
-    run.insert("warmup_ms".into(), float(r.gen_range(0.0..50.0)));
-    run.insert("seed".into(), int(r.gen_range(0..=i64::MAX as u64)));
-    run.insert("quantum_ms".into(), float(log_uniform(r, 0.5, 20.0)));
+    let mut run = run_table(r, duration_ms, 20.0);
     if proportional {
         covers.insert("switch:proportional".into());
         run.insert("scheduler".into(), Value::String("proportional".into()));
@@ -416,19 +408,34 @@ fn draw_nt(r: &mut ChaCha8Rng, covers: &mut BTreeSet<String>) -> Table {
         top.insert("traffic".into(), Value::Array(traffic));
     }
     if reader && r.gen_bool(0.25) {
-        covers.insert("switch:echo".into());
-        let mut e = Table::new();
-        e.insert("frame_bytes".into(), int(r.gen_range(36..=9188)));
-        e.insert("client_us".into(), float(log_uniform(r, 1.0, 1000.0)));
-        top.insert("echo".into(), Value::Table(e));
+        top.insert("echo".into(), echo(r, 36..=9188, covers));
     }
+    top.insert("run".into(), Value::Table(run_table(r, duration_ms, 40.0)));
+    top
+}
+
+/// An `[echo]` client with frames drawn from `frames`.
+fn echo(
+    r: &mut ChaCha8Rng,
+    frames: std::ops::RangeInclusive<u64>,
+    covers: &mut BTreeSet<String>,
+) -> Value {
+    covers.insert("switch:echo".into());
+    let mut e = Table::new();
+    e.insert("frame_bytes".into(), int(r.gen_range(frames)));
+    e.insert("client_us".into(), float(log_uniform(r, 1.0, 1000.0)));
+    Value::Table(e)
+}
+
+/// A `[run]` table: the duration, a warm-up, a seed and a quantum of up
+/// to `quantum_hi` ms.
+fn run_table(r: &mut ChaCha8Rng, duration_ms: f64, quantum_hi: f64) -> Table {
     let mut run = Table::new();
     run.insert("duration_ms".into(), Value::Float(duration_ms));
     run.insert("warmup_ms".into(), float(r.gen_range(0.0..50.0)));
     run.insert("seed".into(), int(r.gen_range(0..=i64::MAX as u64)));
-    run.insert("quantum_ms".into(), float(log_uniform(r, 0.5, 40.0)));
-    top.insert("run".into(), Value::Table(run));
-    top
+    run.insert("quantum_ms".into(), float(log_uniform(r, 0.5, quantum_hi)));
+    run
 }
 
 fn kernel(r: &mut ChaCha8Rng, kind: &str, covers: &mut BTreeSet<String>) -> Table {

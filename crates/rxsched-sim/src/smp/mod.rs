@@ -489,13 +489,7 @@ impl Smp {
             }
         }
         if self.intr_enabled {
-            self.intr_enabled = false;
-            let k = self.cfg.interrupt_cpu as usize;
-            self.cpus[k].isr = Some(Job {
-                kind: JobKind::Isr,
-                remaining: self.c.isr,
-            });
-            self.meter.interrupts.rx += 1;
+            self.interrupt();
             if let Some(tl) = &mut self.two {
                 if self.cfg.detector == SmpDetector::Rate {
                     let svc = tl.interrupt(self.now);
@@ -557,14 +551,17 @@ impl Smp {
         self.intr_enabled = true;
         if !self.ring.is_empty() {
             // The adapter interrupts at once for what waits.
-            self.intr_enabled = false;
-            let k = self.cfg.interrupt_cpu as usize;
-            self.cpus[k].isr = Some(Job {
-                kind: JobKind::Isr,
-                remaining: self.c.isr,
-            });
-            self.meter.interrupts.rx += 1;
+            self.interrupt();
         }
+    }
+
+    /// The adapter interrupts its CPU and masks its interrupts until the
+    /// receive work re-enables them.
+    fn interrupt(&mut self) {
+        self.intr_enabled = false;
+        let k = self.cfg.interrupt_cpu as usize;
+        self.cpus[k].isr = Some(job(JobKind::Isr, self.c.isr));
+        self.meter.interrupts.rx += 1;
     }
 
     // ------------------------------------------------------------- threads

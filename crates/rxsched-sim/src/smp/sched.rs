@@ -250,11 +250,6 @@ impl Sched {
         None
     }
 
-    /// Whether any thread is ready.
-    pub fn any_ready(&self) -> bool {
-        self.ready.iter().any(|q| !q.is_empty())
-    }
-
     /// The scheduler's promise: no CPU holds no thread while a ready
     /// thread allowed on it waits; every thread is where its state says.
     pub fn check(&self) -> Result<(), String> {
