@@ -11,6 +11,7 @@ pub mod cgroup;
 pub mod lab;
 pub mod links;
 pub mod napi;
+pub mod needs;
 pub mod router;
 pub mod rules;
 pub mod rxpoll;
