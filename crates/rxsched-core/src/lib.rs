@@ -25,7 +25,7 @@ pub use drops::{DropCounts, DropPoint};
 pub use feedback::QueueFeedback;
 pub use interrupt::{BatchStep, InterruptBatch};
 pub use napi::{Napi, NapiAction, NapiConfig};
-pub use poll_loop::{Clock, Devices, InhibitCheck, PollLoop, Wake, Work};
+pub use poll_loop::{Clock, InhibitCheck, PollLoop, Wake, Work};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
 pub use propshare::PropShare;
 pub use quota::Quota;

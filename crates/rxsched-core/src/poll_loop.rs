@@ -1,14 +1,20 @@
 //! The polling thread's loop: the one translation from the facility's
 //! [`Action`]s into units of work, shared by the simulator and the real
-//! router.
+//! dataplane.
 //!
 //! Like quinn-proto's `Connection`, the loop never touches a device or a
-//! clock. A driver asks it for the next [`Work`], carries that out (by
-//! charging modelled cost, or by really reading a ring), and reports what
-//! happened. The driver supplies the time and the thread's CPU time through
-//! [`Clock`], and what is waiting on each device through [`Devices`]. The
-//! loop owns the decisions and their counters: callbacks, quota, input
-//! inhibits (M3, M4), interrupt re-enabling and mode switches.
+//! clock. A driver asks it for the next [`Work`] with [`PollLoop::next`],
+//! carries that out (by charging modelled cost, or by really reading a
+//! ring), and reports what happened. The loop owns the decisions and their
+//! counters: which callback runs, its budget (the quota), input inhibits
+//! (M3, M4), interrupt re-enabling and mode switches.
+//!
+//! A callback has Linux NAPI's shape (`poll(napi, budget) -> work_done`):
+//! [`Work::Poll`] grants a budget, the driver handles up to that many
+//! packets in a batch, asking [`PollLoop::proceed`] before each one, and
+//! reports how many it handled with [`PollLoop::done`]. A real driver thus
+//! touches its rings once per batch; the simulator may still charge each
+//! packet as a step of its own.
 
 use crate::{Action, DeviceId, Dir, InhibitCause, Nanos, PollingFacility, Quota};
 
@@ -21,32 +27,24 @@ pub trait Clock {
     fn cpu_ns(&self) -> Nanos;
 }
 
-/// What the devices have waiting.
-pub trait Devices {
-    /// Whether `dev` has work in `dir`: a received frame on its ring, or a
-    /// transmit completion (or queued output) to handle.
-    fn pending(&self, dev: DeviceId, dir: Dir) -> bool;
-}
-
 /// One unit of work for the polling thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
     /// The thread was asleep and has been woken: switch into it.
     Switch,
-    /// A callback of `dev` in `dir` begins (the call itself costs something).
-    Callback {
+    /// Call `dev`'s callback in `dir` (the call itself costs something):
+    /// handle at most `budget` packets (take frames off the ring and process
+    /// each to completion, or reclaim sent buffers), asking
+    /// [`PollLoop::proceed`] before each, then report with
+    /// [`PollLoop::done`] before asking for more work.
+    Poll {
         /// The device.
         dev: DeviceId,
         /// Which callback.
         dir: Dir,
-    },
-    /// Handle one packet of the current callback: take a frame off `dev`'s
-    /// ring and process it to completion, or reclaim one sent buffer.
-    Packet {
-        /// The device.
-        dev: DeviceId,
-        /// Which callback.
-        dir: Dir,
+        /// The most packets this call may handle: the quota (`u32::MAX`
+        /// when unlimited).
+        budget: u32,
     },
     /// Re-enable `dev`'s interrupt in `dir`, then report with
     /// [`PollLoop::enabled`] whether work was already waiting.
@@ -89,12 +87,14 @@ pub enum InhibitCheck {
     Callback,
 }
 
+/// The callback in progress.
 #[derive(Debug, Clone, Copy)]
 struct Job {
     dev: DeviceId,
     dir: Dir,
     quota: Quota,
-    done: u32,
+    /// Packets `proceed` has allowed so far.
+    allowed: u32,
     cpu0: Nanos,
 }
 
@@ -181,7 +181,12 @@ impl PollLoop {
         if was && self.fac.input_inhibited(now).is_none() {
             self.wake()
         } else if !was {
-            self.fac.deadline().map_or(Wake::No, Wake::At)
+            let w = self.fac.deadline().map_or(Wake::No, Wake::At);
+            debug_assert!(
+                !matches!(w, Wake::At(t) if t <= now),
+                "an inhibit that began at {now} ends in the past"
+            );
+            w
         } else {
             Wake::No
         }
@@ -210,8 +215,18 @@ impl PollLoop {
         self.fac.input_inhibited(now)
     }
 
-    /// The next unit of work, or `None` while the thread sleeps.
-    pub fn next(&mut self, clock: &impl Clock, devs: &impl Devices) -> Option<Work> {
+    /// Whether a callback is in progress: [`PollLoop::done`] is owed.
+    pub fn in_callback(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// The next unit of work, or `None` while the thread sleeps. Not to be
+    /// called while a callback is in progress.
+    pub fn next(&mut self, clock: &impl Clock) -> Option<Work> {
+        assert!(
+            self.job.is_none(),
+            "PollLoop::next during a callback: report it with done() first"
+        );
         if !self.awake {
             return None;
         }
@@ -219,55 +234,75 @@ impl PollLoop {
             self.need_switch = false;
             return Some(Work::Switch);
         }
-        let now = clock.now();
-        loop {
-            if let Some(mut job) = self.job {
-                let more = devs.pending(job.dev, job.dir);
-                let go = more
-                    && !job.quota.exhausted(job.done)
-                    && (job.dir == Dir::Tx
-                        || self.check == InhibitCheck::Callback
-                        || self.fac.input_inhibited(now).is_none());
-                if go {
-                    job.done += 1;
-                    self.job = Some(job);
-                    return Some(Work::Packet {
-                        dev: job.dev,
-                        dir: job.dir,
-                    });
+        Some(match self.fac.next_action(clock.now()) {
+            Action::Poll { dev, dir, quota } => {
+                // The cycle counter is read only when M4 needs it.
+                let cpu0 = if self.fac.has_cycle_limit() {
+                    clock.cpu_ns()
+                } else {
+                    0
+                };
+                self.job = Some(Job {
+                    dev,
+                    dir,
+                    quota,
+                    allowed: 0,
+                    cpu0,
+                });
+                Work::Poll {
+                    dev,
+                    dir,
+                    budget: quota.as_count(),
                 }
-                // The callback returns: M4 reads the cycle counter here.
-                self.fac.poll_done(job.dev, job.dir, job.done, more);
-                if self.fac.has_cycle_limit() {
-                    self.fac
-                        .charge(now, clock.cpu_ns().saturating_sub(job.cpu0));
-                }
-                self.job = None;
-                continue;
             }
-            return Some(match self.fac.next_action(now) {
-                Action::Poll { dev, dir, quota } => {
-                    // The cycle counter is read only when M4 needs it.
-                    let cpu0 = if self.fac.has_cycle_limit() {
-                        clock.cpu_ns()
-                    } else {
-                        0
-                    };
-                    self.job = Some(Job {
-                        dev,
-                        dir,
-                        quota,
-                        done: 0,
-                        cpu0,
-                    });
-                    Work::Callback { dev, dir }
-                }
-                Action::EnableInterrupts { dev, dir } => Work::EnableInterrupts { dev, dir },
-                Action::Idle { until } => {
-                    self.awake = false;
-                    Work::Idle { until }
-                }
-            });
+            Action::EnableInterrupts { dev, dir } => Work::EnableInterrupts { dev, dir },
+            Action::Idle { until } => {
+                self.awake = false;
+                Work::Idle { until }
+            }
+        })
+    }
+
+    /// Whether the callback in progress may handle one more packet at
+    /// `now`, which the driver has waiting: not once its budget is spent,
+    /// and, for receive work under [`InhibitCheck::Packet`], not once input
+    /// is inhibited. Transmit work is never inhibited. A `true` commits the
+    /// driver to handling that packet.
+    pub fn proceed(&mut self, now: Nanos) -> bool {
+        let job = self
+            .job
+            .as_mut()
+            .expect("PollLoop::proceed outside a callback");
+        let go = !job.quota.exhausted(job.allowed)
+            && (job.dir == Dir::Tx
+                || self.check == InhibitCheck::Callback
+                || self.fac.input_inhibited(now).is_none());
+        if go {
+            job.allowed += 1;
+        }
+        go
+    }
+
+    /// The callback in progress returned, having handled `n` packets (each
+    /// allowed by [`PollLoop::proceed`]); `more` says whether the device
+    /// still has work in that direction. With M4 the loop reads the cycle
+    /// counter here.
+    pub fn done(&mut self, n: u32, more: bool, clock: &impl Clock) {
+        let job = self.job.take().expect("PollLoop::done outside a callback");
+        debug_assert!(
+            n <= job.allowed,
+            "a callback handled {n} packets but was allowed {}",
+            job.allowed
+        );
+        debug_assert!(
+            !job.quota.exhausted(n.saturating_sub(1)) || n == 0,
+            "a callback handled {n} packets, beyond its quota {}",
+            job.quota
+        );
+        self.fac.poll_done(job.dev, job.dir, n, more);
+        if self.fac.has_cycle_limit() {
+            self.fac
+                .charge(clock.now(), clock.cpu_ns().saturating_sub(job.cpu0));
         }
     }
 
@@ -308,6 +343,7 @@ impl PollLoop {
 mod tests {
     use super::*;
     use crate::{CycleLimit, QueueFeedback, MS};
+    use proptest::prelude::*;
     use std::cell::Cell;
 
     /// Devices with counts of waiting work, and a clock the test moves.
@@ -326,24 +362,29 @@ mod tests {
         }
     }
 
-    impl Devices for World {
-        fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
-            self.pending[dev.0][dir as usize] > 0
+    /// One callback as a driver runs it: packets while there are some and
+    /// the loop lets it, each costing `cost` ns of CPU; returns how many.
+    fn callback(lp: &mut PollLoop, w: &mut World, dev: DeviceId, dir: Dir, cost: Nanos) -> u32 {
+        let mut n = 0;
+        while w.pending[dev.0][dir as usize] > 0 && lp.proceed(w.now.get()) {
+            w.pending[dev.0][dir as usize] -= 1;
+            w.cpu.set(w.cpu.get() + cost);
+            w.now.set(w.now.get() + cost);
+            n += 1;
         }
+        let more = w.pending[dev.0][dir as usize] > 0;
+        lp.done(n, more, w);
+        n
     }
 
     /// Runs the loop until it sleeps, each packet costing `cost` ns of CPU;
-    /// returns the work done.
-    fn drain(lp: &mut PollLoop, w: &mut World, cost: Nanos) -> Vec<Work> {
-        let mut seen = Vec::new();
-        while let Some(work) = lp.next(w, w) {
+    /// returns the work done and the packets each callback handled.
+    fn drain(lp: &mut PollLoop, w: &mut World, cost: Nanos) -> (Vec<Work>, Vec<u32>) {
+        let (mut seen, mut handled) = (Vec::new(), Vec::new());
+        while let Some(work) = lp.next(w) {
             seen.push(work);
             match work {
-                Work::Packet { dev, dir } => {
-                    w.pending[dev.0][dir as usize] -= 1;
-                    w.cpu.set(w.cpu.get() + cost);
-                    w.now.set(w.now.get() + cost);
-                }
+                Work::Poll { dev, dir, .. } => handled.push(callback(lp, w, dev, dir, cost)),
                 Work::EnableInterrupts { dev, dir } => {
                     let p = w.pending[dev.0][dir as usize] > 0;
                     lp.enabled(dev, dir, p);
@@ -351,7 +392,7 @@ mod tests {
                 _ => {}
             }
         }
-        seen
+        (seen, handled)
     }
 
     fn world(pending: Vec<[u32; 2]>) -> World {
@@ -367,20 +408,20 @@ mod tests {
         let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(2)));
         let d = lp.register(true, true);
         let mut w = world(vec![[5, 0]]);
-        assert_eq!(lp.next(&w, &w), None);
+        assert_eq!(lp.next(&w), None);
         assert_eq!(lp.interrupt(d, Dir::Rx), Wake::Now);
         assert_eq!(lp.interrupt(d, Dir::Rx), Wake::No);
-        let seen = drain(&mut lp, &mut w, 10);
-        let callbacks = seen
-            .iter()
-            .filter(|x| matches!(x, Work::Callback { .. }))
-            .count();
-        let packets = seen
-            .iter()
-            .filter(|x| matches!(x, Work::Packet { .. }))
-            .count();
+        let (seen, handled) = drain(&mut lp, &mut w, 10);
         assert_eq!(seen[0], Work::Switch);
-        assert_eq!((callbacks, packets), (3, 5));
+        assert_eq!(
+            seen[1],
+            Work::Poll {
+                dev: d,
+                dir: Dir::Rx,
+                budget: 2
+            }
+        );
+        assert_eq!(handled, vec![2, 2, 1]);
         assert!(matches!(seen.last(), Some(Work::Idle { until: None })));
         assert!(lp.interrupts_enabled(d, Dir::Rx));
         // One switch into polling, one back to interrupts; the transmit
@@ -397,15 +438,12 @@ mod tests {
         let mut w = world(vec![[3, 0]]);
         assert_eq!(lp.queue_level(30, 0), Wake::At(MS));
         let _ = lp.interrupt(d, Dir::Rx);
-        let seen = drain(&mut lp, &mut w, 10);
+        let (seen, _) = drain(&mut lp, &mut w, 10);
         assert_eq!(seen, vec![Work::Switch, Work::Idle { until: Some(MS) }]);
         w.now.set(MS);
         assert_eq!(lp.timer(MS), Wake::Now);
-        let seen = drain(&mut lp, &mut w, 10);
-        assert!(seen.contains(&Work::Packet {
-            dev: d,
-            dir: Dir::Rx
-        }));
+        let (_, handled) = drain(&mut lp, &mut w, 10);
+        assert_eq!(handled, vec![3]);
         assert_eq!(w.pending[0][0], 0);
         assert_eq!(lp.inhibits(), vec![(InhibitCause::QueueFeedback, 1)]);
     }
@@ -428,14 +466,10 @@ mod tests {
         let d = lp.register(true, false);
         let mut w = world(vec![[1_000, 0]]);
         let _ = lp.interrupt(d, Dir::Rx);
-        let seen = drain(&mut lp, &mut w, 600_000);
+        let (seen, handled) = drain(&mut lp, &mut w, 600_000);
         // Each callback of five packets costs 3 ms: the second passes the
         // 5 ms threshold and input stops until the period ends.
-        let packets = seen
-            .iter()
-            .filter(|x| matches!(x, Work::Packet { .. }))
-            .count();
-        assert_eq!(packets, 10);
+        assert_eq!(handled, vec![5, 5]);
         assert_eq!(
             seen.last(),
             Some(&Work::Idle {
@@ -450,6 +484,23 @@ mod tests {
     }
 
     #[test]
+    fn an_inhibit_stops_a_callback_at_the_next_packet() {
+        let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
+        let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(4)).with_feedback(fb));
+        let d = lp.register(true, false);
+        let w = world(vec![[10, 0]]);
+        let _ = lp.interrupt(d, Dir::Rx);
+        assert_eq!(lp.next(&w), Some(Work::Switch));
+        assert!(matches!(lp.next(&w), Some(Work::Poll { budget: 4, .. })));
+        assert!(lp.proceed(0));
+        // The queue fills behind the first packet: the callback stops.
+        assert_eq!(lp.queue_level(30, 0), Wake::At(MS));
+        assert!(!lp.proceed(0));
+        lp.done(1, true, &w);
+        assert_eq!(lp.next(&w), Some(Work::Idle { until: Some(MS) }));
+    }
+
+    #[test]
     fn an_inhibit_takes_effect_when_the_callback_returns() {
         let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
         let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(4)).with_feedback(fb))
@@ -457,25 +508,24 @@ mod tests {
         let d = lp.register(true, false);
         let w = world(vec![[10, 0]]);
         let _ = lp.interrupt(d, Dir::Rx);
-        assert_eq!(lp.next(&w, &w), Some(Work::Switch));
+        assert_eq!(lp.next(&w), Some(Work::Switch));
         assert_eq!(
-            lp.next(&w, &w),
-            Some(Work::Callback {
+            lp.next(&w),
+            Some(Work::Poll {
                 dev: d,
-                dir: Dir::Rx
+                dir: Dir::Rx,
+                budget: 4
             })
         );
-        let pkt = Some(Work::Packet {
-            dev: d,
-            dir: Dir::Rx,
-        });
-        assert_eq!(lp.next(&w, &w), pkt);
+        assert!(lp.proceed(0));
         // The queue fills during the callback: the rest of its quota runs.
         assert_eq!(lp.queue_level(30, 0), Wake::At(MS));
         for _ in 0..3 {
-            assert_eq!(lp.next(&w, &w), pkt);
+            assert!(lp.proceed(0));
         }
-        assert_eq!(lp.next(&w, &w), Some(Work::Idle { until: Some(MS) }));
+        assert!(!lp.proceed(0), "the quota is spent");
+        lp.done(4, true, &w);
+        assert_eq!(lp.next(&w), Some(Work::Idle { until: Some(MS) }));
     }
 
     #[test]
@@ -489,5 +539,48 @@ mod tests {
         let _ = lp.interrupt(d, Dir::Tx);
         drain(&mut lp, &mut w, 1);
         assert_eq!(w.pending[0], [3, 0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "during a callback")]
+    fn asking_for_work_before_reporting_a_callback_is_refused() {
+        let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(4)));
+        let d = lp.register(true, false);
+        let w = world(vec![[1, 0]]);
+        let _ = lp.interrupt(d, Dir::Rx);
+        let _ = lp.next(&w);
+        let _ = lp.next(&w);
+        let _ = lp.next(&w);
+    }
+
+    proptest! {
+        /// Whatever arrives and however much each packet costs, no callback
+        /// handles more than its quota, every packet is handled once, and
+        /// the thread ends asleep with every interrupt back on.
+        #[test]
+        fn quota_never_exceeded_and_work_drains(
+            quota in 1u32..40,
+            rx in prop::collection::vec(0u32..200, 1..4),
+            tx in prop::collection::vec(0u32..200, 1..4),
+            cost in 1u64..50_000,
+        ) {
+            let n = rx.len().min(tx.len());
+            let mut lp = PollLoop::new(PollingFacility::new(Quota::Limited(quota)));
+            let devs: Vec<DeviceId> = (0..n).map(|_| lp.register(true, true)).collect();
+            let pending: Vec<[u32; 2]> = (0..n).map(|i| [rx[i], tx[i]]).collect();
+            let total: u32 = pending.iter().map(|p| p[0] + p[1]).sum();
+            let mut w = world(pending);
+            for &d in &devs {
+                let _ = lp.interrupt(d, Dir::Rx);
+                let _ = lp.interrupt(d, Dir::Tx);
+            }
+            let (_, handled) = drain(&mut lp, &mut w, cost);
+            prop_assert!(handled.iter().all(|&h| h <= quota));
+            prop_assert_eq!(handled.iter().sum::<u32>(), total);
+            prop_assert!(!lp.awake());
+            for &d in &devs {
+                prop_assert!(lp.interrupts_enabled(d, Dir::Rx) && lp.interrupts_enabled(d, Dir::Tx));
+            }
+        }
     }
 }

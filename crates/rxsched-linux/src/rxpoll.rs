@@ -10,7 +10,7 @@ use crate::links::LinkWatch;
 use crate::router::polling::{At, Gate, InputCtl};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
-use rxsched_core::{Clock, DeviceId, Devices, Dir, Nanos, PollLoop, Work};
+use rxsched_core::{Clock, DeviceId, Dir, Nanos, PollLoop, Work};
 
 /// What takes the frames a [`RxPoller`] receives.
 pub trait FrameStage {
@@ -19,15 +19,6 @@ pub trait FrameStage {
     /// The queue M3 watches, if feedback is on.
     fn watched(&self) -> Option<&StageQueue> {
         None
-    }
-}
-
-/// The device as the loop sees it: one port, receive only.
-struct View<'a, R>(&'a R);
-
-impl<R: RxBackend> Devices for View<'_, R> {
-    fn pending(&self, _dev: DeviceId, dir: Dir) -> bool {
-        dir == Dir::Rx && self.0.pending()
     }
 }
 
@@ -110,43 +101,44 @@ impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
     /// slept.
     pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
         let now = self.clock.now();
-        let Some(work) = self.lp.next(&At(now), &View(&self.rx)) else {
+        let Some(work) = self.lp.next(&At(now)) else {
             self.sleep(deadline)?;
             return Ok(true);
         };
         match work {
-            Work::Packet { .. } => {
-                let (stage, taken) = (&mut self.stage, &mut self.taken);
-                self.rx.recv(1, &mut |f| {
-                    *taken += 1;
-                    stage.frame(f);
-                });
-                self.report_level(now);
+            Work::Poll { budget, .. } => {
+                let n = self.receive(budget, now);
+                let more = self.rx.pending();
+                self.lp.done(n, more, &At(now));
             }
             Work::EnableInterrupts { dev, dir } => {
                 let pending = self.rx.pending();
                 self.lp.enabled(dev, dir, pending);
             }
             Work::Idle { until } => self.until = until,
-            Work::Switch | Work::Callback { .. } => {}
+            Work::Switch => {}
         }
         self.input.turned(&mut self.lp, &self.clock, now)?;
         Ok(false)
     }
 
-    /// Reports the watched queue's length to M3; when that starts an
-    /// inhibit that the consumer may end, asks it for a kick at that level.
-    fn report_level(&mut self, now: Nanos) {
-        let Some(q) = self.stage.watched() else {
-            return;
-        };
-        let wake = self.lp.queue_level(q.len(), now);
-        if let rxsched_core::Wake::At(_) = wake {
-            let low = self.lp.facility().feedback().and_then(|f| f.resume_at());
-            if let Some(low) = low {
-                q.kick_when_drained_to(low);
-            }
+    /// The receive callback: up to `budget` frames off the ring in one
+    /// batch, each handed to the stage, while the loop lets it. Returns how
+    /// many it took.
+    fn receive(&mut self, budget: u32, now: Nanos) -> u32 {
+        let (lp, stage) = (&mut self.lp, &mut self.stage);
+        if !lp.proceed(now) {
+            return 0;
         }
+        let mut n = 0;
+        self.rx.recv_while(budget as usize, &mut |f| {
+            n += 1;
+            stage.frame(f);
+            report_level(lp, stage.watched(), now);
+            lp.proceed(now)
+        });
+        self.taken += u64::from(n);
+        n
     }
 
     fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
@@ -177,7 +169,7 @@ impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
                 let _ = self.lp.interrupt(DeviceId(0), Dir::Rx);
             } else if let Some(q) = self.stage.watched() {
                 q.take_producer_kick();
-                self.report_level(now);
+                report_level(&mut self.lp, Some(q), now);
             }
         }
         self.input.charge(&mut self.lp, &self.clock, now)?;
@@ -231,5 +223,20 @@ impl<R: RxBackend, C: Clock, W: Wait, S: FrameStage> RxPoller<R, C, W, S> {
         let duration_s = (self.clock.now() - t0) as f64 / 1e9;
         let cpu_s = (sys::thread_cpu_ns() - cpu0) as f64 / 1e9;
         Ok((duration_s, cpu_s))
+    }
+}
+
+/// Reports the watched queue's length to M3; when that starts an inhibit
+/// that the consumer may end, asks it for a kick at that level.
+fn report_level(lp: &mut PollLoop, watched: Option<&StageQueue>, now: Nanos) {
+    let Some(q) = watched else {
+        return;
+    };
+    let wake = lp.queue_level(q.len(), now);
+    if let rxsched_core::Wake::At(_) = wake {
+        let low = lp.facility().feedback().and_then(|f| f.resume_at());
+        if let Some(low) = low {
+            q.kick_when_drained_to(low);
+        }
     }
 }

@@ -145,13 +145,14 @@ impl<R: RxBackend> RxBackend for FaultInjector<R> {
         self.inner.fd()
     }
 
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
         self.turn += 1;
         let mut n = 0;
-        while n < max {
+        let mut go = true;
+        while go && n < max {
             // Frames whose time has come go first.
             if let Some(frame) = self.release(true) {
-                f(&frame);
+                go = f(&frame);
                 n += 1;
                 continue;
             }
@@ -160,12 +161,12 @@ impl<R: RxBackend> RxBackend for FaultInjector<R> {
                 break;
             }
             if let Some(frame) = got.and_then(|fr| self.damage(fr)) {
-                f(&frame);
+                go = f(&frame);
                 n += 1;
                 // A reordered frame comes right after the one behind it.
-                if n < max {
+                if go && n < max {
                     if let Some(held) = self.release(false) {
-                        f(&held);
+                        go = f(&held);
                         n += 1;
                     }
                 }

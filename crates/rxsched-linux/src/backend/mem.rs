@@ -71,15 +71,17 @@ impl RxBackend for MemRx {
         None
     }
 
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
         let mut n = 0;
         while n < max {
             // Take one at a time so that `f` may feed this ring again.
             let Some(frame) = lock(&self.0).frames.pop_front() else {
                 break;
             };
-            f(&frame);
             n += 1;
+            if !f(&frame) {
+                break;
+            }
         }
         n
     }

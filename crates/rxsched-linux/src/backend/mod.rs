@@ -25,8 +25,17 @@ pub trait RxBackend {
     /// The descriptor that becomes readable when frames wait (the
     /// "interrupt"), if the backend has one.
     fn fd(&self) -> Option<RawFd>;
+    /// Hands at most `max` waiting frames to `f`, one ring operation for
+    /// the batch, stopping early once `f` returns false (the frame it was
+    /// given is taken); returns how many it handed over.
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize;
     /// Hands at most `max` waiting frames to `f`; returns how many.
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize;
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+        self.recv_while(max, &mut |frame| {
+            f(frame);
+            true
+        })
+    }
     /// Whether a frame waits now.
     fn pending(&self) -> bool;
     /// Frames dropped because the ring was full, since opening.
@@ -76,8 +85,8 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     fn fd(&self) -> Option<RawFd> {
         (**self).fd()
     }
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
-        (**self).recv(max, f)
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
+        (**self).recv_while(max, f)
     }
     fn pending(&self) -> bool {
         (**self).pending()

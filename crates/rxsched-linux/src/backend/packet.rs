@@ -206,7 +206,7 @@ impl RxBackend for PacketRing {
         Some(self.fd.as_raw_fd())
     }
 
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
         let mut n = 0;
         while n < max {
             if self.left == 0 {
@@ -235,13 +235,16 @@ impl RxBackend for PacketRing {
                     Self::read_u32(h, PKT_NEXT) as usize,
                 )
             };
-            f(frame);
+            let go = f(frame);
             n += 1;
             self.left -= 1;
             if self.left == 0 {
                 self.release_block();
             } else {
                 self.next += next;
+            }
+            if !go {
+                break;
             }
         }
         n

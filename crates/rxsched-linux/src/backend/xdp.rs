@@ -431,18 +431,23 @@ impl Xsk {
         unsafe { std::slice::from_raw_parts(self.umem.ptr.add(a), len) }
     }
 
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
         let (ready, pos) = self.rings.rx.ready();
-        let n = ready.min(max.min(u32::MAX as usize) as u32);
-        if n == 0 {
+        let avail = ready.min(max.min(u32::MAX as usize) as u32);
+        if avail == 0 {
             return 0;
         }
         self.back.clear();
-        for i in 0..n {
+        let mut n = 0;
+        while n < avail {
             // SAFETY: entries up to `ready` are the kernel's finished writes.
-            let d = unsafe { *self.rings.rx.xdesc(pos.wrapping_add(i)) };
-            f(self.frame(d.addr, d.len as usize));
+            let d = unsafe { *self.rings.rx.xdesc(pos.wrapping_add(n)) };
+            let go = f(self.frame(d.addr, d.len as usize));
             self.back.push(d.addr & !(self.frame_size as u64 - 1));
+            n += 1;
+            if !go {
+                break;
+            }
         }
         self.rings.rx.release(n);
         // The frames go straight back to the kernel: the fill ring holds them all.
@@ -553,8 +558,8 @@ impl RxBackend for XskRx {
         Some(self.0.borrow().fd.as_raw_fd())
     }
 
-    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
-        self.0.borrow_mut().recv(max, f)
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
+        self.0.borrow_mut().recv_while(max, f)
     }
 
     fn pending(&self) -> bool {

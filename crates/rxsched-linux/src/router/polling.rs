@@ -1,8 +1,9 @@
 //! The polling router (M2, with M3 and M4): one thread that the core's
 //! [`PollLoop`] drives, exactly as the simulator's polling kernel is
-//! driven. A receive packet is one frame taken off a ring and forwarded to
-//! completion onto its output queue; a transmit packet is one queued frame
-//! claimed for the device, sent in batches when the callback ends.
+//! driven. A receive callback takes a batch of frames off a ring in one
+//! ring operation, forwarding each to completion onto its output queue; a
+//! transmit callback claims a batch of queued frames for the device and
+//! sends them with one kick.
 
 use super::{
     forward_one, ring_drops, Counters, Mode, Onward, OutQueue, Port, Route, RouterConfig,
@@ -13,13 +14,9 @@ use crate::links::LinkWatch;
 use crate::sys::{self, SysResult};
 use crate::wire::Mac;
 use rxsched_core::{
-    Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
-    Work, MS,
+    Clock, CycleLimit, DeviceId, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback, Work, MS,
 };
 use std::sync::atomic::Ordering::Relaxed;
-
-/// Frames sent in one `send` call at most.
-const TX_BATCH: usize = 64;
 
 /// How the router opens and closes a device's input beyond its own rings:
 /// with threaded NAPI, by the receive threads' priority
@@ -187,14 +184,15 @@ impl InputCtl {
     }
 }
 
-/// What the ports have waiting, as the loop sees it.
+/// What the ports have waiting: received frames, and queued frames not yet
+/// claimed by a transmit callback.
 struct View<'a, R, T> {
     ports: &'a [Port<R, T>],
     outq: &'a [OutQueue],
     claimed: &'a [usize],
 }
 
-impl<R: RxBackend, T> Devices for View<'_, R, T> {
+impl<R: RxBackend, T> View<'_, R, T> {
     fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
         match dir {
             Dir::Rx => self.ports[dev.0].rx.pending(),
@@ -219,8 +217,6 @@ pub struct PollingRouter<R, T, C, W> {
     counters: Counters,
     /// While the thread sleeps: when an input inhibit ends.
     until: Option<Nanos>,
-    /// Frames handled by the callback in progress.
-    in_callback: u64,
     buf: Vec<u8>,
     input: InputCtl,
     mode: Mode,
@@ -274,7 +270,6 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             wait,
             counters: Counters::default(),
             until: None,
-            in_callback: 0,
             buf: vec![0u8; 65_536],
             input,
             mode: cfg.mode,
@@ -340,52 +335,35 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         &mut self.ports
     }
 
-    /// Carries out one unit of work, or waits once while the thread sleeps
-    /// (until an interrupt, an inhibit's end or `deadline`). Returns true if
-    /// it waited.
+    /// Carries out one unit of work (a callback's whole batch), or waits
+    /// once while the thread sleeps (until an interrupt, an inhibit's end or
+    /// `deadline`). Returns true if it waited.
     pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
         let now = self.clock.now();
-        let view = View {
-            ports: &self.ports,
-            outq: &self.outq,
-            claimed: &self.claimed,
-        };
         let at = At(now);
-        let Some(work) = self.lp.next(&at, &view) else {
+        let Some(work) = self.lp.next(&at) else {
             self.sleep(deadline)?;
             return Ok(true);
         };
-        if !matches!(work, Work::Packet { dir: Dir::Tx, .. }) {
-            self.flush(now)?;
-        }
         match work {
             Work::Switch => {}
-            Work::Callback { .. } => {
-                self.in_callback = 0;
+            Work::Poll { dev, dir, budget } => {
+                let n = match dir {
+                    Dir::Rx => self.receive(dev.0, budget, now),
+                    Dir::Tx => self.transmit(dev.0, now)?,
+                };
+                let more = self.view().pending(dev, dir);
+                self.lp.done(n, more, &at);
                 self.counters.callbacks.fetch_add(1, Relaxed);
-            }
-            Work::Packet { dev, dir } => {
-                self.in_callback += 1;
                 self.counters
                     .largest_callback
-                    .fetch_max(self.in_callback, Relaxed);
-                match dir {
-                    Dir::Rx => self.receive_one(dev.0, now),
-                    Dir::Tx => {
-                        self.claimed[dev.0] += 1;
-                        if self.claimed[dev.0] >= TX_BATCH {
-                            self.flush(now)?;
-                        }
-                    }
+                    .fetch_max(u64::from(n), Relaxed);
+                if let (Some(p), Dir::Rx) = (&self.polls, dir) {
+                    p.busy.fetch_add(u64::from(n), Relaxed);
                 }
             }
             Work::EnableInterrupts { dev, dir } => {
-                let view = View {
-                    ports: &self.ports,
-                    outq: &self.outq,
-                    claimed: &self.claimed,
-                };
-                let pending = view.pending(dev, dir);
+                let pending = self.view().pending(dev, dir);
                 self.lp.enabled(dev, dir, pending);
             }
             Work::Idle { until } => {
@@ -395,17 +373,26 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                 }
             }
         }
-        if let (Some(p), Work::Packet { dir: Dir::Rx, .. }) = (&self.polls, work) {
-            p.busy.fetch_add(1, Relaxed);
-        }
         self.input.turned(&mut self.lp, &self.clock, now)?;
         Ok(false)
     }
 
-    /// Takes one frame off port `d`'s ring and forwards it to its queue,
-    /// or to the screening stage.
-    fn receive_one(&mut self, d: usize, now: Nanos) {
-        let mut out = None;
+    fn view(&self) -> View<'_, R, T> {
+        View {
+            ports: &self.ports,
+            outq: &self.outq,
+            claimed: &self.claimed,
+        }
+    }
+
+    /// The receive callback of port `d`: takes up to `budget` frames off its
+    /// ring in one batch, while the loop lets it, and forwards each to its
+    /// queue or to the screening stage. Returns how many it took.
+    fn receive(&mut self, d: usize, budget: u32, now: Nanos) -> u32 {
+        let lp = &mut self.lp;
+        if !lp.proceed(now) {
+            return 0;
+        }
         let (routes, macs, outq, cap, c, buf) = (
             &self.routes,
             &self.macs,
@@ -414,37 +401,40 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             &self.counters,
             &mut self.buf,
         );
-        let screen = self.screen.as_ref().map(|s| &*s.queue);
-        self.ports[d].rx.recv(1, &mut |f| {
+        let screen = self.screen.as_ref();
+        let mut n = 0;
+        self.ports[d].rx.recv_while(budget as usize, &mut |f| {
+            n += 1;
             c.rx.fetch_add(1, Relaxed);
             let onward = match screen {
-                Some(q) => Onward::Screen(q),
+                Some(s) => Onward::Screen(&s.queue),
                 None => Onward::Out {
                     outq: &mut outq[..],
                     cap,
                 },
             };
-            out = forward_one(f, buf, routes, macs, onward, c);
+            if let Some(o) = forward_one(f, buf, routes, macs, onward, c) {
+                let _ = lp.interrupt(DeviceId(o), Dir::Tx);
+                let _ = lp.queue_level(outq[o].len() as u32, now);
+            } else if let Some(s) = screen {
+                screen_level(lp, s, now);
+            }
+            lp.proceed(now)
         });
-        if let Some(o) = out {
-            let _ = self.lp.interrupt(DeviceId(o), Dir::Tx);
-            let _ = self.lp.queue_level(self.outq[o].len() as u32, now);
-        } else if self.screen.is_some() {
-            self.screen_level(now);
-        }
+        n
     }
 
-    /// Reports the screening queue's length to M3; when that starts an
-    /// inhibit, asks the stage for a kick at the low watermark.
-    fn screen_level(&mut self, now: Nanos) {
-        let Some(s) = &self.screen else { return };
-        let wake = self.lp.queue_level(s.queue.len(), now);
-        if let rxsched_core::Wake::At(_) = wake {
-            let low = self.lp.facility().feedback().and_then(|f| f.resume_at());
-            if let Some(low) = low {
-                s.queue.kick_when_drained_to(low);
-            }
+    /// The transmit callback of port `d`: claims its queued frames while
+    /// the loop lets it (its budget) and sends them with one kick. Returns
+    /// how many it claimed.
+    fn transmit(&mut self, d: usize, now: Nanos) -> SysResult<u32> {
+        let mut n = 0;
+        while self.outq[d].len() > self.claimed[d] && self.lp.proceed(now) {
+            self.claimed[d] += 1;
+            n += 1;
         }
+        self.flush(now)?;
+        Ok(n)
     }
 
     /// Sends the frames the transmit callbacks claimed; those the device
@@ -499,7 +489,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                 let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
             } else if let Some(s) = &self.screen {
                 s.queue.take_producer_kick();
-                self.screen_level(now);
+                screen_level(&mut self.lp, s, now);
             }
         }
         // The receive work that ran while this thread slept is M4's too.
@@ -590,5 +580,17 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.wake_cost_ns = self.input.wake_cost();
         r.fault = self.fault.clone();
         Ok(r)
+    }
+}
+
+/// Reports the screening queue's length to M3; when that starts an inhibit,
+/// asks the stage for a kick at the low watermark.
+fn screen_level(lp: &mut PollLoop, s: &ScreenEnd, now: Nanos) {
+    let wake = lp.queue_level(s.queue.len(), now);
+    if let rxsched_core::Wake::At(_) = wake {
+        let low = lp.facility().feedback().and_then(|f| f.resume_at());
+        if let Some(low) = low {
+            s.queue.kick_when_drained_to(low);
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The polling kernel (M2, with M3 and M4): interrupt handlers only wake
 //! the polling thread, which the core's [`PollLoop`] drives. Each unit of
-//! [`Work`] becomes a step costed from the profile; packets then go through
-//! the BSD [`Stack`] to completion, with no `ipintrq`.
+//! [`Work`] becomes a step costed from the profile, and a callback's batch
+//! one step per packet (so that an interrupt can come between two);
+//! packets then go through the BSD [`Stack`] to completion, with no
+//! `ipintrq`.
 
 use super::bsd::{self, Stack};
 use super::{Kernel, KernelReport, Timer};
@@ -14,8 +16,7 @@ use crate::host::users::Consumer;
 use crate::profile::Profile;
 use crate::scenario::Scenario;
 use rxsched_core::{
-    Clock, CycleLimit, DeviceId, Devices, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback,
-    Wake, Work,
+    Clock, CycleLimit, DeviceId, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback, Wake, Work,
 };
 
 /// Work of the polling thread itself.
@@ -58,18 +59,22 @@ impl Clock for SimClock {
     }
 }
 
-/// The modelled interfaces, as the loop sees them. Devices are registered
-/// in port order, so device `d` is port `d`.
-struct Ports<'a>(&'a [Nic]);
-
-impl Devices for Ports<'_> {
-    fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
-        let nic = &self.0[dev.0];
-        match dir {
-            Dir::Rx => !nic.rx.is_empty(),
-            Dir::Tx => !nic.done_q.is_empty(),
-        }
+/// Whether port `dev` (devices are registered in port order) has work in
+/// `dir`: a received frame, or a sent buffer to reclaim.
+fn pending(nics: &[Nic], dev: DeviceId, dir: Dir) -> bool {
+    let nic = &nics[dev.0];
+    match dir {
+        Dir::Rx => !nic.rx.is_empty(),
+        Dir::Tx => !nic.done_q.is_empty(),
     }
+}
+
+/// The callback in progress: its device, direction and packets so far.
+#[derive(Debug, Clone, Copy)]
+struct Callback {
+    dev: DeviceId,
+    dir: Dir,
+    n: u32,
 }
 
 /// The modified kernel of Mogul & Ramakrishnan.
@@ -77,6 +82,7 @@ impl Devices for Ports<'_> {
 pub struct Polling {
     stack: Stack,
     lp: PollLoop,
+    cb: Option<Callback>,
 }
 
 impl Polling {
@@ -115,6 +121,7 @@ impl Polling {
         Polling {
             stack: Stack::new(p, ports),
             lp,
+            cb: None,
         }
     }
 
@@ -161,17 +168,34 @@ impl Kernel for Polling {
             now: m.now,
             cpu_ns: m.cpu.ctx[KTHREAD].cpu_ns,
         };
-        let work = self.lp.next(&clock, &Ports(&m.nics))?;
+        if let Some(mut cb) = self.cb {
+            // The callback takes its next packet, one step each, while the
+            // loop lets it; then it returns.
+            let more = pending(&m.nics, cb.dev, cb.dir);
+            if more && self.lp.proceed(m.now) {
+                cb.n += 1;
+                self.cb = Some(cb);
+                let nic = &mut m.nics[cb.dev.0];
+                return Some(match cb.dir {
+                    Dir::Rx => {
+                        let p = nic.rx.pop_front().expect("ring has a packet");
+                        step::Step::Poll(Step::Rx(p))
+                    }
+                    Dir::Tx => {
+                        let p = nic.done_q.pop_front().expect("a completed frame");
+                        step::Step::Bsd(bsd::Step::TxReclaim(cb.dev.0 as u8, p))
+                    }
+                });
+            }
+            self.lp.done(cb.n, more, &clock);
+            self.cb = None;
+        }
+        let work = self.lp.next(&clock)?;
         Some(match work {
             Work::Switch => step::Step::Poll(Step::Switch),
-            Work::Callback { .. } => step::Step::Poll(Step::Callback),
-            Work::Packet { dev, dir: Dir::Rx } => {
-                let p = m.nics[dev.0].rx.pop_front().expect("ring has a packet");
-                step::Step::Poll(Step::Rx(p))
-            }
-            Work::Packet { dev, dir: Dir::Tx } => {
-                let p = m.nics[dev.0].done_q.pop_front().expect("a completed frame");
-                step::Step::Bsd(bsd::Step::TxReclaim(dev.0 as u8, p))
+            Work::Poll { dev, dir, .. } => {
+                self.cb = Some(Callback { dev, dir, n: 0 });
+                step::Step::Poll(Step::Callback)
             }
             Work::EnableInterrupts { dev, dir } => {
                 step::Step::Poll(Step::EnableIntr(dev.0 as u8, dir))
@@ -204,7 +228,7 @@ impl Kernel for Polling {
             }
             step::Step::Poll(Step::EnableIntr(n, dir)) => {
                 let dev = DeviceId(n as usize);
-                let pending = Ports(&m.nics).pending(dev, dir);
+                let pending = pending(&m.nics, dev, dir);
                 self.lp.enabled(dev, dir, pending);
             }
             step::Step::Bsd(s) => {
