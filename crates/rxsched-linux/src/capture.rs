@@ -14,13 +14,11 @@
 //! flight; the ring's own drops are read back from the kernel.
 
 use crate::backend::{RxBackend, Wait};
-use crate::router::polling::Gate;
-use crate::router::Backend;
 use crate::rules::{Action, Flow, Rules};
-use crate::rxpoll::{FrameStage, RxPoller};
+use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
-use rxsched_core::{Clock, CycleLimit, Nanos, PollLoop, PollingFacility, QueueFeedback, Quota, MS};
+use rxsched_core::{Clock, Nanos, PollLoop, QueueFeedback};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -31,8 +29,8 @@ use std::time::{Duration, SystemTime};
 /// A monitor's configuration.
 #[derive(Debug, Clone)]
 pub struct CaptureConfig {
-    /// How it reaches the device.
-    pub backend: Backend,
+    /// Backend, quota, M4, CPU (both threads), duration, live counters.
+    pub run: RunConfig,
     /// The interface watched.
     pub iface: String,
     /// The pcap file (`/dev/null` works).
@@ -41,8 +39,6 @@ pub struct CaptureConfig {
     pub snaplen: u32,
     /// Frames the rules deny are not captured.
     pub filter: Option<Rules>,
-    /// Frames per callback.
-    pub quota: Quota,
     /// The packet-filter queue's length.
     pub queue: usize,
     /// M3: inhibit input while fewer than this many slots are free; `None`: off.
@@ -52,18 +48,6 @@ pub struct CaptureConfig {
     pub resume_at: Option<u32>,
     /// M3: an inhibit ends after this long at the latest.
     pub timeout_ns: u64,
-    /// M4: input may use this share of each 10 ms.
-    pub cycle_limit: Option<f64>,
-    /// M4: what each wake-up of the polling thread costs the task it
-    /// interrupts beyond CPU time, in ns (as for `route`); `None`: measured
-    /// at start when M4 is on.
-    pub wake_cost_ns: Option<u64>,
-    /// The CPU both threads run on.
-    pub cpu: Option<usize>,
-    /// Stop after this many seconds.
-    pub duration_s: f64,
-    /// Print live counters this often (0: only on SIGUSR1).
-    pub stats_every_s: f64,
 }
 
 /// What a capture did, printed as JSON at the end.
@@ -115,8 +99,8 @@ pub struct CaptureStage {
     feedback: bool,
 }
 
-impl FrameStage for CaptureStage {
-    fn frame(&mut self, f: &[u8]) {
+impl App for CaptureStage {
+    fn frame(&mut self, _port: usize, f: &[u8], _lp: &mut PollLoop, _now: Nanos) {
         if let Some(rules) = &self.filter {
             let (action, by) = rules.verdict(&Flow::of_frame(f));
             if action == Action::Deny {
@@ -141,7 +125,7 @@ impl FrameStage for CaptureStage {
 /// The monitor over a receive backend `R`, clock `C` and way of waiting
 /// `W`: its polling thread and its writer thread.
 pub struct Capture<R, C, W> {
-    poll: RxPoller<R, C, W, CaptureStage>,
+    poll: Poller<R, C, W, CaptureStage>,
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -155,7 +139,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         clock: C,
         wait: W,
     ) -> SysResult<Self> {
-        let mut fac = PollingFacility::new(cfg.quota);
+        let mut fac = cfg.run.facility();
         let cap = cfg.queue.clamp(1, 1 << 20) as u32;
         if let Some(free) = cfg.min_free {
             let mut fb = QueueFeedback::min_free(cap, free, cfg.timeout_ns);
@@ -164,11 +148,6 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             }
             fac = fac.with_feedback(fb);
         }
-        if let Some(share) = cfg.cycle_limit {
-            fac = fac.with_cycle_limit(CycleLimit::new(10 * MS, share));
-        }
-        let mut lp = PollLoop::new(fac);
-        lp.register(true, false);
         let queue = Arc::new(StageQueue::create("rxsched-capture", cap, 2)?);
         let writer = spawn_writer(queue.clone(), out, cfg)?;
         let stage = CaptureStage {
@@ -179,15 +158,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             queue_drops: 0,
             feedback: cfg.min_free.is_some(),
         };
-        let poll = RxPoller::new(
-            rx,
-            lp,
-            stage,
-            clock,
-            wait,
-            cfg.cycle_limit,
-            cfg.wake_cost_ns,
-        )?;
+        let poll = cfg.run.poller(vec![rx], fac, stage, clock, wait)?;
         Ok(Capture {
             poll,
             writer: Some(writer),
@@ -209,7 +180,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
 
     /// Frames written so far.
     pub fn written(&self) -> u64 {
-        self.poll.stage.queue.counter(WRITTEN)
+        self.poll.app.queue.counter(WRITTEN)
     }
 
     /// Frames taken off the ring so far.
@@ -219,7 +190,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
 
     /// Frames dropped at the packet-filter queue so far.
     pub fn queue_drops(&self) -> u64 {
-        self.poll.stage.queue_drops
+        self.poll.app.queue_drops
     }
 
     /// Input-inhibit episodes so far.
@@ -242,8 +213,8 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         // `finish` reports its error.
         let gone = || writer.as_ref().is_some_and(|w| w.is_finished());
         let (duration_s, cpu_s) = self.poll.run_for(
-            cfg.duration_s,
-            cfg.stats_every_s,
+            cfg.run.duration_s,
+            cfg.run.stats_every_s,
             &mut |p, now| eprintln!("{}", live_line(p, &mut prev, now)),
             &|_| gone(),
         )?;
@@ -260,7 +231,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         cpu_s: f64,
     ) -> SysResult<CaptureReport> {
         let written_ok = {
-            let queue = &self.poll.stage.queue;
+            let queue = &self.poll.app.queue;
             queue.stop();
             match self.writer.take() {
                 Some(h) => h.join().unwrap_or_else(|_| {
@@ -276,14 +247,13 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         })?;
         let written = self.written();
         let p = &mut self.poll;
-        let ring = p.rx.ring_drops()?;
-        let sock = p.rx.socket_drops()?;
+        let (ring, sock) = p.ring_drops()?;
         let mut drops = BTreeMap::new();
         drops.insert("nic_rx_ring".to_string(), ring);
         if sock > 0 {
             drops.insert("xsk_rx_ring".to_string(), sock);
         }
-        drops.insert("filter_queue".to_string(), p.stage.queue_drops);
+        drops.insert("filter_queue".to_string(), p.app.queue_drops);
         let mut inhibits = BTreeMap::new();
         for (cause, n) in p.lp.inhibits() {
             inhibits.insert(cause.name().to_string(), n);
@@ -294,10 +264,10 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             arrived: p.taken + ring + sock,
             rx: p.taken,
             written,
-            bytes_written: p.stage.queue.counter(BYTES),
+            bytes_written: p.app.queue.counter(BYTES),
             drops,
-            filtered: std::mem::take(&mut p.stage.filtered),
-            in_flight: p.stage.queue.len() as u64,
+            filtered: std::mem::take(&mut p.app.filtered),
+            in_flight: p.app.queue.len() as u64,
             inhibits,
             mode_switches: p.lp.mode_switches(),
             cpu_s,
@@ -307,7 +277,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
 }
 
 fn live_line<R, C, W>(
-    p: &RxPoller<R, C, W, CaptureStage>,
+    p: &Poller<R, C, W, CaptureStage>,
     prev: &mut (u64, u64, u64),
     now: u64,
 ) -> String
@@ -316,14 +286,14 @@ where
     C: Clock,
     W: Wait,
 {
-    let (rx, w) = (p.taken, p.stage.queue.counter(WRITTEN));
+    let (rx, w) = (p.taken, p.app.queue.counter(WRITTEN));
     let dt = now.saturating_sub(prev.2).max(1) as f64 / 1e9;
     let line = format!(
         "capture: rx {:.0}/s written {:.0}/s; drops filter_queue {}; filtered {}; inhibits {}",
         (rx - prev.0) as f64 / dt,
         (w - prev.1) as f64 / dt,
-        p.stage.queue_drops,
-        p.stage.filtered.values().sum::<u64>(),
+        p.app.queue_drops,
+        p.app.filtered.values().sum::<u64>(),
         p.inhibits(),
     );
     *prev = (rx, w, now);
@@ -342,7 +312,7 @@ fn spawn_writer(
         snaplen: cfg.snaplen,
         ..PcapHeader::default()
     };
-    let cpu = cfg.cpu;
+    let cpu = cfg.run.cpu;
     let io = |e: pcap_file::PcapError| std::io::Error::other(e.to_string());
     std::thread::Builder::new()
         .name("rxsched-pcap".into())
@@ -389,49 +359,28 @@ fn create(path: &Path) -> SysResult<std::fs::File> {
     })
 }
 
-/// Runs the monitor on a real interface until its duration is over or a
-/// stop signal arrives.
+/// Runs the monitor on a real interface until its duration is over, a
+/// stop signal arrives or the interface disappears.
 pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
-    sys::signals::install();
     let out = create(&cfg.out)?;
-    if let Some(c) = cfg.cpu {
-        sys::pin_to_cpu(c)?;
-    }
-    let mut cfg = cfg.clone();
-    if cfg.cycle_limit.is_some() && cfg.wake_cost_ns.is_none() {
-        // Measured before the thread takes a real-time priority, as for `route`.
-        // SAFETY: sched_getcpu has no preconditions.
-        let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
-        cfg.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpu.unwrap_or(here))?);
-    }
-    let cfg = &cfg;
+    let cfg = &CaptureConfig {
+        run: cfg.run.launch()?,
+        ..cfg.clone()
+    };
+    let ifaces = std::slice::from_ref(&cfg.iface);
+    let (mut ports, gate, prio) = {
+        let o = cfg.run.backend.open(ifaces, Servicing::Polling)?;
+        (o.ports, o.gate, o.thread_prio)
+    };
+    let rx = ports.remove(0).rx;
+    let links = crate::links::LinkWatch::new("capture", ifaces, sys::mono_ns())?;
     let wait = crate::backend::packet::EpollWait::new()?;
-    let links =
-        crate::links::LinkWatch::new("capture", std::slice::from_ref(&cfg.iface), sys::mono_ns())?;
-    match cfg.backend {
-        Backend::Packet => {
-            let rx = crate::backend::packet::PacketRing::open(
-                &cfg.iface,
-                crate::backend::packet::RingConfig::default(),
-            )?;
-            let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?.with_links(links);
-            sys::set_fifo(crate::router::KTHREAD_PRIO)?;
-            cap.run(cfg)
-        }
-        Backend::Xdp => {
-            let (rx, _tx) =
-                crate::backend::xdp::open(&cfg.iface, crate::backend::xdp::XskConfig::default())?;
-            let gate = crate::napi::NapiGate::new(
-                std::slice::from_ref(&cfg.iface),
-                crate::napi::Sched::Fifo(crate::router::NAPI_PRIO),
-            )?;
-            let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?
-                .with_gate(Box::new(gate))?
-                .with_links(links);
-            sys::set_fifo(crate::router::POLL_PRIO)?;
-            cap.run(cfg)
-        }
-    }
+    // The writer thread starts in `new`, before this thread's priority.
+    let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?
+        .with_gate(gate)?
+        .with_links(links);
+    crate::runtime::take_priority(prio)?;
+    cap.run(cfg)
 }
 
 #[cfg(test)]
@@ -439,6 +388,7 @@ mod tests {
     use super::*;
     use crate::backend::mem::{self, FakeClock, FakeWait};
     use crate::wire::{build_udp_frame, Mac};
+    use rxsched_core::MS;
     use std::sync::{Condvar, Mutex};
 
     /// A file in memory; writes wait while `hold` is set.
@@ -491,21 +441,20 @@ mod tests {
 
     fn cfg(queue: usize, min_free: Option<u32>, filter: Option<Rules>) -> CaptureConfig {
         CaptureConfig {
-            backend: Backend::Packet,
+            run: RunConfig {
+                backend: crate::runtime::Backend::Packet,
+                quota: rxsched_core::Quota::Limited(8),
+                duration_s: 1.0,
+                ..RunConfig::default()
+            },
             iface: "mem0".into(),
             out: "mem.pcap".into(),
             snaplen: 96,
             filter,
-            quota: Quota::Limited(8),
             queue,
             min_free,
             resume_at: None,
             timeout_ns: MS,
-            cycle_limit: None,
-            wake_cost_ns: None,
-            cpu: None,
-            duration_s: 1.0,
-            stats_every_s: 0.0,
         }
     }
 

@@ -14,7 +14,7 @@ pub mod napi;
 pub mod needs;
 pub mod router;
 pub mod rules;
-pub mod rxpoll;
+pub mod runtime;
 pub mod screen;
 pub mod serve;
 pub mod spin;

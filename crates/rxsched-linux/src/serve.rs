@@ -11,12 +11,11 @@
 //! get through, and the work on them is theirs.
 
 use crate::backend::{RxBackend, Wait};
-use crate::router::Backend;
-use crate::rxpoll::{FrameStage, RxPoller};
+use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
 use crate::stage::{StageFds, StageProcess, StageQueue};
 use crate::sys::{self, SysResult};
 use crate::wire::{checksum, EthernetFrame, Ipv4Packet, UdpPacket, ETHERTYPE_IPV4};
-use rxsched_core::{Clock, CycleLimit, PollLoop, PollingFacility, Quota, MS};
+use rxsched_core::{Clock, Nanos, PollLoop};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,26 +46,15 @@ pub struct ConsumerCfg {
 /// The server's configuration.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// How it reaches the device.
-    pub backend: Backend,
+    /// Backend, quota, M4, CPU (the polling thread and every consumer),
+    /// duration, live counters.
+    pub run: RunConfig,
     /// The interface.
     pub iface: String,
     /// The consumers.
     pub consumers: Vec<ConsumerCfg>,
     /// Each consumer's UIQ, in frames.
     pub uiq: u32,
-    /// Frames per polling callback.
-    pub quota: Quota,
-    /// M4: the polling thread's share of each 10 ms.
-    pub cycle_limit: Option<f64>,
-    /// M4: what a wake-up costs beyond CPU time, in ns (measured if `None`).
-    pub wake_cost_ns: Option<u64>,
-    /// The CPU every thread and consumer runs on.
-    pub cpu: Option<usize>,
-    /// Stop after this many seconds.
-    pub duration_s: f64,
-    /// Print live counters this often (0: only on SIGUSR1).
-    pub stats_every_s: f64,
     /// The program to run as each consumer (`rxsched`, whose hidden
     /// `consume` command calls [`consumer_main`]).
     pub exe: PathBuf,
@@ -172,8 +160,8 @@ fn udp_port(f: &[u8]) -> Option<u16> {
     Some(UdpPacket::new_checked(ip.payload()).ok()?.dst_port())
 }
 
-impl FrameStage for Demux {
-    fn frame(&mut self, f: &[u8]) {
+impl App for Demux {
+    fn frame(&mut self, _port: usize, f: &[u8], _lp: &mut PollLoop, _now: Nanos) {
         let Some(i) = udp_port(f).and_then(|p| self.ports.iter().position(|q| *q == p)) else {
             self.no_pcb += 1;
             return;
@@ -262,32 +250,20 @@ fn process_cpu_ns() -> u64 {
 
 /// The server over a receive backend: its polling thread and consumers.
 pub struct Server<R, C, W> {
-    poll: RxPoller<R, C, W, Demux>,
+    poll: Poller<R, C, W, Demux>,
 }
 
 impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
     /// A server reading `rx` into `demux`'s UIQs.
     pub fn new(rx: R, demux: Demux, cfg: &ServeConfig, clock: C, wait: W) -> SysResult<Self> {
-        let mut fac = PollingFacility::new(cfg.quota);
-        if let Some(share) = cfg.cycle_limit {
-            fac = fac.with_cycle_limit(CycleLimit::new(10 * MS, share));
-        }
-        let mut lp = PollLoop::new(fac);
-        lp.register(true, false);
-        let poll = RxPoller::new(
-            rx,
-            lp,
-            demux,
-            clock,
-            wait,
-            cfg.cycle_limit,
-            cfg.wake_cost_ns,
-        )?;
+        let poll = cfg
+            .run
+            .poller(vec![rx], cfg.run.facility(), demux, clock, wait)?;
         Ok(Server { poll })
     }
 
     /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
-    pub fn with_gate(mut self, gate: Box<dyn crate::router::polling::Gate>) -> SysResult<Self> {
+    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
         self.poll = self.poll.with_gate(gate)?;
         Ok(self)
     }
@@ -305,7 +281,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
 
     /// The demultiplexer.
     pub fn demux(&self) -> &Demux {
-        &self.poll.stage
+        &self.poll.app
     }
 
     /// Runs for the configured time, printing live counters as asked.
@@ -314,15 +290,15 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
         let mut prev: Vec<u64> = vec![0; names.len()];
         let mut last = self.poll.clock.now();
         self.poll.run_for(
-            cfg.duration_s,
-            cfg.stats_every_s,
+            cfg.run.duration_s,
+            cfg.run.stats_every_s,
             &mut |p, now| {
                 let dt = now.saturating_sub(last).max(1) as f64 / 1e9;
                 let parts: Vec<String> = names
                     .iter()
-                    .zip(p.stage.queues())
+                    .zip(p.app.queues())
                     .zip(&mut prev)
-                    .zip(p.stage.uiq_drops())
+                    .zip(p.app.uiq_drops())
                     .map(|(((n, q), pv), d)| {
                         let r = q.counter(RECEIVED);
                         let s = format!("{n} {:.0}/s (uiq drops {d})", (r - *pv) as f64 / dt);
@@ -348,18 +324,18 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
     ) -> SysResult<ServeReport> {
         let p = &mut self.poll;
         let mut drops = BTreeMap::new();
-        drops.insert("nic_rx_ring".to_string(), p.rx.ring_drops()?);
-        let sock = p.rx.socket_drops()?;
+        let (ring, sock) = p.ring_drops()?;
+        drops.insert("nic_rx_ring".to_string(), ring);
         if sock > 0 {
             drops.insert("xsk_rx_ring".to_string(), sock);
         }
-        drops.insert("no_pcb".to_string(), p.stage.no_pcb());
+        drops.insert("no_pcb".to_string(), p.app.no_pcb());
         let consumers = cfg
             .consumers
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let q = &p.stage.queues()[i];
+                let q = &p.app.queues()[i];
                 let (received, bad) = (q.counter(RECEIVED), q.counter(BAD));
                 ConsumerReport {
                     name: c.name.clone(),
@@ -369,7 +345,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
                     received,
                     bytes: q.counter(BYTES),
                     bad_checksum: bad,
-                    uiq_drops: p.stage.uiq_drops()[i],
+                    uiq_drops: p.app.uiq_drops()[i],
                     in_flight: q.pushed().saturating_sub(received + bad),
                     cpu_s: q.counter(CPU_NS) as f64 / 1e9,
                     exit_code: exits.get(i).copied().flatten(),
@@ -387,69 +363,44 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
     }
 }
 
-/// Runs the server on a real interface until its duration is over or a
-/// stop signal arrives: the consumers start first, as ordinary processes.
+/// Runs the server on a real interface until its duration is over, a stop
+/// signal arrives or the interface disappears: the consumers start first,
+/// as ordinary processes.
 pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
-    sys::signals::install();
-    if let Some(c) = cfg.cpu {
-        sys::pin_to_cpu(c)?;
-    }
-    let mut cfg = cfg.clone();
-    if cfg.cycle_limit.is_some() && cfg.wake_cost_ns.is_none() {
-        // SAFETY: sched_getcpu has no preconditions.
-        let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
-        cfg.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpu.unwrap_or(here))?);
-    }
-    let cfg = &cfg;
+    let cfg = &ServeConfig {
+        run: cfg.run.launch()?,
+        ..cfg.clone()
+    };
     let demux = Demux::new(&cfg.consumers, cfg.uiq)?;
     let mut procs = Vec::new();
     for q in demux.queues() {
         let mut args = vec!["consume".to_string()];
-        if let Some(c) = cfg.cpu {
+        if let Some(c) = cfg.run.cpu {
             args.extend(["--cpu".to_string(), c.to_string()]);
         }
         procs.push(StageProcess::spawn(&cfg.exe, &args, q)?);
     }
     let pids: Vec<u32> = procs.iter().map(|p| p.pid()).collect();
     let queues: Vec<Arc<StageQueue>> = demux.queues().to_vec();
-    let wait = crate::backend::packet::EpollWait::new()?;
-    let links =
-        crate::links::LinkWatch::new("serve", std::slice::from_ref(&cfg.iface), sys::mono_ns())?;
-    let stop = |procs: Vec<StageProcess>| -> Vec<Option<i32>> {
-        procs
-            .into_iter()
-            .zip(&queues)
-            .map(|(p, q)| p.stop(q, Duration::from_secs(2)))
-            .collect()
+    let ifaces = std::slice::from_ref(&cfg.iface);
+    let (mut ports, gate, prio) = {
+        let o = cfg.run.backend.open(ifaces, Servicing::Polling)?;
+        (o.ports, o.gate, o.thread_prio)
     };
-    match cfg.backend {
-        Backend::Packet => {
-            let rx = crate::backend::packet::PacketRing::open(
-                &cfg.iface,
-                crate::backend::packet::RingConfig::default(),
-            )?;
-            let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?.with_links(links);
-            sys::set_fifo(crate::router::KTHREAD_PRIO)?;
-            let (d, c) = srv.run(cfg)?;
-            let exits = stop(procs);
-            srv.report(cfg, &pids, &exits, d, c)
-        }
-        Backend::Xdp => {
-            let (rx, _tx) =
-                crate::backend::xdp::open(&cfg.iface, crate::backend::xdp::XskConfig::default())?;
-            let gate = crate::napi::NapiGate::new(
-                std::slice::from_ref(&cfg.iface),
-                crate::napi::Sched::Fifo(crate::router::NAPI_PRIO),
-            )?;
-            let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?
-                .with_gate(Box::new(gate))?
-                .with_links(links);
-            sys::set_fifo(crate::router::POLL_PRIO)?;
-            let (d, c) = srv.run(cfg)?;
-            let exits = stop(procs);
-            srv.report(cfg, &pids, &exits, d, c)
-        }
-    }
+    let rx = ports.remove(0).rx;
+    let links = crate::links::LinkWatch::new("serve", ifaces, sys::mono_ns())?;
+    let wait = crate::backend::packet::EpollWait::new()?;
+    let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?
+        .with_gate(gate)?
+        .with_links(links);
+    crate::runtime::take_priority(prio)?;
+    let (d, c) = srv.run(cfg)?;
+    let exits: Vec<Option<i32>> = procs
+        .into_iter()
+        .zip(&queues)
+        .map(|(p, q)| p.stop(q, Duration::from_secs(2)))
+        .collect();
+    srv.report(cfg, &pids, &exits, d, c)
 }
 
 #[cfg(test)]
@@ -457,6 +408,7 @@ mod tests {
     use super::*;
     use crate::backend::mem::{self, FakeClock, FakeWait};
     use crate::wire::{build_udp_frame, Mac};
+    use rxsched_core::MS;
 
     fn frame(dport: u16, seq: u64) -> Vec<u8> {
         let mut b = vec![0u8; 256];
@@ -477,7 +429,12 @@ mod tests {
 
     fn cfg() -> ServeConfig {
         ServeConfig {
-            backend: Backend::Packet,
+            run: RunConfig {
+                backend: crate::runtime::Backend::Packet,
+                quota: rxsched_core::Quota::Limited(8),
+                duration_s: 1.0,
+                ..RunConfig::default()
+            },
             iface: "mem0".into(),
             consumers: vec![
                 ConsumerCfg {
@@ -490,12 +447,6 @@ mod tests {
                 },
             ],
             uiq: 16,
-            quota: Quota::Limited(8),
-            cycle_limit: None,
-            wake_cost_ns: None,
-            cpu: None,
-            duration_s: 1.0,
-            stats_every_s: 0.0,
             exe: "rxsched".into(),
         }
     }

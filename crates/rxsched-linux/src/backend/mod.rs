@@ -101,3 +101,12 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
         (**self).queued()
     }
 }
+
+impl<B: TxBackend + ?Sized> TxBackend for Box<B> {
+    fn send(&mut self, frames: &[&[u8]]) -> SysResult<usize> {
+        (**self).send(frames)
+    }
+    fn fd(&self) -> Option<RawFd> {
+        (**self).fd()
+    }
+}

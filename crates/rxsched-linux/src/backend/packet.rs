@@ -3,6 +3,7 @@
 //! input with `epoll`.
 
 use super::{RxBackend, TxBackend, Wait};
+use crate::runtime::{AnyRx, AnyTx, NoGate, Opened, Port, Servicing, KTHREAD_PRIO};
 use crate::sys::{check, packet_socket, setsockopt, Epoll, SysError, SysResult};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -362,6 +363,30 @@ impl TxBackend for PacketTx {
     fn fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
     }
+}
+
+/// Opens every one of `ifaces` for a command. The kernel's receive work
+/// for a packet socket runs in its softirq, which nothing here schedules:
+/// no gate, and a polling thread takes the kernel-thread priority
+/// ([`KTHREAD_PRIO`]) as the paper's did.
+pub fn open_all(ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+    let ports = ifaces
+        .iter()
+        .map(|p| {
+            Ok(Port {
+                name: p.clone(),
+                rx: Box::new(PacketRing::open(p, RingConfig::default())?) as AnyRx,
+                tx: Box::new(PacketTx::open(p)?) as AnyTx,
+                mac: crate::sys::mac_of(p)?,
+            })
+        })
+        .collect::<SysResult<Vec<_>>>()?;
+    Ok(Opened {
+        ports,
+        gate: Box::new(NoGate),
+        threaded: false,
+        thread_prio: (how == Servicing::Polling).then_some(KTHREAD_PRIO),
+    })
 }
 
 /// Waiting on the receive descriptors with `epoll`: a port's "interrupt"

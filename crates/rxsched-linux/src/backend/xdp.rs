@@ -11,12 +11,13 @@
 
 use super::{RxBackend, TxBackend};
 use crate::bpf::{Object, XSK};
+use crate::napi::{NapiGate, Sched};
+use crate::runtime::{AnyRx, AnyTx, Opened, Port, Servicing, DEVICE_PRIO, NAPI_PRIO, POLL_PRIO};
 use crate::sys::{ifindex, SysError, SysResult};
-use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Sizes of a socket's memory and rings (ring sizes are powers of two).
 #[derive(Debug, Clone, Copy)]
@@ -526,24 +527,62 @@ impl Xsk {
     }
 }
 
+// SAFETY: the rings and the UMEM are mappings this value owns alone; the
+// kernel's side of them is ordered by the rings' atomics, whichever thread
+// holds the value. The two halves of a port share it behind a mutex.
+unsafe impl Send for Xsk {}
+
 /// The receive side of an AF_XDP port.
-pub struct XskRx(Rc<RefCell<Xsk>>);
+pub struct XskRx(Arc<Mutex<Xsk>>);
 
 /// The transmit side of an AF_XDP port.
-pub struct XskTx(Rc<RefCell<Xsk>>);
+pub struct XskTx(Arc<Mutex<Xsk>>);
 
 /// Opens an AF_XDP socket on queue 0 of `iface` and attaches the program
-/// that feeds it. The two halves share the socket (one thread uses both).
+/// that feeds it. The two halves share the socket (one thread at a time
+/// uses it: the lock is taken once per batch).
 pub fn open(iface: &str, cfg: XskConfig) -> SysResult<(XskRx, XskTx)> {
-    let x = Rc::new(RefCell::new(Xsk::open(iface, cfg)?));
+    let x = Arc::new(Mutex::new(Xsk::open(iface, cfg)?));
     Ok((XskRx(x.clone()), XskTx(x)))
+}
+
+/// Opens every one of `ifaces` for a command, their receive work (the
+/// devices' NAPI threads, pinned by the lab) scheduled as `how` says.
+pub fn open_all(ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+    let ports = ifaces
+        .iter()
+        .map(|p| {
+            let (rx, tx) = open(p, XskConfig::default())?;
+            Ok(Port {
+                name: p.clone(),
+                rx: Box::new(rx) as AnyRx,
+                tx: Box::new(tx) as AnyTx,
+                mac: crate::sys::mac_of(p)?,
+            })
+        })
+        .collect::<SysResult<Vec<_>>>()?;
+    let (work, thread_prio) = match how {
+        Servicing::Polling => (Sched::Fifo(NAPI_PRIO), Some(POLL_PRIO)),
+        Servicing::TimeShared => (Sched::Normal, None),
+        Servicing::Interrupt => (Sched::Fifo(DEVICE_PRIO), None),
+    };
+    Ok(Opened {
+        ports,
+        gate: Box::new(NapiGate::new(ifaces, work)?),
+        threaded: true,
+        thread_prio,
+    })
+}
+
+fn lock(x: &Mutex<Xsk>) -> MutexGuard<'_, Xsk> {
+    x.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl XskRx {
     /// Frames dropped after the kernel's receive work, because the socket's
     /// ring (or fill ring) was full, since opening.
     pub fn socket_drops(&self) -> SysResult<u64> {
-        let x = self.0.borrow();
+        let x = lock(&self.0);
         let now = match x.socket_dropped() {
             Ok(n) => n,
             Err(_) if crate::sys::link_state(&x.iface)?.is_none() => x.last.1,
@@ -555,19 +594,19 @@ impl XskRx {
 
 impl RxBackend for XskRx {
     fn fd(&self) -> Option<RawFd> {
-        Some(self.0.borrow().fd.as_raw_fd())
+        Some(lock(&self.0).fd.as_raw_fd())
     }
 
     fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
-        self.0.borrow_mut().recv_while(max, f)
+        lock(&self.0).recv_while(max, f)
     }
 
     fn pending(&self) -> bool {
-        self.0.borrow().rings.rx.ready().0 > 0
+        lock(&self.0).rings.rx.ready().0 > 0
     }
 
     fn ring_drops(&mut self) -> SysResult<u64> {
-        let mut x = self.0.borrow_mut();
+        let mut x = lock(&self.0);
         match x
             .device_dropped()
             .and_then(|d| Ok((d, x.socket_dropped()?)))
@@ -588,7 +627,7 @@ impl RxBackend for XskRx {
     }
 
     fn queued(&self) -> u64 {
-        self.0.borrow().rings.rx.ready().0 as u64
+        lock(&self.0).rings.rx.ready().0 as u64
     }
 }
 
@@ -597,10 +636,10 @@ impl TxBackend for XskTx {
         if frames.is_empty() {
             return Ok(0);
         }
-        self.0.borrow_mut().send(frames)
+        lock(&self.0).send(frames)
     }
 
     fn fd(&self) -> Option<RawFd> {
-        Some(self.0.borrow().fd.as_raw_fd())
+        Some(lock(&self.0).fd.as_raw_fd())
     }
 }

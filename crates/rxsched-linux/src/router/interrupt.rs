@@ -220,7 +220,7 @@ where
     let (mut rxs, fwd, c) = sides(ports, cfg);
     let mut fwd = fwd.with_screen(screen.clone());
     let stop = Arc::new(AtomicBool::new(false));
-    let cpu = cfg.cpu;
+    let cpu = cfg.run.cpu;
     let rx_thread = {
         let stop = stop.clone();
         std::thread::Builder::new()
@@ -259,8 +259,8 @@ where
             })
             .expect("spawn the forwarding thread")
     };
-    let end = t0 + (cfg.duration_s * 1e9) as u64;
-    let mut stats = Stats::new(cfg.stats_every_s, t0);
+    let end = t0 + (cfg.run.duration_s * 1e9) as u64;
+    let mut stats = Stats::new(cfg.run.stats_every_s, t0);
     let mut fault = None;
     while sys::mono_ns() < end
         && !sys::signals::stopping()

@@ -1,24 +1,27 @@
 //! `rxsched route`: IPv4 forwarding between interfaces, with the receive
 //! scheduling of either the interrupt-driven baseline (M1, [`interrupt`])
 //! or the polling facility from `rxsched-core` (M2 with M3 and M4,
-//! [`polling`]). Both are generic over the packet backends, the clock and
-//! the way a thread waits, so that the same loops run on AF_PACKET sockets
-//! and, in tests, in memory with a fake clock.
+//! [`polling`], on the runtime's polling thread), or the two-level switch
+//! between them ([`two_level`], M11). All are generic over the packet
+//! backends, the clock and the way a thread waits, so that the same loops
+//! run on AF_XDP and AF_PACKET sockets and, in tests, in memory with a fake
+//! clock.
 
 pub mod interrupt;
 pub mod polling;
 pub mod two_level;
 
-use crate::backend::packet::{EpollWait, PacketRing, PacketTx, RingConfig};
-use crate::backend::{RxBackend, TxBackend};
+use crate::backend::packet::EpollWait;
+use crate::backend::TxBackend;
 use crate::links::LinkWatch;
 use crate::rules::Rules;
+pub use crate::runtime::{Backend, Port};
+use crate::runtime::{RunConfig, Servicing};
 use crate::screen::{ScreenConfig, ScreenCounts, Screend};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
 use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4};
 use ipnet::Ipv4Net;
-use rxsched_core::Quota;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -149,28 +152,18 @@ impl Mode {
     }
 }
 
-/// How the router reaches the devices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// AF_XDP sockets fed by an XDP program; receive work in threaded NAPI.
-    Xdp,
-    /// AF_PACKET rings and `sendmmsg`, for devices without XDP.
-    Packet,
-}
-
 /// A router's configuration.
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
-    /// How it reaches the devices.
-    pub backend: Backend,
+    /// What every command on real devices is configured with: backend,
+    /// quota, M4, CPU, duration, live counters.
+    pub run: RunConfig,
     /// The interfaces (ports).
     pub ports: Vec<String>,
     /// The routing table.
     pub routes: Vec<Route>,
     /// Receive scheduling.
     pub mode: Mode,
-    /// Polling: packets per callback.
-    pub quota: Quota,
     /// Polling, M3: inhibit input while the watched queue (the screening
     /// queue with `screen`, else an output queue) is this full, as a
     /// fraction of its length; resume at the second; `None`: off.
@@ -188,19 +181,6 @@ pub struct RouterConfig {
     /// process: forwarding as a system process under a share (SRP's
     /// gateway stage), rather than a kernel thread.
     pub time_shared: bool,
-
-    /// Polling, M4: input may use this share of each 10 ms.
-    pub cycle_limit: Option<f64>,
-    /// Polling, M4: what each wake-up of the router costs the task it
-    /// interrupts beyond the CPU time it is charged with, in ns (see
-    /// [`crate::wakecost`]); `None`: measured at start when M4 is on.
-    pub wake_cost_ns: Option<u64>,
-    /// The CPU everything runs on.
-    pub cpu: Option<usize>,
-    /// Stop after this many seconds.
-    pub duration_s: f64,
-    /// Print live counters this often (0: only on SIGUSR1).
-    pub stats_every_s: f64,
     /// Interrupt mode: the input queue's limit (4.2BSD `ipintrq`: 50).
     pub input_queue: usize,
     /// Frames waiting to be sent per port, at most.
@@ -255,10 +235,6 @@ pub struct Counters {
     pub port_down: AtomicU64,
     /// Refused frames by reason, indexed like [`REASONS`].
     pub refused: [AtomicU64; 6],
-    /// Polling: callbacks run, and the most frames one handled.
-    pub callbacks: AtomicU64,
-    /// The most frames one callback handled.
-    pub largest_callback: AtomicU64,
 }
 
 /// Refusal reasons in counter order.
@@ -433,18 +409,6 @@ impl ScreenEnd {
             rules: cfg.rules.clone(),
         })
     }
-}
-
-/// One interface of the router.
-pub struct Port<R, T> {
-    /// Its name.
-    pub name: String,
-    /// The receive side.
-    pub rx: R,
-    /// The transmit side.
-    pub tx: T,
-    /// Its MAC, the source of what it sends.
-    pub mac: Mac,
 }
 
 /// Frames waiting to be sent on one port.
@@ -627,44 +591,8 @@ impl Stats {
     }
 }
 
-/// The AF_PACKET ports of a router.
-fn open_ports(cfg: &RouterConfig) -> SysResult<Vec<Port<PacketRing, PacketTx>>> {
-    cfg.ports
-        .iter()
-        .map(|p| {
-            Ok(Port {
-                name: p.clone(),
-                rx: PacketRing::open(p, RingConfig::default())?,
-                tx: PacketTx::open(p)?,
-                mac: sys::mac_of(p)?,
-            })
-        })
-        .collect()
-}
-
-/// Device priority: the interrupt mode's receive thread (M1's interrupt
-/// handler; with XDP, the devices' NAPI threads) preempts everything else
-/// on the CPU.
-const DEVICE_PRIO: i32 = 50;
-/// Kernel-thread priority for the polling thread on AF_PACKET: Mogul &
-/// Ramakrishnan's polling thread was a kernel thread, above every user
-/// process and below interrupts. The lowest real-time priority keeps that
-/// order: a compute-bound process gets the CPU only when the thread is
-/// idle, or when the M4 cycle limit makes it give the CPU up. (As a nice-0
-/// thread its wake-ups waited out a compute process's time slice: p99
-/// latency of 3-5 ms where the interrupt mode had under 1 ms.) The interrupt
-/// mode's forwarding thread stays a normal-priority thread, as the M1
-/// baseline is defined.
-pub(crate) const KTHREAD_PRIO: i32 = 1;
-/// With XDP the polling thread owns the devices' receive work: it runs at
-/// [`POLL_PRIO`], and their NAPI threads just below it at [`NAPI_PRIO`], so
-/// that they run only while the thread waits for input, and are held off
-/// (frames die on the device's ring) while it works.
-pub(crate) const POLL_PRIO: i32 = 50;
-/// See [`POLL_PRIO`].
-pub(crate) const NAPI_PRIO: i32 = 40;
-
-/// Runs the router until the duration is over or a stop signal arrives.
+/// Runs the router until the duration is over, a stop signal arrives or
+/// a port disappears.
 pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
     if cfg.ports.is_empty() {
         return Err(SysError {
@@ -673,47 +601,21 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no interfaces"),
         });
     }
-    sys::signals::install();
-    if let Some(c) = cfg.cpu {
-        sys::pin_to_cpu(c)?;
-    }
-    let cfg = &with_wake_cost(cfg)?;
+    let cfg = &RouterConfig {
+        run: cfg.run.launch()?,
+        ..cfg.clone()
+    };
     // The screening process starts before this thread takes a real-time
     // priority, and runs as an ordinary process beside it.
     let screen = match &cfg.screen {
         Some(s) => {
             let end = ScreenEnd::new(s)?;
-            let proc = Screend::spawn(s, &end.queue, &cfg.ports, cfg.cpu)?;
+            let proc = Screend::spawn(s, &end.queue, &cfg.ports, cfg.run.cpu)?;
             Some((end, proc))
         }
         None => None,
     };
-    let end = screen.as_ref().map(|(e, _)| e.clone());
-    let r = match (cfg.backend, cfg.mode) {
-        (Backend::Packet, Mode::Polling) => {
-            sys::set_fifo(KTHREAD_PRIO)?;
-            let ports = open_ports(cfg)?;
-            polling::PollingRouter::new(ports, cfg, sys::MonoClock, EpollWait::new()?)?
-                .with_screen(end)?
-                .with_links(LinkWatch::new("route", &cfg.ports, sys::mono_ns())?)
-                .run(cfg)
-        }
-        (Backend::Packet, Mode::TwoLevel) => Err(SysError {
-            what: "router".into(),
-            syscall: "configure",
-            source: std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "--mode two-level drives the receive threads: it needs --backend xdp",
-            ),
-        }),
-        (Backend::Packet, Mode::Interrupt) => {
-            let links = LinkWatch::new("route", &cfg.ports, sys::mono_ns())?;
-            let ports = open_ports(cfg)?;
-            interrupt::run(ports, cfg, end, DEVICE_PRIO, EpollWait::new()?, Some(links))
-        }
-        (Backend::Xdp, mode) => run_xdp(cfg, mode, end),
-    };
-    let mut r = r?;
+    let mut r = forward(cfg, screen.as_ref().map(|(e, _)| e.clone()))?;
     if let Some((end, proc)) = screen {
         let pid = proc.pid();
         let code = proc.stop(&end.queue, std::time::Duration::from_secs(2))?;
@@ -722,70 +624,72 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
     Ok(r)
 }
 
-/// With M4 on in polling mode, the configuration with the wake-up cost
-/// measured on the router's CPU unless given (before the thread takes a
-/// real-time priority: the measurement's loop must be preemptible).
-fn with_wake_cost(cfg: &RouterConfig) -> SysResult<RouterConfig> {
-    let mut c = cfg.clone();
-    if cfg.mode == Mode::Polling && cfg.cycle_limit.is_some() && cfg.wake_cost_ns.is_none() {
-        // SAFETY: sched_getcpu has no preconditions.
-        let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
-        c.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpu.unwrap_or(here))?);
+/// Who does the receive work in each mode: polling owns it (time-shared
+/// or above every process); the baseline, and two-level until it switches,
+/// leave it at device priority.
+fn servicing(cfg: &RouterConfig) -> Servicing {
+    match cfg.mode {
+        Mode::Polling if cfg.time_shared => Servicing::TimeShared,
+        Mode::Polling => Servicing::Polling,
+        Mode::Interrupt | Mode::TwoLevel => Servicing::Interrupt,
     }
-    Ok(c)
 }
 
-/// The router on AF_XDP. Polling: the thread owns the receive work (see
-/// [`POLL_PRIO`]), and input inhibits close the gate. Interrupt (the M1
-/// baseline on the kernel's real receive path): the NAPI threads run at
-/// device priority and fill the sockets' rings, and one normal-priority
-/// thread drains them whenever it gets the CPU, like 4.2BSD's IP layer
-/// draining `ipintrq` (it forwards and sends in batches of `--quota`, as IP
-/// output starts the device as it goes); under overload the receive work
-/// starves it and frames die at the sockets' rings after that work was
-/// spent. M3 and M4 do not apply to the baseline.
-fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResult<RouterReport> {
-    let ports = cfg
-        .ports
-        .iter()
-        .map(|p| {
-            let (rx, tx) = crate::backend::xdp::open(p, crate::backend::xdp::XskConfig::default())?;
-            Ok(Port {
-                name: p.clone(),
-                rx,
-                tx,
-                mac: sys::mac_of(p)?,
-            })
-        })
-        .collect::<SysResult<Vec<_>>>()?;
-    let gate = match mode {
-        Mode::Polling if cfg.time_shared => {
-            crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Normal)?
+/// Forwards between the opened devices. Polling: the thread owns the
+/// receive work, and input inhibits close the gate. Interrupt (the M1
+/// baseline): where the receive work runs in threads (threaded NAPI), they
+/// run at device priority and fill the sockets' rings, and one
+/// normal-priority thread drains them whenever it gets the CPU, like
+/// 4.2BSD's IP layer draining `ipintrq` (it forwards and sends in batches
+/// of `--quota`, as IP output starts the device as it goes); under overload
+/// the receive work starves it and frames die at the sockets' rings after
+/// that work was spent. Elsewhere a receive thread of the router's own at
+/// device priority stands in for the interrupt handler ([`interrupt`]).
+/// M3 and M4 do not apply to the baseline.
+fn forward(cfg: &RouterConfig, screen: Option<ScreenEnd>) -> SysResult<RouterReport> {
+    let opened = cfg.run.backend.open(&cfg.ports, servicing(cfg))?;
+    let links = LinkWatch::new("route", &cfg.ports, sys::mono_ns())?;
+    let wait = EpollWait::new()?;
+    if !opened.threaded {
+        match cfg.mode {
+            Mode::Polling => {}
+            Mode::Interrupt => {
+                let prio = crate::runtime::DEVICE_PRIO;
+                return interrupt::run(opened.ports, cfg, screen, prio, wait, Some(links));
+            }
+            Mode::TwoLevel => {
+                return Err(SysError {
+                    what: "router".into(),
+                    syscall: "configure",
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::Unsupported,
+                        "--mode two-level drives the receive threads: it needs --backend xdp",
+                    ),
+                })
+            }
         }
-        Mode::Polling => {
-            sys::set_fifo(POLL_PRIO)?;
-            crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(NAPI_PRIO))?
-        }
-        // Two-level starts interrupt-driven, as the baseline.
-        Mode::Interrupt | Mode::TwoLevel => {
-            crate::napi::NapiGate::new(&cfg.ports, crate::napi::Sched::Fifo(DEVICE_PRIO))?
-        }
-    };
-    let mut c = cfg.clone();
-    if mode != Mode::Polling {
-        c.feedback = None;
-        c.cycle_limit = None;
     }
-    let router = polling::PollingRouter::new(ports, &c, sys::MonoClock, EpollWait::new()?)?
-        .with_gate(Box::new(gate))?
-        .with_screen(screen)?
-        .with_links(LinkWatch::new("route", &c.ports, sys::mono_ns())?);
-    if mode != Mode::TwoLevel {
+    let mut c = cfg.clone();
+    if cfg.mode != Mode::Polling {
+        c.feedback = None;
+        c.run.cycle_limit = None;
+    }
+    let router = polling::PollingRouter::new(opened.ports, &c, screen, sys::MonoClock, wait)?
+        .with_gate(opened.gate)?
+        .with_links(links);
+    crate::runtime::take_priority(opened.thread_prio)?;
+    if cfg.mode != Mode::TwoLevel {
         return { router }.run(&c);
     }
-    let polls = std::sync::Arc::new(two_level::Polls::default());
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mon = two_level::spawn(c.two_level, &c.ports, c.cpu, polls.clone(), stop.clone())?;
+    let polls = Arc::new(crate::runtime::Polls::default());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mon = two_level::spawn(
+        c.two_level,
+        &c.ports,
+        c.run.cpu,
+        polls.clone(),
+        stop.clone(),
+    )?;
     let r = router.with_polls(polls).run(&c);
     stop.store(true, Relaxed);
     let out = mon.join().unwrap_or_else(|_| {
@@ -810,15 +714,6 @@ fn run_xdp(cfg: &RouterConfig, mode: Mode, screen: Option<ScreenEnd>) -> SysResu
         Err(e) => return Err(e),
     }
     Ok(r)
-}
-
-/// Frames the rings dropped, on every port.
-fn ring_drops<R: RxBackend, T>(ports: &mut [Port<R, T>]) -> SysResult<u64> {
-    let mut n = 0;
-    for p in ports.iter_mut() {
-        n += p.rx.ring_drops()?;
-    }
-    Ok(n)
 }
 
 #[cfg(test)]

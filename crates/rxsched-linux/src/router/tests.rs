@@ -7,11 +7,14 @@ use super::polling::PollingRouter;
 use super::*;
 use crate::backend::fault::{FaultHandle, FaultInjector, Faults};
 use crate::backend::mem::{self, FakeClock, FakeWait, Feed, Sink};
+use crate::backend::{RxBackend, TxBackend};
 use crate::rules::Rules;
+use crate::runtime::RunConfig;
 use crate::wire::build_udp_frame;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::Clock;
+use rxsched_core::Quota;
 use std::time::Duration;
 
 const GEN_MAC: Mac = Mac([2, 0, 0, 0, 0, 1]);
@@ -28,21 +31,20 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         Route::parse(&format!("198.18.0.0/24=p0@{GEN_MAC}"), &ports).unwrap(),
     ];
     RouterConfig {
-        backend: Backend::Packet,
+        run: RunConfig {
+            backend: Backend::Packet,
+            quota,
+            duration_s: 1.0,
+            ..RunConfig::default()
+        },
         ports,
         routes,
         mode,
-        quota,
         feedback,
         feedback_timeout_ns: MS_NS,
         screen: None,
         time_shared: false,
         two_level: Default::default(),
-        cycle_limit: None,
-        wake_cost_ns: None,
-        cpu: None,
-        duration_s: 1.0,
-        stats_every_s: 0.0,
         input_queue: 50,
         out_queue: 32,
     }
@@ -111,7 +113,7 @@ fn polling(
 ) {
     let (p, net) = ports(ring, plain);
     let clock = FakeClock::default();
-    let r = PollingRouter::new(p, c, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let r = PollingRouter::new(p, c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
     (r, net, clock)
 }
 
@@ -158,7 +160,7 @@ fn polling_forwards_and_rewrites() {
     assert_eq!(seqs, (0..100).collect::<Vec<_>>(), "order kept");
     assert!(net.back.take().is_empty());
     assert_eq!(r.counters().forwarded.load(Relaxed), 100);
-    assert!(r.poll_loop().mode_switches() >= 2);
+    assert!(r.poller().lp.mode_switches() >= 2);
 }
 
 /// Each malformed class, fed to a router, is refused under its own reason.
@@ -222,9 +224,9 @@ fn quota_bounds_every_callback() {
             net.feed.push(frame(64, [198, 19, 0, 1], i));
         }
         settle(&mut r, &clock);
-        let k = r.counters();
-        assert_eq!(k.largest_callback.load(Relaxed), q as u64);
-        assert!(k.callbacks.load(Relaxed) >= 200 / q as u64, "{q}");
+        let (callbacks, largest) = r.poller().callbacks();
+        assert_eq!(largest, q);
+        assert!(callbacks >= 200 / q as u64, "{q}");
         assert_eq!(net.out.take().len(), 200);
     }
 }
@@ -247,7 +249,7 @@ fn feedback_stops_input_while_the_output_queue_is_full() {
     let rx = r.counters().rx.load(Relaxed);
     assert!((24..=27).contains(&rx), "took {rx} frames while inhibited");
     assert!(net.feed.len() > 400, "frames wait on the ring, untouched");
-    assert_eq!(r.poll_loop().inhibits()[0].1, 1);
+    assert_eq!(r.poller().lp.inhibits()[0].1, 1);
     // The device takes frames again: the queue drains and input resumes.
     net.out.set_room(usize::MAX);
     settle(&mut r, &clock);
@@ -285,7 +287,7 @@ fn run_polling(
     rng: &mut ChaCha8Rng,
 ) -> (u64, Tally) {
     let clock = FakeClock::default();
-    let mut r = PollingRouter::new(p, c, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let mut r = PollingRouter::new(p, c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
     let mut fed = 0;
     for _ in 0..200 {
         fed += traffic(rng, net, fed);
@@ -294,7 +296,7 @@ fn run_polling(
         }
     }
     let rep = r.report().unwrap();
-    let queued = r.ports_mut().iter().map(|p| p.rx.queued()).sum();
+    let queued = r.rx_queued();
     let k = r.counters();
     (
         fed,
@@ -475,10 +477,14 @@ fn screened_forwarding_sends_accepted_and_counts_denials_by_rule() {
     let (p, net) = ports(1024, plain);
     let clock = FakeClock::default();
     let (end, mut tx, out) = screen_stage(32);
-    let mut r = PollingRouter::new(p, &c, clock.clone(), FakeWait(clock.clone()))
-        .unwrap()
-        .with_screen(Some(end.clone()))
-        .unwrap();
+    let mut r = PollingRouter::new(
+        p,
+        &c,
+        Some(end.clone()),
+        clock.clone(),
+        FakeWait(clock.clone()),
+    )
+    .unwrap();
     let rules = end.rules.clone();
     let mut accepted = Vec::new();
     for i in 0..300u64 {
@@ -540,10 +546,14 @@ fn screen_feedback_stops_input_and_the_stage_kick_resumes_it() {
         let (p, net) = ports(1024, plain);
         let clock = FakeClock::default();
         let (end, mut tx, out) = screen_stage(32);
-        let mut r = PollingRouter::new(p, &c, clock.clone(), FakeWait(clock.clone()))
-            .unwrap()
-            .with_screen(Some(end.clone()))
-            .unwrap();
+        let mut r = PollingRouter::new(
+            p,
+            &c,
+            Some(end.clone()),
+            clock.clone(),
+            FakeWait(clock.clone()),
+        )
+        .unwrap();
         for i in 0..200 {
             net.feed.push(to_port(9000, i));
         }
@@ -566,7 +576,7 @@ fn screen_feedback_stops_input_and_the_stage_kick_resumes_it() {
             "took {taken} with the stage stuck"
         );
         assert_eq!(k.screen_queue.load(Relaxed), 0);
-        assert!(r.poll_loop().clone().input_inhibited(clock.now()).is_some());
+        assert!(r.poller().lp.clone().input_inhibited(clock.now()).is_some());
         // The stage drains the queue; its kick wakes the thread at once.
         while crate::screen::screen_batch(&end.queue, &end.rules, &mut tx).unwrap() > 0 {}
         let t0 = clock.now();

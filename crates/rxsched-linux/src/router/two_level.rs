@@ -13,28 +13,11 @@
 //! threads' and the forwarding thread's priorities.
 
 use crate::napi::{self, Sched};
+use crate::runtime::Polls;
 use crate::sys::{self, SysResult};
 use rxsched_core::{Detector, Service, TwoLevel, MS};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-
-/// What the forwarding loop tells the monitor.
-#[derive(Debug, Default)]
-pub struct Polls {
-    /// Packets taken while polling found work.
-    pub busy: AtomicU64,
-    /// Times the loop found nothing to do.
-    pub dry: AtomicU64,
-    /// Times the thread was woken by input.
-    pub wakeups: AtomicU64,
-    /// Frames waiting on the rings when last looked at.
-    pub queued: AtomicU64,
-    /// The monitor's switches so far, and whether it polls now (for the
-    /// live counters).
-    pub switches: AtomicU64,
-    /// 1 while polling services the devices.
-    pub polling: AtomicU64,
-}
 
 /// What the monitor did.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +31,7 @@ pub struct Outcome {
 }
 
 /// The monitor's priority: above the receive threads at device priority.
-const MONITOR_PRIO: i32 = super::DEVICE_PRIO + 10;
+const MONITOR_PRIO: i32 = crate::runtime::DEVICE_PRIO + 10;
 /// How often it looks.
 const SAMPLE_NS: u64 = 10 * MS;
 
@@ -56,8 +39,11 @@ const SAMPLE_NS: u64 = 10 * MS;
 /// thread `router` get the priorities `service` gives them.
 fn serve(service: Service, napi: &[i32], router: i32) -> SysResult<()> {
     let (rx, fwd) = match service {
-        Service::Interrupt => (Sched::Fifo(super::DEVICE_PRIO), Sched::Normal),
-        Service::Polling => (Sched::Fifo(super::NAPI_PRIO), Sched::Fifo(super::POLL_PRIO)),
+        Service::Interrupt => (Sched::Fifo(crate::runtime::DEVICE_PRIO), Sched::Normal),
+        Service::Polling => (
+            Sched::Fifo(crate::runtime::NAPI_PRIO),
+            Sched::Fifo(crate::runtime::POLL_PRIO),
+        ),
     };
     napi::set_sched(router, fwd)?;
     napi.iter().try_for_each(|t| napi::set_sched(*t, rx))

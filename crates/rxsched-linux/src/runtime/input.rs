@@ -1,0 +1,162 @@
+//! What a polling thread does to its input beside the loop: the gate on
+//! the devices' receive work (threaded NAPI with XDP), and M4's charging of
+//! everything the thread takes, its own CPU time and what runs for it.
+
+use crate::sys::{self, SysResult};
+use rxsched_core::{Clock, Nanos, PollLoop};
+
+/// How a polling thread opens and closes a device's input beyond its own rings:
+/// with threaded NAPI, by the receive threads' priority
+/// ([`crate::napi::NapiGate`]). Also reports those threads' CPU time, which
+/// M4 charges to the loop.
+pub trait Gate {
+    /// Input allowed (true) or inhibited.
+    fn set(&mut self, open: bool) -> SysResult<()>;
+    /// CPU time the receive work outside this thread has used, in ns.
+    fn cpu_ns(&self) -> SysResult<u64>;
+}
+
+/// No gate: the rings are all there is (AF_PACKET, in-memory ports).
+pub struct NoGate;
+
+impl Gate for NoGate {
+    fn set(&mut self, _open: bool) -> SysResult<()> {
+        Ok(())
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        Ok(0)
+    }
+}
+
+impl Gate for crate::napi::NapiGate {
+    fn set(&mut self, open: bool) -> SysResult<()> {
+        crate::napi::NapiGate::set(self, open)
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        crate::napi::NapiGate::cpu_ns(self)
+    }
+}
+
+/// The time read once at the start of a turn. The loop's own per-callback
+/// charge is not used: the thread charges M4 itself (see [`CHARGE_EVERY`]).
+pub struct At(pub Nanos);
+
+impl Clock for At {
+    fn now(&self) -> Nanos {
+        self.0
+    }
+    fn cpu_ns(&self) -> Nanos {
+        0
+    }
+}
+
+/// With M4 on, the router reads its cycle counter every this many turns
+/// and at every wake-up, and charges everything since the last reading:
+/// its own thread's CPU time, callbacks or not, and its receive threads'.
+/// Charging callbacks alone missed a third of what the router took from
+/// other processes (its sleeps and wake-ups, and the receive work).
+const CHARGE_EVERY: u32 = 16;
+
+/// What a polling thread does to its input beside the loop, shared by the
+/// router and the monitor: it opens and closes the gate on the devices'
+/// receive work as the loop inhibits input, and (with M4) charges the loop
+/// with everything the thread takes.
+pub struct InputCtl {
+    gate: Box<dyn Gate>,
+    gate_open: bool,
+    /// With M4: the CPU time (the thread's and the gate's) already charged.
+    charged: Option<u64>,
+    /// Turns since the last charge.
+    since_charge: u32,
+    /// With M4: ns charged per wake-up of the thread on top of CPU time.
+    wake_cost: u64,
+}
+
+impl InputCtl {
+    /// No gate; with M4 (`cycle_limit`), accounting starts now, charging
+    /// `wake_cost_ns` per wake-up if given.
+    pub fn new(
+        clock: &impl Clock,
+        cycle_limit: Option<f64>,
+        wake_cost_ns: Option<u64>,
+    ) -> SysResult<InputCtl> {
+        let mut c = InputCtl {
+            gate: Box::new(NoGate),
+            gate_open: true,
+            charged: None,
+            since_charge: 0,
+            wake_cost: cycle_limit.and(wake_cost_ns).unwrap_or(0),
+        };
+        if cycle_limit.is_some() {
+            c.charged = Some(c.cpu_used(clock)?);
+        }
+        Ok(c)
+    }
+
+    /// Drives `gate` instead, restarting M4's accounting to take in the
+    /// CPU time of the receive work behind it.
+    pub fn set_gate(&mut self, gate: Box<dyn Gate>, clock: &impl Clock) -> SysResult<()> {
+        self.gate = gate;
+        if self.charged.is_some() {
+            self.charged = Some(self.cpu_used(clock)?);
+        }
+        Ok(())
+    }
+
+    /// With M4: the wake-up cost charged, in ns.
+    pub fn wake_cost(&self) -> Option<u64> {
+        self.charged.map(|_| self.wake_cost)
+    }
+
+    /// The thread's CPU time and the gate's receive threads', and what
+    /// its wake-ups cost the tasks they interrupted: each wake-up of the
+    /// thread follows one of the receive work, which a timer or device
+    /// interrupt started on the CPU (see [`crate::wakecost`]).
+    fn cpu_used(&self, clock: &impl Clock) -> SysResult<Nanos> {
+        let wakes = if self.wake_cost > 0 {
+            self.wake_cost * sys::thread_wakeups()
+        } else {
+            0
+        };
+        Ok(clock.cpu_ns() + self.gate.cpu_ns()? + wakes)
+    }
+
+    /// Charges M4 with the CPU used since the last charge.
+    pub fn charge(&mut self, lp: &mut PollLoop, clock: &impl Clock, now: Nanos) -> SysResult<()> {
+        if let Some(before) = self.charged {
+            let after = self.cpu_used(clock)?;
+            lp.charge(now, after.saturating_sub(before));
+            self.charged = Some(after);
+            self.since_charge = 0;
+        }
+        Ok(())
+    }
+
+    /// After a unit of work: charges M4 every [`CHARGE_EVERY`] turns.
+    pub fn turned(&mut self, lp: &mut PollLoop, clock: &impl Clock, now: Nanos) -> SysResult<()> {
+        self.since_charge += 1;
+        if self.since_charge >= CHARGE_EVERY {
+            self.charge(lp, clock, now)?;
+        }
+        Ok(())
+    }
+
+    /// Opens or closes the gate as input is allowed or inhibited; called
+    /// just before the thread sleeps. While the thread runs, the receive
+    /// threads cannot run either way (they are below it), so the gate
+    /// matters only while it sleeps, and is set only then: flipping it on
+    /// every inhibit and resume made the scheduler (EEVDF) hand the idle-
+    /// class receive thread the lag it had saved up each time it came back
+    /// from the real-time class, a whole slice (about 1 ms) each time the
+    /// thread slept, which starved the stage downstream (seen with the
+    /// screening process: 16 frames screened, then 1 ms of receive work
+    /// that died on the full socket ring).
+    pub fn follow(&mut self, lp: &mut PollLoop, now: Nanos) -> SysResult<()> {
+        let open = lp.input_inhibited(now).is_none();
+        if open != self.gate_open {
+            self.gate.set(open)?;
+            self.gate_open = open;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,217 @@
+//! One runtime for the real dataplane's commands (`route`, `capture`,
+//! `serve`): what they are all configured with ([`RunConfig`]) and the
+//! launch they share ([`RunConfig::launch`]), backend selection ([`Backend`]:
+//! each backend opens its devices and schedules their receive work in one
+//! place), the priorities the threads take, input control and the gate on
+//! the devices' receive work ([`input`]), and the polling thread, generic
+//! over what takes each frame ([`poller`]).
+//!
+//! A command builds its [`App`] (what happens to a frame), opens its
+//! devices through its [`Backend`], and runs a [`Poller`] over them.
+
+pub mod input;
+pub mod poller;
+
+pub use input::{At, Gate, InputCtl, NoGate};
+pub use poller::{App, Poller, Polls};
+
+use crate::backend::{RxBackend, TxBackend};
+use crate::sys::{self, SysResult};
+use crate::wire::Mac;
+use rxsched_core::{CycleLimit, PollLoop, PollingFacility, Quota, MS};
+
+/// Device priority: the interrupt mode's receive thread (M1's interrupt
+/// handler; with XDP, the devices' NAPI threads) preempts everything else
+/// on the CPU.
+pub const DEVICE_PRIO: i32 = 50;
+/// Kernel-thread priority for the polling thread on AF_PACKET: Mogul &
+/// Ramakrishnan's polling thread was a kernel thread, above every user
+/// process and below interrupts. The lowest real-time priority keeps that
+/// order: a compute-bound process gets the CPU only when the thread is
+/// idle, or when the M4 cycle limit makes it give the CPU up. (As a nice-0
+/// thread its wake-ups waited out a compute process's time slice: p99
+/// latency of 3-5 ms where the interrupt mode had under 1 ms.) The interrupt
+/// mode's forwarding thread stays a normal-priority thread, as the M1
+/// baseline is defined.
+pub const KTHREAD_PRIO: i32 = 1;
+/// With XDP the polling thread owns the devices' receive work: it runs at
+/// [`POLL_PRIO`], and their NAPI threads just below it at [`NAPI_PRIO`], so
+/// that they run only while the thread waits for input, and are held off
+/// (frames die on the device's ring) while it works.
+pub const POLL_PRIO: i32 = 50;
+/// See [`POLL_PRIO`].
+pub const NAPI_PRIO: i32 = 40;
+
+/// How the dataplane reaches the devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_XDP sockets fed by an XDP program; receive work in threaded NAPI.
+    Xdp,
+    /// AF_PACKET rings and `sendmmsg`, for devices without XDP.
+    Packet,
+}
+
+/// Who does the devices' receive work, and at what priority against the
+/// thread that takes its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Servicing {
+    /// A polling thread owns the receive work (M2): the work runs while the
+    /// thread waits, and is held off while it works.
+    Polling,
+    /// As [`Servicing::Polling`], but the thread and the receive work are
+    /// time-shared like any process (SRP's gateway stage under a share).
+    TimeShared,
+    /// The receive work runs at device priority, above a normal thread
+    /// that drains what it fills (the M1 baseline).
+    Interrupt,
+}
+
+/// One device: its name, its two sides, and its MAC.
+pub struct Port<R, T> {
+    /// Its name.
+    pub name: String,
+    /// The receive side.
+    pub rx: R,
+    /// The transmit side.
+    pub tx: T,
+    /// Its MAC, the source of what it sends.
+    pub mac: Mac,
+}
+
+/// A receive side of whatever backend.
+pub type AnyRx = Box<dyn RxBackend + Send>;
+/// A transmit side of whatever backend.
+pub type AnyTx = Box<dyn TxBackend + Send>;
+
+/// Devices a backend opened for a command.
+pub struct Opened {
+    /// The devices, in the order asked for.
+    pub ports: Vec<Port<AnyRx, AnyTx>>,
+    /// The gate on their receive work.
+    pub gate: Box<dyn Gate>,
+    /// Whether their receive work runs in threads the gate schedules
+    /// (threaded NAPI): then the M1 baseline's "interrupt handler" is that
+    /// work itself, and the thread that takes frames drains the socket
+    /// rings; otherwise a receive thread of the command's own stands in.
+    pub threaded: bool,
+    /// The real-time priority the thread that takes their frames must run
+    /// at, if any (set it once every helper thread and process is started:
+    /// they would inherit it).
+    pub thread_prio: Option<i32>,
+}
+
+impl Backend {
+    /// Opens `ifaces` and schedules their receive work as `how` says.
+    pub fn open(self, ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+        match self {
+            Backend::Xdp => crate::backend::xdp::open_all(ifaces, how),
+            Backend::Packet => crate::backend::packet::open_all(ifaces, how),
+        }
+    }
+
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Xdp => "xdp",
+            Backend::Packet => "packet",
+        }
+    }
+}
+
+/// The calling thread takes `prio` (the thread that takes frames, once
+/// its helpers have started: [`Opened::thread_prio`]).
+pub fn take_priority(prio: Option<i32>) -> SysResult<()> {
+    match prio {
+        Some(p) => sys::set_fifo(p),
+        None => Ok(()),
+    }
+}
+
+/// What every command on real devices is configured with.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// How it reaches the devices.
+    pub backend: Backend,
+    /// Frames per polling callback.
+    pub quota: Quota,
+    /// M4: input may use this share of each 10 ms.
+    pub cycle_limit: Option<f64>,
+    /// M4: what each wake-up of the polling thread costs the task it
+    /// interrupts beyond the CPU time it is charged with, in ns (see
+    /// [`crate::wakecost`]); `None`: measured at launch when M4 is on.
+    pub wake_cost_ns: Option<u64>,
+    /// The CPU every thread (and helper process) runs on.
+    pub cpu: Option<usize>,
+    /// Stop after this many seconds.
+    pub duration_s: f64,
+    /// Print live counters this often (0: only on SIGUSR1).
+    pub stats_every_s: f64,
+}
+
+impl Default for RunConfig {
+    /// The command line's defaults: AF_XDP, 32 frames per callback, no
+    /// cycle limit, no pinning, a minute, no live counters.
+    fn default() -> Self {
+        RunConfig {
+            backend: Backend::Xdp,
+            quota: Quota::Limited(32),
+            cycle_limit: None,
+            wake_cost_ns: None,
+            cpu: None,
+            duration_s: 60.0,
+            stats_every_s: 0.0,
+        }
+    }
+}
+
+impl RunConfig {
+    /// The launch every command shares, before any helper starts or any
+    /// thread takes a real-time priority: stop signals, pinning to
+    /// [`RunConfig::cpu`], and with M4 the wake-up cost measured on that
+    /// CPU unless given (the measurement's loop must be preemptible).
+    /// Returns the configuration with the cost filled in.
+    pub fn launch(&self) -> SysResult<RunConfig> {
+        sys::signals::install();
+        if let Some(c) = self.cpu {
+            sys::pin_to_cpu(c)?;
+        }
+        let mut c = self.clone();
+        if c.cycle_limit.is_some() && c.wake_cost_ns.is_none() {
+            // SAFETY: sched_getcpu has no preconditions.
+            let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
+            c.wake_cost_ns = Some(crate::wakecost::measure(c.cpu.unwrap_or(here))?);
+        }
+        Ok(c)
+    }
+
+    /// The polling facility: the quota, and M4 over 10 ms periods if on.
+    pub fn facility(&self) -> PollingFacility {
+        let fac = PollingFacility::new(self.quota);
+        match self.cycle_limit {
+            Some(share) => fac.with_cycle_limit(CycleLimit::new(10 * MS, share)),
+            None => fac,
+        }
+    }
+
+    /// A polling thread over `rx` serving `app`, its loop built from
+    /// `fac` (this configuration's [`RunConfig::facility`], with M3 added
+    /// where the command watches a queue).
+    pub fn poller<R: RxBackend, C: rxsched_core::Clock, W: crate::backend::Wait, A: App>(
+        &self,
+        rx: Vec<R>,
+        fac: PollingFacility,
+        app: A,
+        clock: C,
+        wait: W,
+    ) -> SysResult<Poller<R, C, W, A>> {
+        Poller::new(
+            rx,
+            PollLoop::new(fac),
+            app,
+            clock,
+            wait,
+            self.cycle_limit,
+            self.wake_cost_ns,
+        )
+    }
+}

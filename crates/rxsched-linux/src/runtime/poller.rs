@@ -1,0 +1,363 @@
+//! The polling thread of the real dataplane, generic over what takes each
+//! frame ([`App`]): the router's forwarding, the monitor's filter and
+//! packet-filter queue, SRP's early demultiplexer. The core's [`PollLoop`]
+//! decides, exactly as it does for the simulator's polling kernel; the
+//! thread carries each [`Work`] out on real rings, a callback's batch in one
+//! ring operation, and sleeps on the devices (and on the kick of the stage
+//! whose queue M3 watches) when the loop goes idle.
+
+use super::input::{At, Gate, InputCtl};
+use crate::backend::{RxBackend, Wait};
+use crate::links::LinkWatch;
+use crate::stage::StageQueue;
+use crate::sys::{self, SysResult};
+use rxsched_core::{Clock, DeviceId, Dir, Nanos, PollLoop, Work};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// What a polling thread serves.
+pub trait App {
+    /// Whether the app has transmit callbacks (a router); receive-only
+    /// apps register their devices for receive work alone.
+    const TRANSMITS: bool = false;
+
+    /// One frame taken off port `port`'s ring, handled to completion. It
+    /// may report a queue's level to M3 or raise transmit work through `lp`.
+    fn frame(&mut self, port: usize, f: &[u8], lp: &mut PollLoop, now: Nanos);
+
+    /// Whether port `port` has transmit work waiting.
+    fn tx_pending(&self, _port: usize) -> bool {
+        false
+    }
+
+    /// The transmit callback of port `port`: claims waiting frames while
+    /// `lp` lets it, and sends them with one kick. Returns how many.
+    fn transmit(&mut self, _port: usize, _lp: &mut PollLoop, _now: Nanos) -> SysResult<u32> {
+        Ok(0)
+    }
+
+    /// The stage queue M3 watches, if it watches one: its level is
+    /// reported after every frame, and its consumer kicks the thread awake
+    /// once it has drained it to the level the loop resumes at.
+    fn watched(&self) -> Option<&StageQueue> {
+        None
+    }
+}
+
+/// What the two-level switch's monitor reads from a polling thread: whether
+/// polling finds work, how often the thread is woken, and what the rings
+/// hold.
+#[derive(Debug, Default)]
+pub struct Polls {
+    /// Packets taken while polling found work.
+    pub busy: std::sync::atomic::AtomicU64,
+    /// Times the loop found nothing to do.
+    pub dry: std::sync::atomic::AtomicU64,
+    /// Times the thread was woken by input.
+    pub wakeups: std::sync::atomic::AtomicU64,
+    /// Frames waiting on the rings when last looked at.
+    pub queued: std::sync::atomic::AtomicU64,
+    /// The monitor's switches so far (for the live counters).
+    pub switches: std::sync::atomic::AtomicU64,
+    /// 1 while polling services the devices.
+    pub polling: std::sync::atomic::AtomicU64,
+}
+
+/// The polling thread over receive backends `R` (one per port, in device
+/// order), clock `C` and way of waiting `W`, serving `A`.
+pub struct Poller<R, C, W, A> {
+    /// The receive sides, by port.
+    pub rx: Vec<R>,
+    /// The polling loop.
+    pub lp: PollLoop,
+    /// The clock.
+    pub clock: C,
+    wait: W,
+    /// While the thread sleeps: when an input inhibit ends.
+    until: Option<Nanos>,
+    input: InputCtl,
+    /// What takes the frames.
+    pub app: A,
+    /// Frames taken off the rings.
+    pub taken: u64,
+    callbacks: u64,
+    largest_callback: u32,
+    links: Option<LinkWatch>,
+    fault: Option<String>,
+    polls: Option<Arc<Polls>>,
+}
+
+impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
+    /// A thread over `rx` whose loop is `lp` (devices not yet registered:
+    /// one per port is, here), charging M4 as `cycle_limit` and
+    /// `wake_cost_ns` say. It starts asleep with every interrupt enabled.
+    pub fn new(
+        rx: Vec<R>,
+        mut lp: PollLoop,
+        app: A,
+        clock: C,
+        mut wait: W,
+        cycle_limit: Option<f64>,
+        wake_cost_ns: Option<u64>,
+    ) -> SysResult<Self> {
+        for (i, r) in rx.iter().enumerate() {
+            lp.register(true, A::TRANSMITS);
+            wait.add(i, r.fd())?;
+        }
+        if let Some(q) = app.watched() {
+            wait.add(rx.len(), Some(q.producer_fd()))?;
+        }
+        let input = InputCtl::new(&clock, cycle_limit, wake_cost_ns)?;
+        Ok(Poller {
+            rx,
+            lp,
+            clock,
+            wait,
+            until: None,
+            input,
+            app,
+            taken: 0,
+            callbacks: 0,
+            largest_callback: 0,
+            links: None,
+            fault: None,
+            polls: None,
+        })
+    }
+
+    /// Watches the ports' links (see [`LinkWatch`]): changes are reported,
+    /// and the run ends if a port disappears.
+    pub fn with_links(mut self, links: LinkWatch) -> Self {
+        self.links = Some(links);
+        self
+    }
+
+    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP), and
+    /// (with M4) charges the CPU time of the receive work behind it.
+    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
+        self.input.set_gate(gate, &self.clock)?;
+        Ok(self)
+    }
+
+    /// Tells the two-level switch's monitor, through `polls`, what the
+    /// thread finds.
+    pub fn with_polls(mut self, polls: Arc<Polls>) -> Self {
+        self.polls = Some(polls);
+        self
+    }
+
+    /// What the two-level switch's monitor reads, if it watches.
+    pub fn polls(&self) -> Option<&Polls> {
+        self.polls.as_deref()
+    }
+
+    /// Callbacks run so far, and the most frames one handled.
+    pub fn callbacks(&self) -> (u64, u32) {
+        (self.callbacks, self.largest_callback)
+    }
+
+    /// Why the run ended early (a device disappeared), if it did.
+    pub fn fault(&self) -> Option<&str> {
+        self.fault.as_deref()
+    }
+
+    /// With M4: the cost charged per wake-up, in ns.
+    pub fn wake_cost(&self) -> Option<u64> {
+        self.input.wake_cost()
+    }
+
+    /// Input-inhibit episodes so far, every cause together.
+    pub fn inhibits(&self) -> u64 {
+        self.lp.inhibits().iter().map(|(_, n)| n).sum()
+    }
+
+    /// Frames the rings dropped (`nic_rx_ring`), and frames the kernel's
+    /// receive work dropped on full socket rings (`xsk_rx_ring`), over
+    /// every port.
+    pub fn ring_drops(&mut self) -> SysResult<(u64, u64)> {
+        let (mut ring, mut sock) = (0, 0);
+        for r in &mut self.rx {
+            ring += r.ring_drops()?;
+            sock += r.socket_drops()?;
+        }
+        Ok((ring, sock))
+    }
+
+    fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
+        match dir {
+            Dir::Rx => self.rx[dev.0].pending(),
+            Dir::Tx => self.app.tx_pending(dev.0),
+        }
+    }
+
+    /// Carries out one unit of work (a callback's whole batch), or sleeps
+    /// once (until input, the end of an inhibit, the stage's kick, or
+    /// `deadline`). Returns true if it slept.
+    pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
+        let now = self.clock.now();
+        let at = At(now);
+        let Some(work) = self.lp.next(&at) else {
+            self.sleep(deadline)?;
+            return Ok(true);
+        };
+        match work {
+            Work::Switch => {}
+            Work::Poll { dev, dir, budget } => {
+                let n = match dir {
+                    Dir::Rx => self.receive(dev.0, budget, now),
+                    Dir::Tx => self.app.transmit(dev.0, &mut self.lp, now)?,
+                };
+                let more = self.pending(dev, dir);
+                self.lp.done(n, more, &at);
+                self.callbacks += 1;
+                self.largest_callback = self.largest_callback.max(n);
+                if let (Some(p), Dir::Rx) = (&self.polls, dir) {
+                    p.busy.fetch_add(u64::from(n), Relaxed);
+                }
+            }
+            Work::EnableInterrupts { dev, dir } => {
+                let pending = self.pending(dev, dir);
+                self.lp.enabled(dev, dir, pending);
+            }
+            Work::Idle { until } => {
+                self.until = until;
+                if let Some(p) = &self.polls {
+                    p.dry.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        self.input.turned(&mut self.lp, &self.clock, now)?;
+        Ok(false)
+    }
+
+    /// The receive callback of port `d`: up to `budget` frames off its ring
+    /// in one batch, each handed to the app, while the loop lets it.
+    /// Returns how many it took.
+    fn receive(&mut self, d: usize, budget: u32, now: Nanos) -> u32 {
+        let (lp, app) = (&mut self.lp, &mut self.app);
+        if !lp.proceed(now) {
+            return 0;
+        }
+        let mut n = 0;
+        self.rx[d].recv_while(budget as usize, &mut |f| {
+            n += 1;
+            app.frame(d, f, lp, now);
+            report_level(lp, app.watched(), now);
+            lp.proceed(now)
+        });
+        self.taken += u64::from(n);
+        n
+    }
+
+    /// The thread sleeps: it waits on the ports whose interrupt is enabled
+    /// and on the watched stage's kick, until one has input, the inhibit in
+    /// force ends, or `deadline`.
+    fn sleep(&mut self, deadline: Nanos) -> SysResult<()> {
+        let now = self.clock.now();
+        let limit = deadline.saturating_sub(now);
+        let timeout = self
+            .until
+            .map_or(limit, |u| u.saturating_sub(now).min(limit));
+        let n = self.rx.len();
+        let mut armed: Vec<bool> = (0..n)
+            .map(|i| self.lp.interrupts_enabled(DeviceId(i), Dir::Rx))
+            .collect();
+        // The stage's kick is always armed: it comes only when asked for.
+        armed.extend(self.app.watched().map(|_| true));
+        let (rx, app) = (&self.rx, &self.app);
+        let ready = |i: usize| match app.watched() {
+            Some(q) if i == n => q.producer_kicked(),
+            _ => rx[i].pending(),
+        };
+        self.input.follow(&mut self.lp, now)?;
+        let woken = self.wait.wait(&armed, &ready, timeout)?;
+        let now = self.clock.now();
+        let errors = self.wait.take_errors();
+        if let Some(l) = &mut self.links {
+            if let Some(f) = l.errors(errors, now)? {
+                self.fault = Some(f);
+            }
+        }
+        if let Some(p) = &self.polls {
+            p.wakeups.fetch_add(1, Relaxed);
+            let q: u64 = self.rx.iter().map(|r| r.queued()).sum();
+            p.queued.store(q, Relaxed);
+        }
+        for i in woken {
+            if i < n {
+                let _ = self.lp.interrupt(DeviceId(i), Dir::Rx);
+            } else if let Some(q) = self.app.watched() {
+                q.take_producer_kick();
+                report_level(&mut self.lp, Some(q), now);
+            }
+        }
+        // The receive work that ran while this thread slept is M4's too.
+        self.input.charge(&mut self.lp, &self.clock, now)?;
+        if self.until.is_some_and(|u| now >= u) {
+            let _ = self.lp.timer(now);
+        }
+        if self.lp.awake() {
+            self.until = None;
+        }
+        Ok(())
+    }
+
+    /// Turns until `duration_s` has passed, a stop signal arrives, a port
+    /// disappears or `done()`; every `stats_every_s` (and on SIGUSR1) calls
+    /// `live` with the time. Returns the seconds it ran and the thread's
+    /// CPU seconds.
+    pub fn run_for(
+        &mut self,
+        duration_s: f64,
+        stats_every_s: f64,
+        live: &mut dyn FnMut(&Self, Nanos),
+        done: &dyn Fn(&Self) -> bool,
+    ) -> SysResult<(f64, f64)> {
+        let t0 = self.clock.now();
+        let cpu0 = sys::thread_cpu_ns();
+        let end = t0 + (duration_s * 1e9) as u64;
+        let every = (stats_every_s * 1e9) as u64;
+        let mut next_stats = if every > 0 { t0 + every } else { u64::MAX };
+        let mut turns = 0u32;
+        loop {
+            turns = turns.wrapping_add(1);
+            let next_look = self.links.as_ref().map_or(u64::MAX, LinkWatch::next);
+            let slept = self.turn(end.min(next_stats).min(next_look))?;
+            if slept || turns.is_multiple_of(64) {
+                let now = self.clock.now();
+                if let Some(l) = self.links.as_mut().filter(|l| l.due(now)) {
+                    if let Some(f) = l.check(now)? {
+                        self.fault = Some(f);
+                    }
+                }
+                if now >= end || sys::signals::stopping() || done(self) || self.fault.is_some() {
+                    break;
+                }
+                if now >= next_stats || sys::signals::take_usr1() {
+                    live(self, now);
+                    if now >= next_stats {
+                        next_stats += every;
+                    }
+                }
+            }
+        }
+        let duration_s = (self.clock.now() - t0) as f64 / 1e9;
+        let cpu_s = (sys::thread_cpu_ns() - cpu0) as f64 / 1e9;
+        Ok((duration_s, cpu_s))
+    }
+}
+
+/// Reports the watched queue's length to M3; when that starts an inhibit
+/// that the consumer may end, asks it for a kick at that level.
+fn report_level(lp: &mut PollLoop, watched: Option<&StageQueue>, now: Nanos) {
+    let Some(q) = watched else {
+        return;
+    };
+    let wake = lp.queue_level(q.len(), now);
+    if let rxsched_core::Wake::At(_) = wake {
+        let low = lp.facility().feedback().and_then(|f| f.resume_at());
+        if let Some(low) = low {
+            q.kick_when_drained_to(low);
+        }
+    }
+}

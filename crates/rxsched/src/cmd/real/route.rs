@@ -1,0 +1,224 @@
+//! `rxsched route`: the router's flags and their checks.
+
+use super::{faulted, interfaces_exist, json, positive, timeout_ms, RunArgs};
+use clap::Args;
+use rxsched::error::{Error, Result};
+use rxsched_linux::lab::{self, D0, D1, G0};
+use rxsched_linux::router::{Mode, Route, RouterConfig};
+use rxsched_linux::rules::Rules;
+use rxsched_linux::screen::ScreenConfig;
+
+/// `rxsched route`
+#[derive(Args)]
+pub struct RouteArgs {
+    /// The runtime's flags.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The interfaces to forward between.
+    #[arg(long, value_delimiter = ',', default_value = "d0,d1")]
+    pub ports: Vec<String>,
+    /// `PREFIX/LEN=IFACE@NEXTHOP_MAC`, repeatable (default: the lab's two networks).
+    #[arg(long = "route")]
+    pub routes: Vec<String>,
+    /// `interrupt` (M1 baseline), `polling` (M2) or `two-level` (M11:
+    /// interrupts until the receive work stays over a threshold, then
+    /// polling until it runs out of work).
+    #[arg(long, default_value = "polling")]
+    pub mode: String,
+    /// Two-level: the overload detector, `cpu` (the receive threads' share
+    /// of the CPU), `queue` (frames waiting on the rings) or `rate`
+    /// (wake-ups per second).
+    #[arg(long, default_value = "cpu")]
+    pub two_level_detector: String,
+    /// Two-level: the detector's threshold (default: 0.5 of the CPU, 64
+    /// frames, or 20,000 wake-ups per second).
+    #[arg(long)]
+    pub two_level_threshold: Option<f64>,
+    /// Two-level: how long overload must last before polling, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub two_level_hold: f64,
+    /// Two-level: the window load is judged over, in ms.
+    #[arg(long, default_value_t = 100.0)]
+    pub two_level_window_ms: f64,
+    /// Two-level: how long polling must find nothing before interrupts
+    /// return, in ms (0: at once, as the paper).
+    #[arg(long, default_value_t = 0.0)]
+    pub two_level_grace_ms: f64,
+    /// Two-level: return to interrupts once a window's polling work (the
+    /// forwarding thread and the receive threads) is under this share of
+    /// one CPU, rather than when a sample brings nothing (e.g. 0.25).
+    #[arg(long)]
+    pub two_level_return_below: Option<f64>,
+    /// Polling, M3: `HIGH,LOW` fractions of the watched queue (the
+    /// screening queue with `--screen`, else the output queue) at which
+    /// input stops and resumes, e.g. `0.75,0.25`.
+    #[arg(long)]
+    pub feedback: Option<String>,
+    /// Polling, M3: an inhibit ends after this long at most, in ms (in
+    /// case the consumer hangs).
+    #[arg(long, default_value_t = 1.0)]
+    pub feedback_timeout_ms: f64,
+    /// Pass every forwarded frame through a screening process that applies
+    /// this rule file (see `rxsched capture --filter` for the language);
+    /// frames it accepts it sends on, frames it denies are counted by rule.
+    #[arg(long, value_name = "RULES")]
+    pub screen: Option<String>,
+    /// The screening queue's length, in frames.
+    #[arg(long, default_value_t = 32)]
+    pub screen_queue: u32,
+    /// Polling: run time-shared like any process (and the receive threads
+    /// too while it waits), not above every process.
+    #[arg(long)]
+    pub time_shared: bool,
+}
+
+/// The lab's routes, for `route` without `--route`.
+pub fn lab_routes(ports: &[String]) -> Vec<Route> {
+    [
+        format!("198.19.0.0/24={}@{}", D1.iface, lab::SINK_TAP_MAC),
+        format!("198.18.0.0/24={}@{}", D0.iface, G0.mac),
+    ]
+    .iter()
+    .filter_map(|r| Route::parse(r, ports).ok())
+    .collect()
+}
+
+/// Parses `route`'s arguments.
+pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
+    let run = a.run.config()?;
+    let mode = match a.mode.as_str() {
+        "interrupt" => Mode::Interrupt,
+        "polling" => Mode::Polling,
+        "two-level" => Mode::TwoLevel,
+        m => {
+            return Err(Error::Input(format!(
+                "--mode: {m:?} is none of interrupt, polling, two-level"
+            )))
+        }
+    };
+    let routes = if a.routes.is_empty() {
+        lab_routes(&a.ports)
+    } else {
+        a.routes
+            .iter()
+            .map(|r| {
+                Route::parse(r, &a.ports).map_err(|e| Error::Input(format!("--route {r:?}: {e}")))
+            })
+            .collect::<std::result::Result<_, _>>()?
+    };
+    if routes.is_empty() {
+        return Err(Error::Input(format!(
+            "no routes: the lab's routes use d0 and d1, which are not among --ports {}; give --route PREFIX/LEN=IFACE@MAC",
+            a.ports.join(",")
+        )));
+    }
+    let feedback = match &a.feedback {
+        None => None,
+        Some(s) => {
+            let v: Vec<f64> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+            match v[..] {
+                [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Some((hi, lo)),
+                _ => {
+                    return Err(Error::Input(format!(
+                        "--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"
+                    )))
+                }
+            }
+        }
+    };
+    timeout_ms("feedback-timeout-ms", a.feedback_timeout_ms)?;
+    let screen = match &a.screen {
+        None => None,
+        Some(path) => {
+            if !(1..=1 << 20).contains(&a.screen_queue) {
+                return Err(Error::flag(
+                    "screen-queue",
+                    "must be from 1 to 1048576 frames",
+                ));
+            }
+            let rules = Rules::load(path).map_err(|e| Error::Input(e.to_string()))?;
+            Some(ScreenConfig {
+                rules_path: path.clone(),
+                rules,
+                queue: a.screen_queue,
+                exe: std::env::current_exe()
+                    .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
+            })
+        }
+    };
+    let two_level = two_level_config(a)?;
+    if mode != Mode::Polling && (feedback.is_some() || run.cycle_limit.is_some()) {
+        return Err(Error::Input(
+            "--feedback and --cycle-limit belong to --mode polling".into(),
+        ));
+    }
+    Ok(RouterConfig {
+        run,
+        ports: a.ports.clone(),
+        routes,
+        mode,
+        feedback,
+        feedback_timeout_ns: (a.feedback_timeout_ms * 1e6) as u64,
+        screen,
+        time_shared: a.time_shared,
+        two_level,
+        // 4.2BSD's ipintrq limit.
+        input_queue: 50,
+        out_queue: 256,
+    })
+}
+
+/// The two-level switch's settings from `route`'s flags.
+fn two_level_config(a: &RouteArgs) -> Result<rxsched_linux::router::TwoLevelCfg> {
+    use rxsched_core::Detector;
+    let t = a.two_level_threshold;
+    let detector = match a.two_level_detector.as_str() {
+        "cpu" => Detector::CpuFraction(t.unwrap_or(0.5)),
+        "queue" => Detector::QueueLength(t.unwrap_or(64.0)),
+        "rate" => Detector::InterruptRate(t.unwrap_or(20_000.0)),
+        d => {
+            return Err(Error::flag(
+                "two-level-detector",
+                format!("{d:?} is none of cpu, queue, rate"),
+            ))
+        }
+    };
+    if let Some(v) = t {
+        let ok = v.is_finite() && v > 0.0 && (a.two_level_detector != "cpu" || v < 1.0);
+        if !ok {
+            return Err(Error::flag(
+                "two-level-threshold",
+                "must be positive (a fraction below 1 for cpu)",
+            ));
+        }
+    }
+    positive("two-level-hold", a.two_level_hold)?;
+    timeout_ms("two-level-window-ms", a.two_level_window_ms)?;
+    if !(a.two_level_grace_ms.is_finite() && (0.0..=10_000.0).contains(&a.two_level_grace_ms)) {
+        return Err(Error::flag("two-level-grace-ms", "must be 0 to 10,000 ms"));
+    }
+    if let Some(f) = a.two_level_return_below {
+        if !(f.is_finite() && f > 0.0 && f <= 1.0) {
+            return Err(Error::flag(
+                "two-level-return-below",
+                "a share of one CPU, above 0 and at most 1",
+            ));
+        }
+    }
+    Ok(rxsched_linux::router::TwoLevelCfg {
+        return_below: a.two_level_return_below,
+        detector,
+        hold_ns: (a.two_level_hold * 1e9) as u64,
+        window_ns: (a.two_level_window_ms * 1e6) as u64,
+        idle_grace_ns: (a.two_level_grace_ms * 1e6) as u64,
+    })
+}
+
+/// `rxsched route`
+pub fn route(a: RouteArgs) -> Result<()> {
+    let cfg = router_config(&a)?;
+    interfaces_exist("ports", &cfg.ports)?;
+    let r = rxsched_linux::router::run(&cfg)?;
+    json(&r)?;
+    faulted(r.fault)
+}

@@ -1,0 +1,73 @@
+//! `rxsched serve` (SRP on real frames) and its consumers (`consume`).
+
+use super::{faulted, json, RunArgs};
+use clap::Args;
+use rxsched::error::{Error, Result};
+use rxsched_linux::stage::StageFds;
+
+/// `rxsched serve`
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The interface to receive on.
+    #[arg(short = 'i', long = "interface")]
+    pub iface: String,
+    /// A consumer: `PORT` or `PORT:NAME`, its UDP destination port;
+    /// repeatable (at least one).
+    #[arg(long = "consumer", required = true)]
+    pub consumers: Vec<String>,
+    /// Each consumer's unprocessed input queue, in frames.
+    #[arg(long, default_value_t = 256)]
+    pub uiq: u32,
+    /// The runtime's flags.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `rxsched serve`
+pub fn serve(a: ServeArgs) -> Result<()> {
+    let run = a.run.config()?;
+    if !(1..=1 << 20).contains(&a.uiq) {
+        return Err(Error::flag("uiq", "must be from 1 to 1048576 frames"));
+    }
+    let mut consumers = Vec::new();
+    for c in &a.consumers {
+        let (port, name) = match c.split_once(':') {
+            Some((p, n)) => (p, n.to_string()),
+            None => (c.as_str(), format!("port-{c}")),
+        };
+        let port: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+            Error::flag(
+                "consumer",
+                format!("{c:?}: {port:?} is not a UDP port 1-65535"),
+            )
+        })?;
+        if consumers
+            .iter()
+            .any(|x: &rxsched_linux::serve::ConsumerCfg| x.port == port)
+        {
+            return Err(Error::flag(
+                "consumer",
+                format!("port {port} is given twice"),
+            ));
+        }
+        consumers.push(rxsched_linux::serve::ConsumerCfg { port, name });
+    }
+    let cfg = rxsched_linux::serve::ServeConfig {
+        run,
+        iface: a.iface,
+        consumers,
+        uiq: a.uiq,
+        exe: std::env::current_exe()
+            .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
+    };
+    let r = rxsched_linux::serve::run(&cfg)?;
+    json(&r)?;
+    faulted(r.fault)
+}
+
+/// `rxsched consume` (started by `serve`)
+pub fn consume(stage: &str, cpu: Option<usize>) -> Result<()> {
+    let fds = StageFds::parse(stage)
+        .ok_or_else(|| Error::flag("stage", format!("{stage:?} is not REGION,IN,OUT")))?;
+    rxsched_linux::serve::consumer_main(fds, cpu).map_err(Error::Run)
+}
