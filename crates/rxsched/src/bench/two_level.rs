@@ -7,7 +7,7 @@
 
 use super::trial::{f, finish, spawn, stop, strings as s, BenchError};
 use super::{labels, named, on, result_x};
-use crate::checks::{Check, Compare, Rule};
+use crate::checks::{Check, Compare, CompareAt, Rule};
 use crate::result::{Axis, Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role, DUT_CPU, GEN_CPU};
 use std::time::Duration;
@@ -156,13 +156,13 @@ fn two_level_result(series: Vec<Series>) -> ResultFile {
         ),
         named(
             "at high load, once switched, two-level forwards within 5% of polling mode",
-            Rule::PointRatio {
+            Rule::PointRatio(CompareAt {
                 series: labels(&["two-level"]),
                 other: labels(&["polling"]),
                 at: 1.0,
                 min: Some(0.95),
                 max: None,
-            },
+            }),
         ),
         on(
             "two_level_switches",

@@ -1,0 +1,273 @@
+//! Rules that compare: one series with another (by their peaks, MLFRRs,
+//! first or last points, values at an x, quantiles, shares of the offered
+//! rate), several in order, or ours with the published points.
+
+use super::curve::{bounds, interpolate, last, mean_at, nearest, peak, quantile, within, Curve};
+use super::{Compare, CompareAt, Outcome, View};
+
+impl View<'_> {
+    /// `f` of the first `series` over `f` of the first `other`.
+    pub(super) fn ratio(&self, what: &str, c: &Compare, f: impl Fn(&str) -> f64) -> Outcome {
+        let (s0, o0) = (&c.series[0], &c.other[0]);
+        let (a, b) = (f(s0), f(o0));
+        let ratio = if b > 0.0 {
+            a / b
+        } else if a > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+        (
+            within(ratio, c.min, c.max),
+            format!(
+                "{what} {s0} = {a:.0}, {o0} = {b:.0}, ratio {ratio:.3} (want {})",
+                bounds(c.min, c.max)
+            ),
+        )
+    }
+
+    /// The first points' ratio.
+    pub(super) fn first_ratio(&self, c: &Compare) -> Outcome {
+        let (s0, o0) = (&c.series[0], &c.other[0]);
+        let first = |s: &str| self.curve(s).first().map(|p| p.1);
+        match (first(s0), first(o0)) {
+            (Some(a), Some(b)) if b > 0.0 => {
+                let ratio = a / b;
+                (
+                    within(ratio, c.min, c.max),
+                    format!(
+                        "at the lowest x: {s0} {a:.1}, {o0} {b:.1}, ratio {ratio:.2} (want {})",
+                        bounds(c.min, c.max)
+                    ),
+                )
+            }
+            _ => (false, "no comparable first points".into()),
+        }
+    }
+
+    /// At the highest x the series are in the listed order.
+    pub(super) fn order_last(&self, series: &[String], tolerance: f64) -> Outcome {
+        let vals: Vec<(&String, f64, f64)> = series
+            .iter()
+            .map(|s| {
+                let cv = self.curve(s);
+                (s, last(&cv), peak(&cv).1)
+            })
+            .collect();
+        let slack = tolerance * vals.iter().map(|v| v.2).fold(0.0, f64::max);
+        let ok = vals.windows(2).all(|w| w[0].1 + slack >= w[1].1);
+        let list: Vec<String> = vals.iter().map(|(s, l, _)| format!("{s} {l:.0}")).collect();
+        (
+            ok,
+            format!(
+                "at the highest rate: {} (each >= the next less {slack:.0})",
+                list.join(" >= ")
+            ),
+        )
+    }
+
+    /// Our curves pass within `tol` of every published point.
+    pub(super) fn reference(&self, series: &[String], tol: f64) -> Outcome {
+        let mut worst = (0.0f64, String::new());
+        let mut n = 0;
+        for rf in self
+            .r
+            .reference
+            .iter()
+            .filter(|rf| series.contains(&rf.series))
+        {
+            let cv = self.curve(&rf.series);
+            for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
+                let Some(ours) = interpolate(&cv, *x) else {
+                    continue;
+                };
+                n += 1;
+                let err = if *y != 0.0 {
+                    (ours - y).abs() / y.abs()
+                } else {
+                    ours.abs()
+                };
+                if err >= worst.0 {
+                    worst = (
+                        err,
+                        format!("{} at {x}: ours {ours:.3}, published {y}", rf.series),
+                    );
+                }
+            }
+        }
+        (
+            n > 0 && worst.0 <= tol,
+            format!(
+                "{n} points, worst error {:.1}% ({}); tolerance {:.0}%",
+                worst.0 * 100.0,
+                worst.1,
+                tol * 100.0
+            ),
+        )
+    }
+
+    /// Our peak within `tol` of the published peak.
+    pub(super) fn peak_reference(&self, s0: &str, tol: f64) -> Outcome {
+        let ours = peak(&self.curve(s0)).1;
+        let published = self
+            .r
+            .reference_points(s0)
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::MIN, f64::max);
+        let err = (ours - published).abs() / published.abs().max(1e-9);
+        (
+            err <= tol,
+            format!(
+                "peak {ours:.0} vs published {published:.0}: {:.1}% off; tolerance {:.0}%",
+                err * 100.0,
+                tol * 100.0
+            ),
+        )
+    }
+
+    /// A distribution's quantile `c.at`: `other`'s less `series`'s.
+    pub(super) fn quantile_diff(&self, c: &CompareAt) -> Outcome {
+        let (s0, o0, q) = (&c.series[0], &c.other[0], c.at);
+        let (a, b) = (quantile(&self.curve(s0), q), quantile(&self.curve(o0), q));
+        let d = b - a;
+        (
+            within(d, c.min, c.max),
+            format!(
+                "quantile {q}: {s0} {a:.1}, {o0} {b:.1}, {s0} lower by {d:.1} (want {})",
+                bounds(c.min, c.max)
+            ),
+        )
+    }
+
+    /// `s0` has a narrower p10–p90 spread than `o0`.
+    pub(super) fn spread_order(&self, s0: &str, o0: &str) -> Outcome {
+        let spread = |cv: &Curve| quantile(cv, 0.9) - quantile(cv, 0.1);
+        let (a, b) = (spread(&self.curve(s0)), spread(&self.curve(o0)));
+        (a < b, format!("p90-p10: {s0} {a:.1}, {o0} {b:.1}"))
+    }
+
+    /// At x = `c.at`: `other`'s value less `series`'s.
+    pub(super) fn point_diff(&self, c: &CompareAt) -> Outcome {
+        let (s0, o0, at) = (&c.series[0], &c.other[0], c.at);
+        match (nearest(&self.curve(s0), at), nearest(&self.curve(o0), at)) {
+            (Some(a), Some(b)) => (
+                within(b - a, c.min, c.max),
+                format!(
+                    "at x={at}: {s0} {a:.1}, {o0} {b:.1}, difference {:.1} (want {})",
+                    b - a,
+                    bounds(c.min, c.max)
+                ),
+            ),
+            _ => (false, format!("no point at x={at}")),
+        }
+    }
+
+    /// At x = `c.at`: `series`'s value over `other`'s.
+    pub(super) fn point_ratio(&self, c: &CompareAt) -> Outcome {
+        let (s0, o0, at) = (&c.series[0], &c.other[0], c.at);
+        match (nearest(&self.curve(s0), at), nearest(&self.curve(o0), at)) {
+            (Some(a), Some(b)) if b > 0.0 => (
+                within(a / b, c.min, c.max),
+                format!(
+                    "at x={at}: {s0} {a:.1}, {o0} {b:.1}, ratio {:.3} (want {})",
+                    a / b,
+                    bounds(c.min, c.max)
+                ),
+            ),
+            _ => (false, format!("no point (or a zero) at x={at}")),
+        }
+    }
+
+    /// At x = `c.at`, the mean of `series`'s runs over the mean of `other`'s.
+    pub(super) fn mean_ratio(&self, c: &CompareAt) -> Outcome {
+        let (s, o, at) = (&c.series[0], &c.other[0], c.at);
+        let (a, na) = mean_at(&self.curve(s), at);
+        let (b, nb) = mean_at(&self.curve(o), at);
+        if na == 0 || nb == 0 || b <= 0.0 {
+            return (
+                false,
+                format!("at x = {at}: {s} has {na} runs, {o} {nb} (mean {b:.0})"),
+            );
+        }
+        let ratio = a / b;
+        (
+            within(ratio, c.min, c.max),
+            format!(
+                "at x = {at}: mean of {na} runs of {s} {a:.0}, of {nb} of {o} {b:.0}, ratio {ratio:.3} (want {})",
+                bounds(c.min, c.max)
+            ),
+        )
+    }
+
+    /// At every x, `series`'s value over `other`'s within bounds.
+    pub(super) fn ratio_everywhere(&self, c: &Compare) -> Outcome {
+        let (s0, o0) = (&c.series[0], &c.other[0]);
+        let (a, b) = (self.curve(s0), self.curve(o0));
+        if a.is_empty() || a.len() != b.len() {
+            return (
+                false,
+                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+            );
+        }
+        let ratios: Vec<(f64, f64)> = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (p.0, if q.1 > 0.0 { p.1 / q.1 } else { f64::INFINITY }))
+            .collect();
+        let lo = ratios
+            .iter()
+            .copied()
+            .min_by(|x, y| x.1.total_cmp(&y.1))
+            .expect("points");
+        let hi = ratios
+            .iter()
+            .copied()
+            .max_by(|x, y| x.1.total_cmp(&y.1))
+            .expect("points");
+        (
+            ratios.iter().all(|r| within(r.1, c.min, c.max)),
+            format!(
+                "{s0} over {o0}: from {:.4} (x = {}) to {:.4} (x = {}) (want {} everywhere)",
+                lo.1,
+                lo.0,
+                hi.1,
+                hi.0,
+                bounds(c.min, c.max)
+            ),
+        )
+    }
+
+    /// At every offered rate, `s0` passes at least `o0`'s share of x, less `tolerance`.
+    pub(super) fn at_every_rate(&self, s0: &str, o0: &str, tolerance: f64) -> Outcome {
+        let (a, b) = (self.curve(s0), self.curve(o0));
+        if a.is_empty() || a.len() != b.len() {
+            return (
+                false,
+                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+            );
+        }
+        let share = |p: &(f64, f64)| if p.0 > 0.0 { p.1 / p.0 } else { 0.0 };
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (share(p) - share(q), p, q))
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+            .expect("at least one pair");
+        let (d, p, q) = worst;
+        (
+            d >= -tolerance,
+            format!(
+                "worst at x={:.0}: {s0} passes {:.1}% of offered ({:.0}), {o0} {:.1}% ({:.0} at x={:.0}); difference {:+.1} points (want at least -{:.1})",
+                p.0,
+                100.0 * share(p),
+                p.1,
+                100.0 * share(q),
+                q.1,
+                q.0,
+                100.0 * d,
+                100.0 * tolerance
+            ),
+        )
+    }
+}

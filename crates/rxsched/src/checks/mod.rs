@@ -1,0 +1,262 @@
+//! Verdicts computed from a result's points. A `[[check]]` names a rule
+//! (`kind`) and exactly the parameters that rule takes; a parameter a rule
+//! does not take is an error. Nothing here knows a paper's numbers: every
+//! threshold comes from the file, every value from points. The simulator's
+//! scenario files and the real benches' check files (`experiments/real-*.toml`)
+//! hold their checks in this one format, evaluated here.
+//!
+//! [`rule`] is the vocabulary; [`single`] judges each listed series on its
+//! own, [`compare`] one series against another or against the published
+//! points; [`curve`] holds the numbers both read off a curve.
+
+mod compare;
+mod curve;
+mod rule;
+mod single;
+
+use crate::result::{Claim, ResultFile, Verdict};
+pub use rule::{Bounded, Compare, CompareAt, Rule};
+use serde::{Deserialize, Serialize};
+
+/// One `[[check]]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Check {
+    /// What it checks, in words.
+    pub name: String,
+    /// Look at this metric instead of the figure's y.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// Ignore points beyond this x.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
+    /// The claim of the text this check stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
+    /// The model is known to miss this claim, and why (the mechanism it
+    /// lacks): the check is computed and shown, and a failure does not
+    /// fail the result. A known miss that passes is an error in the tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_miss: Option<String>,
+    /// The rule and its parameters.
+    #[serde(flatten)]
+    pub rule: Rule,
+}
+
+impl Check {
+    /// Evaluates the check against a result's points.
+    pub fn evaluate(&self, r: &ResultFile) -> Verdict {
+        let v = View {
+            r,
+            metric: self.metric.as_deref().unwrap_or(&r.y.metric),
+            until: self.until.unwrap_or(f64::MAX),
+        };
+        let (pass, detail) = v.apply(&self.rule);
+        Verdict {
+            name: self.name.clone(),
+            pass,
+            detail,
+            claim: self.claim.clone(),
+            known_miss: self.known_miss.clone(),
+        }
+    }
+}
+
+/// Every check evaluated against a result's points, in order.
+pub fn evaluate_all(checks: &[Check], r: &ResultFile) -> Vec<Verdict> {
+    checks.iter().map(|c| c.evaluate(r)).collect()
+}
+
+/// A result as one check sees it: which metric, up to which x.
+struct View<'a> {
+    r: &'a ResultFile,
+    metric: &'a str,
+    until: f64,
+}
+
+/// A verdict and the numbers behind it.
+type Outcome = (bool, String);
+
+impl View<'_> {
+    /// The rule's verdict: one arm per rule, each a call into [`single`]
+    /// (through [`View::each`]) or [`compare`].
+    fn apply(&self, rule: &Rule) -> Outcome {
+        use single::*;
+        use Rule::*;
+        let from = |at: &Option<f64>| at.unwrap_or(f64::MIN);
+        match rule {
+            Flat { series, min } => self.each(series, |_, cv| flat(cv, *min)),
+            Collapses { series, max } => self.each(series, |_, cv| collapses(cv, *max)),
+            LivelockAt {
+                series,
+                fraction,
+                min,
+                max,
+            } => self.each(series, |_, cv| livelock_at(cv, *fraction, *min, *max)),
+            PeakRatio(c) => self.ratio("peak", c, |s| curve::peak(&self.curve(s)).1),
+            MlfrrRatio(c) => self.ratio("mlfrr", c, |s| self.r.mlfrr(s)),
+            LastRatio(c) => self.ratio("last", c, |s| curve::last(&self.curve(s))),
+            FirstRatio(c) => self.first_ratio(c),
+            OrderLast { series, tolerance } => self.order_last(series, *tolerance),
+            Reference { series, tolerance } => self.reference(series, *tolerance),
+            PeakReference { series, tolerance } => self.peak_reference(&series[0], *tolerance),
+            Below { series, max, at } => self.each(series, |_, cv| below(cv, *max, from(at))),
+            Above { series, min, at } => self.each(series, |_, cv| above(cv, *min, from(at))),
+            Stable {
+                series,
+                max,
+                at,
+                relative,
+            } => self.each(series, |_, cv| stable(cv, *max, from(at), *relative)),
+            Increasing { series } => self.each(series, |_, cv| increasing(cv)),
+            Linear { series, min } => self.each(series, |_, cv| linear(cv, *min)),
+            QuantileDiff(c) => self.quantile_diff(c),
+            SpreadOrder { series, other } => self.spread_order(&series[0], &other[0]),
+            PointDiff(c) => self.point_diff(c),
+            PointRatio(c) => self.point_ratio(c),
+            AtEveryRate {
+                series,
+                other,
+                tolerance,
+            } => self.at_every_rate(&series[0], &other[0], *tolerance),
+            DropShare { series, point, min } => {
+                self.each(series, |s, _| self.drop_share(s, point, *min))
+            }
+            Fit { series, tolerance } => {
+                self.each(series, |s, _| self.fit(s, Some(*tolerance), None))
+            }
+            FitSlope { series, max } => self.each(series, |s, _| self.fit(s, None, Some(*max))),
+            Splits {
+                series,
+                at,
+                min,
+                max,
+            } => self.each(series, |_, cv| splits(cv, *at, *min, *max)),
+            MeanRatio(c) => self.mean_ratio(c),
+            RatioEverywhere(c) => self.ratio_everywhere(c),
+            LastOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, true)),
+            RangeOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, false)),
+            Mlfrr(b) => self.each(&b.series, |s, _| self.mlfrr(s, b)),
+        }
+    }
+
+    /// A series' curve of the check's metric, up to `until`.
+    fn curve(&self, label: &str) -> Vec<(f64, f64)> {
+        self.r
+            .curve_of(label, self.metric)
+            .into_iter()
+            .filter(|p| p.0 <= self.until)
+            .collect()
+    }
+
+    /// A rule applied to each listed series; passes if all do.
+    fn each(&self, series: &[String], f: impl Fn(&str, &curve::Curve) -> Outcome) -> Outcome {
+        let mut ok = true;
+        let mut parts = Vec::new();
+        for s in series {
+            let cv = self.curve(s);
+            if cv.is_empty() {
+                ok = false;
+                parts.push(format!("{s}: no points"));
+                continue;
+            }
+            let (p, d) = f(s, &cv);
+            ok &= p;
+            parts.push(format!("{s}: {d}"));
+        }
+        (ok, parts.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::{Axis, Meta, Point, Series};
+
+    fn result(ys: &[(&str, &[f64])]) -> ResultFile {
+        let series = ys
+            .iter()
+            .map(|(label, ys)| {
+                let mut s = Series::new(label);
+                s.points = ys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, y)| Point::xy("x", i as f64, "y", *y))
+                    .collect();
+                s
+            })
+            .collect();
+        let meta = Meta {
+            id: "t".into(),
+            title: String::new(),
+            source: String::new(),
+            profile: String::new(),
+            seed: 0,
+            quick: false,
+        };
+        ResultFile::new(
+            meta,
+            Axis::new("x", "", ""),
+            Axis::new("y", "", ""),
+            series,
+            Vec::new(),
+        )
+    }
+
+    fn check(toml_src: &str) -> Check {
+        toml::from_str(toml_src).unwrap()
+    }
+
+    #[test]
+    fn rules_pass_and_fail_on_the_points() {
+        let r = result(&[
+            ("up", &[1.0, 5.0, 5.0, 4.9]),
+            ("down", &[1.0, 5.0, 2.0, 0.5]),
+        ]);
+        let flat = check("name='f'\nkind='flat'\nseries=['up']\nmin=0.95\n");
+        assert!(flat.evaluate(&r).pass);
+        let flat_down = check("name='f'\nkind='flat'\nseries=['down']\nmin=0.95\n");
+        assert!(!flat_down.evaluate(&r).pass);
+        let coll = check("name='c'\nkind='collapses'\nseries=['down']\nmax=0.2\n");
+        assert!(coll.evaluate(&r).pass);
+        let ratio = check("name='r'\nkind='last_ratio'\nseries=['up']\nother=['down']\nmin=5\n");
+        let v = ratio.evaluate(&r);
+        assert!(v.pass, "{}", v.detail);
+        let ratio = check("name='r'\nkind='last_ratio'\nseries=['up']\nother=['down']\nmin=20\n");
+        assert!(!ratio.evaluate(&r).pass);
+        let missing = check("name='m'\nkind='above'\nseries=['nope']\nmin=0\n");
+        assert!(!missing.evaluate(&r).pass);
+    }
+
+    #[test]
+    fn at_every_rate_compares_shares_point_by_point() {
+        // x is 0, 1, 2, 3: the first point (x = 0) has share 0 for both.
+        let r = result(&[
+            ("ours", &[0.0, 1.0, 1.95, 2.9]),
+            ("peer", &[0.0, 1.0, 2.0, 1.0]),
+            ("worse", &[0.0, 1.0, 1.0, 3.0]),
+        ]);
+        let c = |s: &str, o: &str, tol: f64| {
+            check(&format!(
+                "name='e'\nkind='at_every_rate'\nseries=['{s}']\nother=['{o}']\ntolerance={tol}\n"
+            ))
+            .evaluate(&r)
+        };
+        let v = c("ours", "peer", 0.05);
+        assert!(v.pass, "{}", v.detail);
+        assert!(!c("ours", "peer", 0.01).pass, "2.5 points behind at x=2");
+        let v = c("worse", "peer", 0.05);
+        assert!(!v.pass && v.detail.contains("x=2"), "{}", v.detail);
+    }
+
+    #[test]
+    fn a_parameter_the_rule_does_not_take_is_an_error() {
+        assert!(toml::from_str::<Check>(
+            "name='f'\nkind='flat'\nseries=['a']\nmin=1\ntolerance=3\n"
+        )
+        .is_err());
+        assert!(toml::from_str::<Check>("name='f'\nkind='flat'\nseries=['a']\n").is_err());
+        assert!(toml::from_str::<Check>("name='f'\nkind='nope'\nseries=['a']\n").is_err());
+        let c = check("name='r'\nkind='peak_ratio'\nseries=['a']\nother=['b']\n");
+        assert!(c.rule.vacuous().is_some());
+    }
+}
