@@ -5,7 +5,7 @@
 //! `cargo bench -p rxsched --bench rfc2544`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use rxsched::experiment::ExperimentFile;
+use rxsched::experiments::ExperimentFile;
 use rxsched::{experiments, figure};
 
 fn bench(c: &mut Criterion) {

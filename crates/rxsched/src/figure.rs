@@ -1,7 +1,7 @@
 //! Turning an experiment into a figure: plan the runs, run them, assemble
 //! the result file with its verdicts.
 
-use crate::experiment::{ExperimentFile, FigureCfg, FigureKind, Milestone};
+use crate::experiments::{ExperimentFile, FigureCfg, FigureKind, Milestone};
 use crate::result::{Meta, Point, Reference, ResultFile, Series};
 use crate::search;
 use rxsched_sim::host::meter::TraceEvent;

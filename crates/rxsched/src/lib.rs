@@ -4,13 +4,13 @@
 //! format, and the report (JSON, CSV, SVG, HTML).
 //!
 //! Dependencies inside the crate point one way: `result` is at the bottom;
-//! `checks` reads results; `experiment` describes figures and their checks;
-//! `figure` and `bench` build results; `report` writes them.
+//! `checks` reads results; `experiments` holds the files that describe
+//! figures, real results and their checks; `figure` and `bench` build
+//! results; `report` writes them.
 
 pub mod bench;
 pub mod checks;
 pub mod error;
-pub mod experiment;
 pub mod experiments;
 pub mod figure;
 pub mod flags;

@@ -6,7 +6,7 @@ mod cmd;
 
 use clap::{Parser, Subcommand};
 use rxsched::error::Result;
-use rxsched::experiment::SearchCfg;
+use rxsched::experiments::SearchCfg;
 use rxsched::figure::Options;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,7 +1,7 @@
 //! RFC 2544 throughput search: the highest rate at which a trial of fixed
 //! length loses nothing, found by binary search.
 
-use crate::experiment::SearchCfg;
+use crate::experiments::SearchCfg;
 use rxsched_sim::{Metrics, Samples, Scenario, SimError};
 
 /// RFC 2544 throughput: the highest rate, per source, at which a trial of

@@ -14,7 +14,7 @@ mod curve;
 mod rule;
 mod single;
 
-use crate::result::{Claim, ResultFile, Verdict};
+use crate::result::{Claim, ClaimKind, ResultFile, Verdict};
 pub use rule::{Bounded, Compare, CompareAt, Rule};
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +64,40 @@ impl Check {
 /// Every check evaluated against a result's points, in order.
 pub fn evaluate_all(checks: &[Check], r: &ResultFile) -> Vec<Verdict> {
     checks.iter().map(|c| c.evaluate(r)).collect()
+}
+
+/// What is wrong with a file's checks, as (dotted key, message), if
+/// anything: a check that can never fail, a series the file does not have
+/// (when `labels` names any), a metric `metric` refuses, or a claim that
+/// belongs in a top-level `[[claim]]`.
+pub fn validate(
+    checks: &[Check],
+    labels: &[&str],
+    metric: impl Fn(&str) -> Result<(), String>,
+) -> Result<(), (String, String)> {
+    for (i, c) in checks.iter().enumerate() {
+        let key = |k: &str| format!("check.{i}.{k}");
+        if let Some(m) = c.rule.vacuous() {
+            return Err((key("kind"), format!("this check can never fail: it {m}")));
+        }
+        for s in c.rule.series() {
+            if !labels.is_empty() && !labels.contains(&s.as_str()) {
+                return Err((key("series"), format!("no series labelled {s:?}")));
+            }
+        }
+        if let Some(m) = &c.metric {
+            metric(m).map_err(|e| (key("metric"), e))?;
+        }
+        if let Some(cl) = &c.claim {
+            if cl.kind == ClaimKind::HeldOut || cl.unchecked.is_some() {
+                return Err((
+                    key("claim"),
+                    "a check stands for a claim it checks: a held-out or unchecked claim goes in a top-level [[claim]]".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A result as one check sees it: which metric, up to which x.

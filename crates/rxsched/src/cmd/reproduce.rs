@@ -2,8 +2,8 @@
 
 use super::{run_plans, summary, verdict, write, write_index};
 use rxsched::error::{Error, Result};
-use rxsched::experiment::ExperimentFile;
 use rxsched::experiments;
+use rxsched::experiments::ExperimentFile;
 use rxsched::figure::{self, Options};
 use std::path::Path;
 use std::process::ExitCode;

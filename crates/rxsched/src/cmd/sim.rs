@@ -2,7 +2,7 @@
 
 use super::parse_sets;
 use rxsched::error::{Error, Result};
-use rxsched::experiment::ExperimentFile;
+use rxsched::experiments::ExperimentFile;
 use rxsched_sim::Metrics;
 use std::path::Path;
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 
 use super::{parse_sets, run_plans, summary, verdict, write, write_index};
 use rxsched::error::{Error, Result};
-use rxsched::experiment::{ExperimentFile, FigureCfg, FigureKind, SearchCfg};
+use rxsched::experiments::{ExperimentFile, FigureCfg, FigureKind, SearchCfg};
 use rxsched::figure::{self, Options};
 use rxsched::flags::parse_vary;
 use rxsched::result::Axis;

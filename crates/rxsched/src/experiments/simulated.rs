@@ -1,11 +1,11 @@
-//! Experiment files: a scenario plus how to build a figure from it (what
-//! to vary, which series, the published points, the checks). The simulator
+//! Simulated experiment files: a scenario plus how to build a figure from
+//! it (what to vary, which series, the published points, the checks). The simulator
 //! crate reads the model part; this module reads the rest and checks it
 //! against the model when the file loads: series named by checks exist,
 //! every metric named exists, and no check is unable to fail.
 
 use crate::checks::Check;
-use crate::result::{Axis, Claim, ClaimKind};
+use crate::result::{Axis, Claim};
 use rxsched_sim::{InputError, Loaded};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -22,6 +22,9 @@ pub const KEYS: &[&str] = &[
     "check",
     "claim",
 ];
+
+/// The top-level table of a real bench's check file (`experiments/real-*.toml`).
+pub const BENCH_TABLE: &str = "bench";
 
 /// Numbers a throughput search adds to each point.
 pub const THROUGHPUT_METRICS: &[&str] = &[
@@ -215,12 +218,20 @@ pub struct ExperimentFile {
 impl ExperimentFile {
     /// Parses a scenario file's text.
     pub fn parse(file: &str, src: String, dir: Option<PathBuf>) -> Result<Self, InputError> {
+        refuse_bench_file(file, &src)?;
         Self::from_loaded(Loaded::parse_with(file, src, dir, KEYS)?)
     }
 
     /// Reads a scenario file.
     pub fn read(path: &Path) -> Result<Self, InputError> {
-        Self::from_loaded(Loaded::read_with(path, KEYS)?)
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| InputError {
+            file: file.clone(),
+            line: None,
+            key: None,
+            msg: format!("cannot read scenario: {e}"),
+        })?;
+        Self::parse(&file, src, path.parent().map(Path::to_path_buf))
     }
 
     fn from_loaded(loaded: Loaded) -> Result<Self, InputError> {
@@ -282,29 +293,12 @@ impl ExperimentFile {
             }
         }
         let labels: Vec<&str> = self.exp.series.iter().map(|s| s.label.as_str()).collect();
-        for (i, c) in self.exp.check.iter().enumerate() {
-            let key = |k: &str| format!("check.{i}.{k}");
-            if let Some(m) = c.rule.vacuous() {
-                return Err(l.error(&key("kind"), format!("this check can never fail: it {m}")));
-            }
-            for s in c.rule.series() {
-                if !labels.is_empty() && !labels.contains(&s.as_str()) {
-                    return Err(l.error(&key("series"), format!("no series labelled {s:?}")));
-                }
-            }
-            if let (Some(f), Some(m)) = (&self.exp.figure, &c.metric) {
-                self.check_metric(f, m)
-                    .map_err(|e| l.error(&key("metric"), e))?;
-            }
-            if let Some(cl) = &c.claim {
-                if cl.kind == ClaimKind::HeldOut || cl.unchecked.is_some() {
-                    return Err(l.error(
-                        &key("claim"),
-                        "a check stands for a claim it checks: a held-out or unchecked claim goes in a top-level [[claim]]".into(),
-                    ));
-                }
-            }
-        }
+        let metric = |m: &str| match &self.exp.figure {
+            Some(f) => self.check_metric(f, m),
+            None => Ok(()),
+        };
+        crate::checks::validate(&self.exp.check, &labels, metric)
+            .map_err(|(k, m)| l.error(&k, m))?;
         for (i, cl) in self.exp.claim.iter().enumerate() {
             if cl.unchecked.is_none() {
                 return Err(l.error(
@@ -314,6 +308,21 @@ impl ExperimentFile {
             }
         }
         Ok(())
+    }
+}
+
+/// A real bench's check file (a top-level [`BENCH_TABLE`]) is not a
+/// scenario: say so, rather than that it lacks a profile. Text that is not
+/// TOML passes here, for the scenario loader to name its syntax error.
+fn refuse_bench_file(file: &str, src: &str) -> Result<(), InputError> {
+    match src.parse::<toml::Table>() {
+        Ok(t) if t.contains_key(BENCH_TABLE) => Err(InputError {
+            file: file.to_string(),
+            line: rxsched_sim::error::line_of(src, BENCH_TABLE),
+            key: Some(BENCH_TABLE.to_string()),
+            msg: "this is a real bench's check file, not a scenario: `rxsched bench real ...` evaluates it".into(),
+        }),
+        _ => Ok(()),
     }
 }
 
