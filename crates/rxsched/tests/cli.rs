@@ -30,6 +30,32 @@ fn unknown_experiment_exits_2() {
     assert!(stderr(&o).contains("no-such-figure"));
 }
 
+/// A real bench's check file sits beside the scenarios but is none:
+/// `reproduce` neither lists nor runs it, and `sim` says what it is.
+#[test]
+fn real_check_files_are_not_experiments() {
+    let o = rxsched(&["reproduce", "--list"]);
+    assert!(o.status.success());
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        list.contains("mogul-fig6-3") && !list.lines().any(|l| l.starts_with("real-")),
+        "{list}"
+    );
+    let o = rxsched(&["reproduce", "real-router"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../experiments/real-router.toml"
+    );
+    let o = rxsched(&["sim", file]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("real-router.toml:6") && e.contains("`bench`") && e.contains("bench real"),
+        "{e}"
+    );
+}
+
 #[test]
 fn unknown_key_exits_2_naming_file_line_key() {
     let p = scenario(

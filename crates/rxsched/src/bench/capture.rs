@@ -8,9 +8,9 @@
 //! see is all the work there is.
 
 use super::trial::{self, f, finish, spawn, strings as s, BenchError, Dut};
-use super::{bounded, compare, labels, named, on, rates, result, steady};
-use crate::checks::{Check, Rule};
-use crate::result::{Axis, Point, ResultFile, Series};
+use super::{judged, rates, steady};
+use crate::experiments::BenchFile;
+use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -294,6 +294,7 @@ pub fn capture(
     opts: &super::BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<ResultFile>, BenchError> {
+    let file = BenchFile::load("real-capture")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
     std::fs::create_dir_all(&opts.out)
@@ -320,55 +321,7 @@ pub fn capture(
         }
         series.push(s);
     }
-    Ok(vec![capture_result(series)])
-}
-
-fn capture_result(series: Vec<Series>) -> ResultFile {
-    let mut checks: Vec<Check> = vec![
-        named(
-            "with feedback, frames written at the highest rate are at least 90% of its loss-free rate",
-            Rule::LastOverMlfrr(bounded("rxsched-capture", Some(0.9), None)),
-        ),
-        named(
-            "without feedback the capture collapses: at most 20% of its peak at the highest rate",
-            Rule::Collapses { series: labels(&["rxsched-capture-nofeedback"]), max: 0.2 },
-        ),
-        on(
-            "compute_progress",
-            named(
-                "with --cycle-limit 50 the compute process keeps at least 40% progress at every rate",
-                Rule::Above { series: labels(&["rxsched-capture-cycle-limit-50"]), min: 0.4, at: None },
-            ),
-        ),
-    ];
-    for peer in ["tcpdump-w", "tshark-w"] {
-        for tail in ["", "-file"] {
-            let (ours, theirs) = (format!("rxsched-capture{tail}"), format!("{peer}{tail}"));
-            checks.push(named(
-                &format!(
-                    "with feedback we write at least what {theirs} writes at the highest rate"
-                ),
-                Rule::LastRatio(compare(&ours, &theirs, Some(1.0), None)),
-            ));
-            // Both write everything at low rates; 2 points of the offered
-            // rate is what a host stall costs either (veth's ring overflows).
-            checks.push(named(
-                &format!("with feedback we write at least the share {theirs} writes at every offered rate (less 2 points)"),
-                Rule::AtEveryRate {
-                    series: labels(&[&ours]),
-                    other: labels(&[&theirs]),
-                    tolerance: 0.02,
-                },
-            ));
-        }
-    }
-    result(
-        "real-capture",
-        "Capturing everything on the DUT: rxsched capture with and without feedback, tcpdump and tshark",
-        Axis::new("delivered_pps", "Frames written to the capture file", "pkts/s"),
-        series,
-        checks,
-    )
+    Ok(vec![judged(&file, series)])
 }
 
 #[cfg(test)]

@@ -11,14 +11,18 @@
 //! `real-latency`.
 
 pub mod capture;
+#[cfg(test)]
+mod fixed_points;
+#[cfg(test)]
+mod moved_checks;
 pub mod screen;
 pub mod soak;
 pub mod srp;
 pub mod trial;
 pub mod two_level;
 
-use crate::checks::{Bounded, Check, Compare, Rule};
-use crate::result::{Axis, Meta, Point, ResultFile, Series};
+use crate::experiments::BenchFile;
+use crate::result::{Meta, Point, ResultFile, Series};
 pub use capture::capture;
 use rxsched_linux::lab::Lab;
 pub use screen::screen;
@@ -63,78 +67,35 @@ fn rates(quick: bool) -> (Vec<f64>, f64) {
     }
 }
 
-fn named(name: &str, rule: Rule) -> Check {
-    Check {
-        name: name.into(),
-        metric: None,
-        until: None,
-        claim: None,
-        known_miss: None,
-        rule,
-    }
-}
+/// Where every real result comes from.
+const SOURCE: &str = "rxsched real dataplane in the XDP lab (REAL.md)";
 
-fn labels(v: &[&str]) -> Vec<String> {
-    v.iter().map(|x| x.to_string()).collect()
-}
-
-fn compare(series: &str, other: &str, min: Option<f64>, max: Option<f64>) -> Compare {
-    Compare {
-        series: labels(&[series]),
-        other: labels(&[other]),
-        min,
-        max,
-    }
-}
-
-fn bounded(series: &str, min: Option<f64>, max: Option<f64>) -> Bounded {
-    Bounded {
-        series: labels(&[series]),
-        min,
-        max,
-    }
-}
-
-/// The same check, on another metric than the figure's y.
-fn on(metric: &str, mut c: Check) -> Check {
-    c.metric = Some(metric.into());
-    c
-}
-
-fn result(id: &str, title: &str, y: Axis, series: Vec<Series>, checks: Vec<Check>) -> ResultFile {
-    let x = Axis::new(
-        "offered_pps",
-        "Offered rate (achieved by the generator)",
-        "pkts/s",
-    );
-    result_x(id, title, x, y, series, checks)
-}
-
-/// [`result`] with another x than the offered rate.
-fn result_x(
-    id: &str,
-    title: &str,
-    x: Axis,
-    y: Axis,
-    series: Vec<Series>,
-    checks: Vec<Check>,
-) -> ResultFile {
+/// A result as its check file (`experiments/<id>.toml`) describes it, with
+/// the series measured and the file's checks evaluated on them.
+fn judged(file: &BenchFile, series: Vec<Series>) -> ResultFile {
+    let b = &file.bench;
     let meta = Meta {
-        id: id.into(),
-        title: title.into(),
-        source: "rxsched real dataplane in the XDP lab (REAL.md)".into(),
+        id: b.id.clone(),
+        title: b.title.clone(),
+        source: SOURCE.into(),
         profile: "linux-veth".into(),
         seed: 0,
         quick: false,
     };
-    let mut r = ResultFile::new(meta, x, y, series, Vec::new());
+    let mut r = ResultFile::new(meta, b.x.clone(), b.y.clone(), series, Vec::new());
     r.mlfrr_loss = LOSS_TOLERANCE;
-    r.checks = checks.iter().map(|c| c.evaluate(&r)).collect();
+    r.table = b.table.clone();
+    r.checks = crate::checks::evaluate_all(&file.check, &r);
     r
 }
 
 /// Runs the router benchmark: `real-router`, `real-cpu-limit`, `real-latency`.
 pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    let files = [
+        BenchFile::load("real-router")?,
+        BenchFile::load("real-cpu-limit")?,
+        BenchFile::load("real-latency")?,
+    ];
     let lab = &opts.lab;
     let (rates, secs) = rates(opts.quick);
     progress("measuring the compute process alone");
@@ -176,12 +137,12 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
         .partition(|s| s.label == "polling-cycle-limit-50");
     let polling = main.iter().find(|s| s.label == "polling").cloned();
     main.push(idle_series);
-    let r1 = router_result(main);
+    let r1 = judged(&files[0], main);
     let mlfrr = r1.mlfrr("polling");
     let mut limit = limit;
     limit.extend(polling);
-    let r2 = cpu_limit_result(limit);
-    let r3 = latency_result(lab, mlfrr, &dut, opts.quick, progress)?;
+    let r2 = judged(&files[1], limit);
+    let r3 = latency_result(&files[2], lab, mlfrr, &dut, opts.quick, progress)?;
     lab.set_kernel_forwarding(false)
         .map_err(|e| BenchError(e.to_string()))?;
     Ok(vec![r1, r2, r3])
@@ -220,75 +181,6 @@ fn steady(
     Ok(best)
 }
 
-fn router_result(series: Vec<Series>) -> ResultFile {
-    result(
-        "real-router",
-        "Real forwarding through the DUT: kernel, XDP, interrupt-driven and polling receive",
-        Axis::new("delivered_pps", "Delivered rate (at the sink)", "pkts/s"),
-        series,
-        vec![
-            named(
-                "the sweep reaches at least 3 times polling's MLFRR",
-                Rule::RangeOverMlfrr(bounded("polling", Some(3.0), None)),
-            ),
-            named(
-                "polling at the highest offered rate delivers at least 95% of its MLFRR",
-                Rule::LastOverMlfrr(bounded("polling", Some(0.95), None)),
-            ),
-            named(
-                "interrupt-driven receive livelocks: at most 10% of its peak at the highest rate",
-                Rule::Collapses {
-                    series: labels(&["interrupt"]),
-                    max: 0.1,
-                },
-            ),
-            named(
-                "polling's MLFRR is at least the kernel's",
-                Rule::MlfrrRatio(compare("polling", "kernel", Some(1.0), None)),
-            ),
-            on(
-                "router_cpu_share",
-                named(
-                    "with no traffic the polling router and its receive threads use under 1% of a CPU",
-                    Rule::Below {
-                        series: labels(&["polling-idle"]),
-                        max: 0.01,
-                        at: None,
-                    },
-                ),
-            ),
-        ],
-    )
-}
-
-fn cpu_limit_result(series: Vec<Series>) -> ResultFile {
-    let above = |min: f64| Rule::Above {
-        series: labels(&["polling-cycle-limit-50"]),
-        min,
-        at: None,
-    };
-    result(
-        "real-cpu-limit",
-        "The CPU-cycle limit on real forwarding: the compute process's progress",
-        Axis::new(
-            "cpu.user:compute",
-            "Progress of the compute process (against an idle DUT)",
-            "fraction",
-        ),
-        series,
-        vec![
-            named(
-                "with --cycle-limit 50 the compute process keeps at least 45% of its idle-DUT progress at every rate",
-                above(0.45),
-            ),
-            on(
-                "delivered_pps",
-                named("with --cycle-limit 50 forwarding goes on at every rate", above(1000.0)),
-            ),
-        ],
-    )
-}
-
 /// Trials of each router mode in the latency comparison.
 const LATENCY_TRIALS: usize = 7;
 
@@ -297,6 +189,7 @@ const LATENCY_TRIALS: usize = 7;
 /// with the median p99 (a single stall of this VM's CPUs can decide one
 /// trial's p99).
 fn latency_result(
+    file: &BenchFile,
     lab: &Lab,
     mlfrr: f64,
     dut: &trial::Dut,
@@ -332,29 +225,7 @@ fn latency_result(
             s
         })
         .collect();
-    let mut r = result(
-        "real-latency",
-        "Latency at a tenth of polling's MLFRR: polling against the interrupt-driven baseline",
-        Axis::new(
-            "latency_us.p99",
-            &format!("p99 latency, generator to sink (median of {LATENCY_TRIALS} trials)"),
-            "µs",
-        ),
-        series,
-        vec![named(
-            &format!("polling's p99 latency is within 10% of the interrupt baseline's (median of {LATENCY_TRIALS} trials each)"),
-            Rule::FirstRatio(compare("polling", "interrupt", None, Some(1.1))),
-        )],
-    );
-    r.table = vec![
-        "offered_pps".into(),
-        "latency_us.p50".into(),
-        "latency_us.p99".into(),
-        "p99_lowest".into(),
-        "p99_highest".into(),
-        "dut_steal_share".into(),
-    ];
-    Ok(r)
+    Ok(judged(file, series))
 }
 
 /// Trials of each lab measurement; the median (by delivered rate) is kept.
@@ -364,6 +235,7 @@ const LAB_TRIALS: usize = 3;
 /// one core, and how fast the sink counts on one core, timing every probe
 /// and one in eight.
 pub fn lab(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    let file = BenchFile::load("real-lab")?;
     let secs = if opts.quick { 1.0 } else { 3.0 };
     let mut series = Vec::new();
     for (label, every) in [("sink-every-probe", 1), ("sink-1-in-8", 8)] {
@@ -381,45 +253,7 @@ pub fn lab(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
         s.points.push(median);
         series.push(s);
     }
-    let mut r = result(
-        "real-lab",
-        "The lab's own capacity: XDP generator and sink, one core each",
-        Axis::new(
-            "delivered_pps",
-            &format!("Counted by the sink (median of {LAB_TRIALS} trials)"),
-            "pkts/s",
-        ),
-        series,
-        vec![
-            on(
-                "offered_pps",
-                named(
-                    "the generator offers at least 3 Mpps from one core",
-                    Rule::Above {
-                        series: labels(&["sink-every-probe", "sink-1-in-8"]),
-                        min: 3e6,
-                        at: None,
-                    },
-                ),
-            ),
-            named(
-                "the sink counts at least 3 Mpps on one core (timing one probe in eight)",
-                Rule::Above {
-                    series: labels(&["sink-1-in-8"]),
-                    min: 3e6,
-                    at: None,
-                },
-            ),
-        ],
-    );
-    r.table = vec![
-        "offered_pps".into(),
-        "delivered_pps".into(),
-        "delivered_lowest".into(),
-        "delivered_highest".into(),
-        "latency_samples".into(),
-    ];
-    Ok(vec![r])
+    Ok(vec![judged(&file, series)])
 }
 
 /// Writes a benchmark's results like `reproduce` does.
@@ -434,6 +268,22 @@ pub fn write(out: &std::path::Path, results: &[ResultFile]) -> std::io::Result<(
 mod tests {
     use super::*;
     use std::cell::RefCell;
+
+    /// The check files say how many trials a median was taken of: as many
+    /// as the bench runs.
+    #[test]
+    fn the_check_files_count_the_trials_the_bench_runs() {
+        let latency = BenchFile::load("real-latency").unwrap();
+        let n = format!("median of {LATENCY_TRIALS} trials");
+        assert!(latency.bench.y.label.contains(&n));
+        assert!(latency.check.iter().all(|c| c.name.contains(&n)));
+        let lab = BenchFile::load("real-lab").unwrap();
+        assert!(lab
+            .bench
+            .y
+            .label
+            .contains(&format!("median of {LAB_TRIALS} trials")));
+    }
 
     /// Trials whose steal shares are `steals`, in order; each point's y is
     /// its trial number.

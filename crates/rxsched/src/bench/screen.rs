@@ -6,9 +6,9 @@
 //! an nftables ruleset (`kernel-nftables`).
 
 use super::trial::{self, BenchError, Forwarder};
-use super::{bounded, labels, named, rates, result, steady};
-use crate::checks::{Check, Rule};
-use crate::result::{Axis, ResultFile, Series};
+use super::{judged, rates, steady};
+use crate::experiments::BenchFile;
+use crate::result::{ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role};
 use rxsched_linux::rules::Rules;
 use std::path::Path;
@@ -107,6 +107,7 @@ pub fn screen(
     opts: &super::BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<ResultFile>, BenchError> {
+    let file = BenchFile::load("real-screen")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
     std::fs::create_dir_all(&opts.out)
@@ -143,37 +144,7 @@ pub fn screen(
     }
     l.set_kernel_forwarding(false)
         .map_err(|e| BenchError(e.to_string()))?;
-    Ok(vec![screen_result(series)])
-}
-
-fn screen_result(series: Vec<Series>) -> ResultFile {
-    let checks: Vec<Check> = vec![
-        named(
-            "with feedback, screened forwarding at the highest rate delivers at least 90% of its MLFRR",
-            Rule::LastOverMlfrr(bounded("polling-screend-feedback", Some(0.9), None)),
-        ),
-        named(
-            "interrupt-driven screened forwarding livelocks: at most 20% of its peak at the highest rate",
-            Rule::Collapses {
-                series: labels(&["interrupt-screend"]),
-                max: 0.2,
-            },
-        ),
-        named(
-            "polling without feedback livelocks at the screening queue: at most 20% of its peak at the highest rate",
-            Rule::Collapses {
-                series: labels(&["polling-screend"]),
-                max: 0.2,
-            },
-        ),
-    ];
-    result(
-        "real-screen",
-        "Forwarding through a screening process on the DUT: interrupt, polling, polling with feedback, and the kernel with nftables",
-        Axis::new("delivered_pps", "Delivered rate (at the sink)", "pkts/s"),
-        series,
-        checks,
-    )
+    Ok(vec![judged(&file, series)])
 }
 
 #[cfg(test)]

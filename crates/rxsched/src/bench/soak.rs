@@ -4,12 +4,13 @@
 //! clean afterwards (no process left in its namespaces, no XDP program
 //! left on its devices).
 
+use super::judged;
 use super::trial::{
     counters, dut_drops, f, finish, lab_counter, metrics, spawn, stop, strings as s, BenchError,
 };
-use super::{labels, named, on, result_x};
-use crate::checks::{Check, Rule};
-use crate::result::{Axis, Point, ResultFile, Series};
+use crate::checks::Rule;
+use crate::experiments::BenchFile;
+use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role, D0, D1, DUT_CPU, GEN_CPU, S0};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -61,6 +62,7 @@ pub fn soak(
     opts: &super::BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<ResultFile>, BenchError> {
+    let mut file = BenchFile::load("real-soak")?;
     let minutes = match opts.minutes {
         Some(m) => m,
         None if opts.quick => 0.5,
@@ -174,75 +176,20 @@ pub fn soak(
         "soak done: {} frames sent, {} delivered, router forwarded {forwarded:.0}/s",
         m.arrived, m.delivered
     ));
-    Ok(vec![soak_result(series, minutes)])
+    settle_at(&mut file, minutes);
+    Ok(vec![judged(&file, vec![series])])
 }
 
-fn below(metric: &str, name: &str, max: f64) -> Check {
-    on(
-        metric,
-        named(
-            name,
-            Rule::Below {
-                series: labels(&["polling"]),
-                max,
-                at: None,
-            },
-        ),
-    )
-}
+/// The share of the run after which the router has settled: its memory is
+/// judged from then on.
+const SETTLE_SHARE: f64 = 0.05;
 
-fn soak_result(series: Series, minutes: f64) -> ResultFile {
-    // Memory is judged once the router has settled (the first 5% of the run).
-    let settled = minutes * 0.05;
-    let checks: Vec<Check> = vec![
-        named(
-            "the router's resident memory stays flat: within 10% of its mean once settled",
-            Rule::Stable {
-                series: labels(&["polling"]),
-                max: 0.10,
-                at: Some(settled),
-                relative: true,
-            },
-        ),
-        on(
-            "offered_over_forwarded",
-            named(
-                "the generator offers at least 3x what the router forwards (so at least 3x its MLFRR)",
-                Rule::Above {
-                    series: labels(&["polling"]),
-                    min: 3.0,
-                    at: None,
-                },
-            ),
-        ),
-        below(
-            "router_unaccounted",
-            "every frame the router took is forwarded, dropped at a named point or in flight",
-            0.0,
-        ),
-        below(
-            "unattributed_share",
-            "at most 0.1% of the frames sent are lost where no counter says",
-            0.001,
-        ),
-        below(
-            "leftover_processes",
-            "no process is left in the lab's namespaces",
-            0.0,
-        ),
-        below(
-            "leftover_xdp_programs",
-            "no XDP program is left on the lab's devices",
-            0.0,
-        ),
-        below("lab_problems", "the lab is whole afterwards", 0.0),
-    ];
-    result_x(
-        "real-soak",
-        "Soak: the polling router flooded at the generator's top rate",
-        Axis::new("minutes", "Time", "min"),
-        Axis::new("rss_kib", "Router resident memory", "KiB"),
-        vec![series],
-        checks,
-    )
+/// Sets the memory check's `at` to the time the router has settled in a
+/// run of `minutes`, which the check file cannot know.
+pub(super) fn settle_at(file: &mut BenchFile, minutes: f64) {
+    for c in &mut file.check {
+        if let Rule::Stable { at, .. } = &mut c.rule {
+            *at = Some(minutes * SETTLE_SHARE);
+        }
+    }
 }

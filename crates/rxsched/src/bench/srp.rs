@@ -7,9 +7,9 @@
 //! receive path for every datagram before it knows whose it is.
 
 use super::trial::{f, finish, spawn, strings as s, BenchError};
-use super::{labels, named, on, rates, result, result_x, steady};
-use crate::checks::{Check, Rule};
-use crate::result::{Axis, Point, ResultFile, Series};
+use super::{judged, rates, steady};
+use crate::experiments::BenchFile;
+use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
 use std::time::Duration;
 
@@ -156,6 +156,7 @@ pub fn srp(
     opts: &super::BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<ResultFile>, BenchError> {
+    let file = BenchFile::load("real-srp")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
     let mut series = Vec::new();
@@ -186,45 +187,8 @@ pub fn srp(
         series.push(flooded);
         series.push(modest);
     }
-    let a = srp_result(series);
+    let a = judged(&file, series);
     Ok(vec![a, reservation(opts, progress)?])
-}
-
-fn srp_result(series: Vec<Series>) -> ResultFile {
-    let checks: Vec<Check> = vec![
-        on(
-            "kept",
-            named(
-                "with SRP the modest consumer keeps at least 95% of its datagrams at every flood rate",
-                Rule::Above {
-                    series: labels(&["srp-modest"]),
-                    min: 0.95,
-                    at: None,
-                },
-            ),
-        ),
-        named(
-            "with SRP the flooded consumer keeps a plateau: at least half its peak past it",
-            Rule::Flat {
-                series: labels(&["srp-flooded"]),
-                min: 0.5,
-            },
-        ),
-        on(
-            "kept",
-            named(
-                "at the highest flood rate the modest consumer keeps at least what the kernel's sockets leave it",
-                Rule::LastRatio(super::compare("srp-modest", "linux-modest", Some(1.0), None)),
-            ),
-        ),
-    ];
-    result(
-        "real-srp",
-        "One consumer flooded, one modest (20,000 pkts/s): SRP's early demultiplexing against Linux's UDP sockets",
-        Axis::new("delivered_pps", "Datagrams the consumer took", "pkts/s"),
-        series,
-        checks,
-    )
 }
 
 /// The forwarding load of the reservation experiment: well under what
@@ -351,6 +315,7 @@ pub fn reservation(
     opts: &super::BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<ResultFile, BenchError> {
+    let file = BenchFile::load("real-srp-reservation")?;
     let counts: Vec<usize> = if opts.quick {
         vec![0, 2, 6]
     } else {
@@ -373,28 +338,5 @@ pub fn reservation(
     }
     rxsched_linux::cgroup::remove(FWD_GROUP);
     rxsched_linux::cgroup::remove(LOAD_GROUP);
-    let checks = vec![
-        named(
-            "with a reservation forwarding keeps at least 90% of its rate beside any number of onoff processes",
-            Rule::Flat {
-                series: labels(&["reservation-50"]),
-                min: 0.9,
-            },
-        ),
-        named(
-            "without one it falls: under 80% of its peak beside the most onoff processes",
-            Rule::Collapses {
-                series: labels(&["no-reservation"]),
-                max: 0.8,
-            },
-        ),
-    ];
-    Ok(result_x(
-        "real-srp-reservation",
-        "Forwarding 200,000 pkts/s as a time-shared process beside onoff processes, with and without a CPU reservation (CFS group weights)",
-        Axis::new("onoff_processes", "onoff processes on the DUT CPU", ""),
-        Axis::new("delivered_pps", "Forwarded (at the sink)", "pkts/s"),
-        series,
-        checks,
-    ))
+    Ok(judged(&file, series))
 }

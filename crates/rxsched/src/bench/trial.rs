@@ -15,6 +15,14 @@ use std::time::Duration;
 #[error("{0}")]
 pub struct BenchError(pub String);
 
+/// A check file that does not load (a build with a malformed one: its own
+/// test fails first).
+impl From<rxsched_sim::InputError> for BenchError {
+    fn from(e: rxsched_sim::InputError) -> Self {
+        BenchError(e.to_string())
+    }
+}
+
 /// What forwards on the DUT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forwarder {

@@ -5,10 +5,10 @@
 //! one (latency), at high load, once it has switched, as productive as the
 //! polling one (throughput), and it should switch once each way.
 
+use super::judged;
 use super::trial::{f, finish, spawn, stop, strings as s, BenchError};
-use super::{labels, named, on, result_x};
-use crate::checks::{Check, Compare, CompareAt, Rule};
-use crate::result::{Axis, Point, ResultFile, Series};
+use crate::experiments::BenchFile;
+use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role, DUT_CPU, GEN_CPU};
 use std::time::Duration;
 
@@ -117,6 +117,7 @@ pub fn two_level(
     opts: &super::BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<ResultFile>, BenchError> {
+    let file = BenchFile::load("real-two-level")?;
     let st = steps(opts.quick);
     let mut series = Vec::new();
     for mode in ["interrupt", "polling", "two-level"] {
@@ -133,70 +134,5 @@ pub fn two_level(
         }
         series.push(s);
     }
-    Ok(vec![two_level_result(series)])
-}
-
-fn cmp(series: &str, other: &str, min: f64, max: Option<f64>) -> Compare {
-    Compare {
-        series: labels(&[series]),
-        other: labels(&[other]),
-        min: Some(min),
-        max,
-    }
-}
-
-fn two_level_result(series: Vec<Series>) -> ResultFile {
-    let checks: Vec<Check> = vec![
-        on(
-            "latency_p50_us",
-            named(
-                "at low load (first step) two-level's median latency is within 10% of interrupt mode's",
-                Rule::FirstRatio(cmp("two-level", "interrupt", 0.0, Some(1.1))),
-            ),
-        ),
-        named(
-            "at high load, once switched, two-level forwards within 5% of polling mode",
-            Rule::PointRatio(CompareAt {
-                series: labels(&["two-level"]),
-                other: labels(&["polling"]),
-                at: 1.0,
-                min: Some(0.95),
-                max: None,
-            }),
-        ),
-        on(
-            "two_level_switches",
-            named(
-                "two-level switches once each way: up to polling and back",
-                Rule::Below {
-                    series: labels(&["two-level"]),
-                    max: 2.0,
-                    at: None,
-                },
-            ),
-        ),
-        on(
-            "two_level_switches",
-            named(
-                "two-level switches once each way (at least two switches)",
-                Rule::Above {
-                    series: labels(&["two-level"]),
-                    min: 2.0,
-                    at: None,
-                },
-            ),
-        ),
-    ];
-    result_x(
-        "real-two-level",
-        "Load stepping up and down through the two-level router, against interrupt and polling",
-        Axis::new("step", "Load step (low, top rate, low)", ""),
-        Axis::new(
-            "delivered_pps",
-            "Delivered (at the sink, end of each step)",
-            "pkts/s",
-        ),
-        series,
-        checks,
-    )
+    Ok(vec![judged(&file, series)])
 }

@@ -62,7 +62,18 @@ pub const ALL: &[(&str, &str)] = files![
 pub const REAL_PREFIX: &str = "real-";
 
 /// Every real bench result's check file: its id and text.
-pub const BENCHES: &[(&str, &str)] = files![];
+pub const BENCHES: &[(&str, &str)] = files![
+    "real-router",
+    "real-cpu-limit",
+    "real-latency",
+    "real-lab",
+    "real-capture",
+    "real-screen",
+    "real-srp",
+    "real-srp-reservation",
+    "real-soak",
+    "real-two-level",
+];
 
 /// The scenario text of simulated experiment `id`.
 pub fn get(id: &str) -> Option<&'static str> {
