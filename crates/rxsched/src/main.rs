@@ -4,7 +4,7 @@
 
 mod cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use rxsched::error::Result;
 use rxsched::experiments::SearchCfg;
 use rxsched::figure::Options;
@@ -206,77 +206,58 @@ enum BenchWhat {
     },
 }
 
+/// The flags every real bench takes.
+#[derive(Args)]
+struct RealBenchArgs {
+    /// Fewer points and shorter trials.
+    #[arg(long)]
+    quick: bool,
+    /// Where results go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+}
+
 #[derive(Subcommand)]
 enum RealBench {
     /// Kernel, interrupt-driven and polling forwarding, swept over offered load.
-    Router {
-        /// Fewer points and shorter trials.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-    },
+    Router(RealBenchArgs),
     /// The monitor against tcpdump and tshark, to /dev/null and to a file,
     /// swept over offered load.
-    Capture {
-        /// Fewer points and shorter trials.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-    },
+    Capture(RealBenchArgs),
     /// Forwarding through a screening process against the kernel with nftables.
-    Screen {
-        /// Fewer points and shorter trials.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-    },
+    Screen(RealBenchArgs),
     /// One consumer flooded, one modest: SRP's serve against Linux's UDP sockets.
-    Srp {
-        /// Fewer points and shorter trials.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-    },
+    Srp(RealBenchArgs),
     /// The polling router flooded at the generator's top rate for minutes:
     /// no crash, flat memory, every frame accounted for, the lab clean after.
     Soak {
-        /// How long, in minutes (default 10).
+        /// How long, in minutes (default 10, or half a minute with --quick).
         #[arg(long)]
         minutes: Option<f64>,
-        /// Half a minute, unless --minutes says otherwise.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
+        #[command(flatten)]
+        args: RealBenchArgs,
     },
     /// Load stepping up and down through route --mode two-level, against interrupt and polling.
-    TwoLevel {
-        /// Fewer points and shorter trials.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-    },
+    TwoLevel(RealBenchArgs),
     /// The lab's own capacity: how fast the XDP generator offers and the
     /// XDP sink counts, one core each.
-    Lab {
-        /// Shorter trials.
-        #[arg(long)]
-        quick: bool,
-        /// Where results go.
-        #[arg(long, default_value = "results")]
-        out: PathBuf,
-    },
+    Lab(RealBenchArgs),
+}
+
+impl RealBench {
+    /// The bench, its flags, and a soak's length.
+    fn bench(self) -> (rxsched::bench::Bench, RealBenchArgs, Option<f64>) {
+        use rxsched::bench;
+        match self {
+            RealBench::Router(a) => (bench::router, a, None),
+            RealBench::Capture(a) => (bench::capture, a, None),
+            RealBench::Screen(a) => (bench::screen, a, None),
+            RealBench::Srp(a) => (bench::srp, a, None),
+            RealBench::Soak { minutes, args } => (bench::soak, args, minutes),
+            RealBench::TwoLevel(a) => (bench::two_level, a, None),
+            RealBench::Lab(a) => (bench::lab, a, None),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -349,23 +330,11 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Capture(a) => done(cmd::real::capture(a)),
         Cmd::XdpFwd { ports, duration } => done(cmd::real::xdp_fwd(&ports, duration)),
         Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which: RealBench::Router { quick, out },
-                },
-        } => cmd::bench::real(quick, &out, rxsched::bench::router),
-        Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which: RealBench::Lab { quick, out },
-                },
-        } => cmd::bench::real(quick, &out, rxsched::bench::lab),
-        Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which: RealBench::Capture { quick, out },
-                },
-        } => cmd::bench::real(quick, &out, rxsched::bench::capture),
+            what: BenchWhat::Real { which },
+        } => {
+            let (bench, args, minutes) = which.bench();
+            cmd::bench::real(args.quick, minutes, &args.out, bench)
+        }
         Cmd::Screend(a) => done(cmd::real::screend(a)),
         Cmd::Serve(a) => done(cmd::real::serve(a)),
         Cmd::Onoff {
@@ -381,35 +350,6 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             duration,
         } => done(cmd::real::udp_recv(port, rcvbuf, cpu, duration)),
         Cmd::Consume { stage, cpu } => done(cmd::real::consume(&stage, cpu)),
-        Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which: RealBench::Screen { quick, out },
-                },
-        } => cmd::bench::real(quick, &out, rxsched::bench::screen),
-        Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which: RealBench::Srp { quick, out },
-                },
-        } => cmd::bench::real(quick, &out, rxsched::bench::srp),
-        Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which: RealBench::TwoLevel { quick, out },
-                },
-        } => cmd::bench::real(quick, &out, rxsched::bench::two_level),
-        Cmd::Bench {
-            what:
-                BenchWhat::Real {
-                    which:
-                        RealBench::Soak {
-                            minutes,
-                            quick,
-                            out,
-                        },
-                },
-        } => cmd::bench::real_for(quick, minutes, &out, rxsched::bench::soak),
         Cmd::Spin { cpu, duration } => done(cmd::real::spin(cpu, duration)),
     }
 }

@@ -7,27 +7,80 @@
 //! DUT's kernel throws them away after its packet taps: what the capturers
 //! see is all the work there is.
 
-use super::trial::{self, f, finish, spawn, strings as s, BenchError, Dut};
-use super::{judged, rates, steady};
+use super::forward::{measure_dut, Dut};
+use super::proc::{run, start, Capture, CaptureForm, CycleLimit, Gen, Peer, Proc, Running};
+use super::report::{CaptureReport, GenReport, SpinReport};
+use super::sweep::{rates, Sweep};
+use super::{out_dir, result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
-use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
+use crate::result::{Point, ResultFile};
+use rxsched_linux::lab::{Lab, ROUTER_MAC};
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Who captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tool {
-    /// `rxsched capture`; feedback on or off, optionally `--cycle-limit 50`.
-    Ours { feedback: bool, limit: bool },
-    /// `rxsched capture` in the paper's form: a 32-frame queue, inhibit
-    /// when fewer than 8 are free, resume only by the 1 ms timeout.
-    OursPaper,
+    /// `rxsched capture` in a form, optionally with `--cycle-limit 50`.
+    Ours { form: CaptureForm, limit: bool },
     /// `tcpdump -w`.
     Tcpdump,
     /// `tshark -w`.
     Tshark,
+}
+
+impl Tool {
+    /// The process that captures to `out` (for at most `secs`, if ours);
+    /// M4 charges `wake_cost_ns` per wake-up.
+    fn proc(self, out: String, secs: f64, wake_cost_ns: u64) -> Proc {
+        match self {
+            Tool::Ours { form, limit } => Proc::Capture(Capture {
+                out,
+                secs,
+                form,
+                cycle_limit: limit.then_some(CycleLimit {
+                    percent: 50,
+                    wake_cost_ns,
+                }),
+            }),
+            Tool::Tcpdump => Proc::Peer(Peer::Tcpdump { out }),
+            Tool::Tshark => Proc::Peer(Peer::Tshark { out }),
+        }
+    }
+
+    /// How long it takes to start capturing (tshark starts slowly).
+    fn settle(self) -> Duration {
+        Duration::from_millis(match self {
+            Tool::Ours { .. } => 500,
+            Tool::Tcpdump => 1000,
+            Tool::Tshark => 3000,
+        })
+    }
+
+    /// What it wrote and, for ours, the drops it counted and its inhibits,
+    /// once it has stopped.
+    fn captured(self, c: Running, label: &str) -> Result<Captured, BenchError> {
+        if let Tool::Ours { .. } = self {
+            let r: CaptureReport = c.finish()?;
+            let drops = r.drops.into_iter().filter(|(_, n)| *n > 0);
+            return Ok(Captured {
+                written: r.written as f64,
+                drops: drops.map(|(k, n)| (k, Value::from(n))).collect(),
+                inhibits: Some(r.inhibits.values().sum::<u64>() as f64),
+            });
+        }
+        let o = c.output()?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        let n = captured(&err).ok_or_else(|| {
+            BenchError(format!("{label} printed no capture count: {}", err.trim()))
+        })?;
+        Ok(Captured {
+            written: n as f64,
+            drops: Map::new(),
+            inhibits: None,
+        })
+    }
 }
 
 /// One series: a tool and where it writes.
@@ -39,23 +92,15 @@ struct Variant {
 }
 
 fn variants() -> Vec<Variant> {
+    let ours = |form, limit| Tool::Ours { form, limit };
     let mut v = Vec::new();
     for file in [false, true] {
         let tail = if file { "-file" } else { "" };
         for (name, tool) in [
-            (
-                "rxsched-capture",
-                Tool::Ours {
-                    feedback: true,
-                    limit: false,
-                },
-            ),
+            ("rxsched-capture", ours(CaptureForm::Feedback, false)),
             (
                 "rxsched-capture-nofeedback",
-                Tool::Ours {
-                    feedback: false,
-                    limit: false,
-                },
+                ours(CaptureForm::NoFeedback, false),
             ),
             ("tcpdump-w", Tool::Tcpdump),
             ("tshark-w", Tool::Tshark),
@@ -67,43 +112,20 @@ fn variants() -> Vec<Variant> {
             });
         }
     }
-    v.push(Variant {
-        label: "rxsched-capture-paper".into(),
-        tool: Tool::OursPaper,
-        file: false,
-    });
-    v.push(Variant {
-        label: "rxsched-capture-cycle-limit-50".into(),
-        tool: Tool::Ours {
-            feedback: true,
-            limit: true,
-        },
-        file: false,
-    });
+    for (label, tool) in [
+        ("rxsched-capture-paper", ours(CaptureForm::Paper, false)),
+        (
+            "rxsched-capture-cycle-limit-50",
+            ours(CaptureForm::Feedback, true),
+        ),
+    ] {
+        v.push(Variant {
+            label: label.into(),
+            tool,
+            file: false,
+        });
+    }
     v
-}
-
-/// Starts a program (not ours) in a role's namespace, pinned to the DUT CPU.
-fn spawn_tool(l: &Lab, role: Role, args: &[String]) -> Result<Child, BenchError> {
-    Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &l.ns(role),
-            "taskset",
-            "-c",
-            &DUT_CPU.to_string(),
-        ])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            BenchError(format!(
-                "{}: {e} (install it: apt-get install tcpdump tshark)",
-                args[0]
-            ))
-        })
 }
 
 /// "N packets captured" from tcpdump's or tshark's closing lines.
@@ -115,8 +137,19 @@ fn captured(stderr: &str) -> Option<u64> {
     })
 }
 
+/// What a capturer got down.
+#[derive(Debug, Clone, Default)]
+struct Captured {
+    /// Frames written.
+    written: f64,
+    /// Drops it counted, by point (ours only).
+    drops: Map<String, Value>,
+    /// Its input-inhibit episodes (ours only).
+    inhibits: Option<f64>,
+}
+
 /// One point: `v` capturing while the generator offers `rate` for `secs`.
-fn run(
+fn trial(
     l: &Lab,
     v: &Variant,
     rate: f64,
@@ -124,216 +157,148 @@ fn run(
     dut: &Dut,
     dir: &Path,
 ) -> Result<Point, BenchError> {
-    let io = |e: lab::LabError| BenchError(e.to_string());
-    l.reset_dut_receive().map_err(io)?;
-    l.set_kernel_forwarding(false).map_err(io)?;
+    l.reset_dut_receive()?;
+    l.set_kernel_forwarding(false)?;
     let out: PathBuf = if v.file {
         dir.join(format!("{}.pcap", v.label))
     } else {
         PathBuf::from("/dev/null")
     };
-    let out_s = out.display().to_string();
-    let (child, settle) = match v.tool {
-        Tool::Ours { .. } | Tool::OursPaper => {
-            let mut a = s(&[
-                "capture",
-                "-i",
-                D0.iface,
-                "-w",
-                &out_s,
-                "--cpu",
-                &DUT_CPU.to_string(),
-            ]);
-            a.extend(s(&["--duration", &(secs + 8.0).to_string()]));
-            match v.tool {
-                Tool::Ours {
-                    feedback: false, ..
-                } => a.push("--no-feedback".into()),
-                Tool::OursPaper => a.extend(s(&[
-                    "--queue",
-                    "32",
-                    "--min-free",
-                    "8",
-                    "--resume-at",
-                    "timeout",
-                ])),
-                _ => {}
-            }
-            if v.tool
-                == (Tool::Ours {
-                    feedback: true,
-                    limit: true,
-                })
-            {
-                a.extend(s(&[
-                    "--cycle-limit",
-                    "50",
-                    "--wake-cost-ns",
-                    &dut.wake_cost_ns.to_string(),
-                ]));
-            }
-            (spawn(l, Role::Dut, &a)?, 500)
-        }
-        Tool::Tcpdump => (
-            spawn_tool(
-                l,
-                Role::Dut,
-                &s(&["tcpdump", "-i", D0.iface, "-n", "-w", &out_s]),
-            )?,
-            1000,
-        ),
-        Tool::Tshark => (
-            spawn_tool(
-                l,
-                Role::Dut,
-                &s(&["tshark", "-i", D0.iface, "-n", "-q", "-w", &out_s]),
-            )?,
-            3000,
-        ),
-    };
-    std::thread::sleep(Duration::from_millis(settle));
-    let spin = spawn(
-        l,
-        Role::Dut,
-        &s(&[
-            "spin",
-            "--cpu",
-            &DUT_CPU.to_string(),
-            "--duration",
-            &secs.to_string(),
-        ]),
-    )?;
-    let gen = s(&[
-        "gen",
-        "--cpu",
-        &GEN_CPU.to_string(),
-        "--rate",
-        &rate.to_string(),
-        "--duration",
-        &secs.to_string(),
-        "--dst-mac",
-        &lab::ROUTER_MAC.to_string(),
-    ]);
-    let g = finish(spawn(l, Role::Gen, &gen)?, "gen")?;
-    let sp = finish(spin, "spin")?;
+    let capturer = v
+        .tool
+        .proc(out.display().to_string(), secs + 8.0, dut.wake_cost_ns);
+    let capturer = start(l, capturer)?;
+    std::thread::sleep(v.tool.settle());
+    let spin = start(l, Proc::Spin { secs })?;
+    let g: GenReport = run(l, Gen::new(rate, secs).to_mac(ROUTER_MAC))?;
+    let sp: SpinReport = spin.finish()?;
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: signalling a process this benchmark started, by its pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let (written, mut drops) = match v.tool {
-        Tool::Ours { .. } | Tool::OursPaper => {
-            let r = finish(child, &v.label)?;
-            let mut drops = serde_json::Map::new();
-            if let Some(o) = r["drops"].as_object() {
-                for (k, n) in o {
-                    if n.as_f64().unwrap_or(0.0) > 0.0 {
-                        drops.insert(k.clone(), n.clone());
-                    }
-                }
-            }
-            let inhibits = r["inhibits"]
-                .as_object()
-                .map_or(0.0, |o| o.values().filter_map(|x| x.as_f64()).sum());
-            drops.insert("inhibits".into(), inhibits.into());
-            (f(&r, "written"), drops)
-        }
-        Tool::Tcpdump | Tool::Tshark => {
-            let o = child
-                .wait_with_output()
-                .map_err(|e| BenchError(format!("{}: {e}", v.label)))?;
-            let err = String::from_utf8_lossy(&o.stderr);
-            let n = captured(&err).ok_or_else(|| {
-                BenchError(format!(
-                    "{} printed no capture count: {}",
-                    v.label,
-                    err.trim()
-                ))
-            })?;
-            (n as f64, serde_json::Map::new())
-        }
-    };
-    let dur = f(&g, "duration_s").max(1e-9);
+    capturer.interrupt();
+    let c = v.tool.captured(capturer, &v.label)?;
+    if v.file {
+        std::fs::remove_file(&out).ok();
+    }
+    Ok(point(&g, &sp, c, dut.idle))
+}
+
+/// The point of a capture trial; `idle` is the compute process's progress
+/// rate on an idle DUT.
+fn point(g: &GenReport, sp: &SpinReport, c: Captured, idle: f64) -> Point {
+    let dur = g.duration_s.max(1e-9);
     let mut p = Point::xy(
         "offered_pps",
-        f(&g, "achieved_pps"),
+        g.achieved_pps,
         "delivered_pps",
-        written / dur,
+        c.written / dur,
     );
     // What the loss-free rate (MLFRR) is computed from: every frame sent
     // and not written counts as lost, at the drop point our monitor names,
     // and the rest (a peer's losses, frames lost before the monitor saw
     // them) as `not_written`.
-    let sent = f(&g, "sent");
+    let sent = g.sent as f64;
     p.set("arrived", sent);
-    let inhibits = drops.remove("inhibits").and_then(|x| x.as_f64());
-    let named: f64 = drops.values().filter_map(|x| x.as_f64()).sum();
-    let rest = (sent - written - named).max(0.0);
+    let mut drops = c.drops;
+    let named: f64 = drops.values().filter_map(Value::as_f64).sum();
+    let rest = (sent - c.written - named).max(0.0);
     if rest > 0.0 {
         drops.insert("not_written".into(), rest.into());
     }
-    p.0.insert("drops".into(), serde_json::Value::Object(drops));
-    p.set("written", written);
-    if let Some(n) = inhibits {
+    p.0.insert("drops".into(), Value::Object(drops));
+    p.set("written", c.written);
+    if let Some(n) = c.inhibits {
         p.set("inhibits", n);
     }
     p.set(
         "compute_progress",
-        (f(&sp, "progress_rate") / dut.idle).clamp(0.0, 1.0),
+        (sp.progress_rate / idle).clamp(0.0, 1.0),
     );
-    p.set(
-        "dut_steal_share",
-        f(&sp, "steal_s") / f(&sp, "duration_s").max(1e-9),
-    );
-    if v.file {
-        std::fs::remove_file(&out).ok();
-    }
-    Ok(p)
+    p.set("dut_steal_share", sp.steal_s / sp.duration_s.max(1e-9));
+    p
 }
 
 /// Runs the capture benchmark: `real-capture`.
-pub fn capture(
-    opts: &super::BenchOpts,
-    progress: &dyn Fn(&str),
-) -> Result<Vec<ResultFile>, BenchError> {
+pub fn capture(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-capture")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| BenchError(format!("{}: {e}", opts.out.display())))?;
-    let dir = opts
-        .out
-        .canonicalize()
-        .map_err(|e| BenchError(e.to_string()))?;
+    let dir = out_dir(opts)?;
     progress("measuring the compute process alone");
-    let dut = trial::measure_dut(l, 1.0)?;
+    let dut = measure_dut(l, 1.0)?;
     let all = variants();
-    let total = all.len() * rates.len();
+    let mut sweep = Sweep::over_rates(all.len(), &rates, progress);
     let mut series = Vec::new();
-    for (i, v) in all.iter().enumerate() {
-        let mut s = Series::new(&v.label);
-        for (j, &r) in rates.iter().enumerate() {
-            progress(&format!(
-                "[{}/{total}] {} at {r:.0} pkts/s",
-                i * rates.len() + j + 1,
-                v.label
-            ));
-            s.points
-                .push(steady(|| run(l, v, r, secs, &dut, &dir), progress)?);
-        }
-        series.push(s);
+    for v in &all {
+        series.push(sweep.series(&v.label, |r| trial(l, v, r, secs, &dut, &dir))?);
     }
-    Ok(vec![judged(&file, series)])
+    Ok(vec![result(&file, series)])
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn reads_the_capture_count() {
         let e = "tcpdump: listening on d0\n1234 packets captured\n1300 packets received by filter\n66 packets dropped by kernel\n";
-        assert_eq!(super::captured(e), Some(1234));
+        assert_eq!(captured(e), Some(1234));
         assert_eq!(
-            super::captured("Capturing on 'd0'\n 17 packets captured\n"),
+            captured("Capturing on 'd0'\n 17 packets captured\n"),
             Some(17)
         );
-        assert_eq!(super::captured("nothing"), None);
+        assert_eq!(captured("nothing"), None);
+    }
+
+    /// The check file names the series this bench measures, in its order.
+    #[test]
+    fn the_check_file_names_the_series_measured() {
+        let file = BenchFile::load("real-capture").unwrap();
+        let labels: Vec<String> = variants().into_iter().map(|v| v.label).collect();
+        assert_eq!(file.bench.series, labels);
+    }
+
+    /// Our monitor's drops stand as it named them, what else was not
+    /// written is `not_written`, and a peer's losses are all that.
+    #[test]
+    fn every_frame_sent_is_written_or_dropped() {
+        let g = GenReport {
+            sent: 1000,
+            duration_s: 2.0,
+            achieved_pps: 500.0,
+            waits: 0,
+        };
+        let sp = SpinReport {
+            progress_rate: 500.0,
+            steal_s: 0.2,
+            duration_s: 2.0,
+            ..SpinReport::default()
+        };
+        let mut drops = Map::new();
+        drops.insert("filter_queue".into(), Value::from(300u64));
+        let ours = Captured {
+            written: 600.0,
+            drops,
+            inhibits: Some(4.0),
+        };
+        let p = point(&g, &sp, ours, 1000.0);
+        assert_eq!(p.get("drops.filter_queue"), Some(300.0));
+        assert_eq!(p.get("drops.not_written"), Some(100.0));
+        assert_eq!(
+            p.drops() + p.get("written").unwrap(),
+            p.get("arrived").unwrap()
+        );
+        assert_eq!(
+            (p.get("delivered_pps"), p.get("inhibits")),
+            (Some(300.0), Some(4.0))
+        );
+        assert_eq!(
+            (p.get("compute_progress"), p.get("dut_steal_share")),
+            (Some(0.5), Some(0.1))
+        );
+        let peer = Captured {
+            written: 1000.0,
+            ..Captured::default()
+        };
+        let p = point(&g, &sp, peer, 1000.0);
+        assert_eq!((p.drops(), p.get("inhibits")), (0.0, None));
     }
 }

@@ -5,10 +5,12 @@
 //! queue-state feedback, and Linux's own forwarding with the same rules as
 //! an nftables ruleset (`kernel-nftables`).
 
-use super::trial::{self, BenchError, Forwarder};
-use super::{judged, rates, steady};
+use super::error::Context;
+use super::forward::{measure_dut, run_trial, Forwarder, Screen};
+use super::sweep::{rates, Sweep};
+use super::{out_dir, result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
-use crate::result::{ResultFile, Series};
+use crate::result::ResultFile;
 use rxsched_linux::lab::{Lab, Role};
 use rxsched_linux::rules::Rules;
 use std::path::Path;
@@ -26,39 +28,40 @@ deny from 198.18.1.0/24
 accept proto udp from 198.18.0.0/24 to 198.19.0.0/24 sport 9000 dport 9001
 ";
 
-/// One series: its label, what forwards, and our router's extra flags.
+/// One series: its label, what forwards, and the screening behind our router.
 struct Variant {
     label: &'static str,
     fwd: Forwarder,
-    extra: Vec<String>,
+    screen: Option<Screen>,
 }
 
 fn variants(rules: &Path) -> Vec<Variant> {
-    let screen = |more: &[&str]| {
-        let mut v = vec!["--screen".to_string(), rules.display().to_string()];
-        v.extend(more.iter().map(|s| s.to_string()));
-        v
+    let screen = |feedback| {
+        Some(Screen {
+            rules: rules.display().to_string(),
+            feedback,
+        })
     };
     vec![
         Variant {
             label: "interrupt-screend",
             fwd: Forwarder::Interrupt,
-            extra: screen(&[]),
+            screen: screen(None),
         },
         Variant {
             label: "polling-screend",
             fwd: Forwarder::Polling,
-            extra: screen(&[]),
+            screen: screen(None),
         },
         Variant {
             label: "polling-screend-feedback",
             fwd: Forwarder::Polling,
-            extra: screen(&["--feedback", "0.75,0.25"]),
+            screen: screen(Some("0.75,0.25")),
         },
         Variant {
             label: "kernel-nftables",
             fwd: Forwarder::Kernel,
-            extra: Vec::new(),
+            screen: None,
         },
     ]
 }
@@ -69,7 +72,7 @@ fn nft(lab: &Lab, args: &[&str]) -> Result<(), BenchError> {
         .args(["netns", "exec", &lab.ns(Role::Dut), "nft"])
         .args(args)
         .output()
-        .map_err(|e| BenchError(format!("nft: {e} (install it: apt-get install nftables)")))?;
+        .context("nft (install it: apt-get install nftables)")?;
     if out.status.success() {
         Ok(())
     } else {
@@ -87,8 +90,7 @@ struct NftRules<'a>(&'a Lab);
 impl<'a> NftRules<'a> {
     fn load(lab: &'a Lab, rules: &Rules, dir: &Path) -> Result<NftRules<'a>, BenchError> {
         let path = dir.join("screen.nft");
-        std::fs::write(&path, rules.to_nft())
-            .map_err(|e| BenchError(format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, rules.to_nft()).context(path.display())?;
         // A table left by a killed run would hold the old rules.
         let _ = nft(lab, &["delete", "table", "ip", "rxsched"]);
         nft(lab, &["-f", &path.display().to_string()])?;
@@ -103,53 +105,43 @@ impl Drop for NftRules<'_> {
 }
 
 /// Runs the screening benchmark: `real-screen`.
-pub fn screen(
-    opts: &super::BenchOpts,
-    progress: &dyn Fn(&str),
-) -> Result<Vec<ResultFile>, BenchError> {
+pub fn screen(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-screen")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
-    std::fs::create_dir_all(&opts.out)
-        .map_err(|e| BenchError(format!("{}: {e}", opts.out.display())))?;
-    let dir = opts
-        .out
-        .canonicalize()
-        .map_err(|e| BenchError(e.to_string()))?;
+    let dir = out_dir(opts)?;
     let path = dir.join("screen.rules");
-    std::fs::write(&path, RULES).map_err(|e| BenchError(format!("{}: {e}", path.display())))?;
-    let rules =
-        Rules::parse(&path.display().to_string(), RULES).map_err(|e| BenchError(e.to_string()))?;
+    std::fs::write(&path, RULES).context(path.display())?;
+    let rules = Rules::parse(&path.display().to_string(), RULES)?;
     progress("measuring the compute process alone");
-    let dut = trial::measure_dut(l, 1.0)?;
+    let dut = measure_dut(l, 1.0)?;
     let all = variants(&path);
-    let total = all.len() * rates.len();
+    let mut sweep = Sweep::over_rates(all.len(), &rates, progress);
     let mut series = Vec::new();
-    for (i, v) in all.iter().enumerate() {
+    for v in &all {
+        // The kernel applies the same rules while it forwards.
         let _nft = match v.fwd {
             Forwarder::Kernel => Some(NftRules::load(l, &rules, &dir)?),
             _ => None,
         };
-        let mut s = Series::new(v.label);
-        for (j, &r) in rates.iter().enumerate() {
-            progress(&format!(
-                "[{}/{total}] {} at {r:.0} pkts/s",
-                i * rates.len() + j + 1,
-                v.label
-            ));
-            let point = || trial::run_with(l, v.fwd, &v.extra, r, secs, &dut);
-            s.points.push(steady(point, progress)?);
-        }
-        series.push(s);
+        let trial = |r| run_trial(l, v.fwd, v.screen.as_ref(), r, secs, &dut);
+        series.push(sweep.series(v.label, trial)?);
     }
-    l.set_kernel_forwarding(false)
-        .map_err(|e| BenchError(e.to_string()))?;
-    Ok(vec![judged(&file, series)])
+    l.set_kernel_forwarding(false)?;
+    Ok(vec![result(&file, series)])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The check file names the series this bench measures, in its order.
+    #[test]
+    fn the_check_file_names_the_series_measured() {
+        let file = BenchFile::load("real-screen").unwrap();
+        let labels: Vec<&str> = variants(Path::new("r")).iter().map(|v| v.label).collect();
+        assert_eq!(file.bench.series, labels);
+    }
 
     /// The bench's rules accept the lab generator's frames, and only by the
     /// last rule (each frame is judged by all five).

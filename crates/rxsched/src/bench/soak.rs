@@ -4,15 +4,15 @@
 //! clean afterwards (no process left in its namespaces, no XDP program
 //! left on its devices).
 
-use super::judged;
-use super::trial::{
-    counters, dut_drops, f, finish, lab_counter, metrics, spawn, stop, strings as s, BenchError,
-};
+use super::forward::{dut_drops, metrics, Counters};
+use super::proc::{start, Gen, Route, RouteMode, Sink};
+use super::report::{GenReport, RouterReport, SinkReport};
+use super::sweep::TOP_RATE;
+use super::{result, BenchError, BenchOpts};
 use crate::checks::Rule;
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{Lab, Role, D0, D1, DUT_CPU, GEN_CPU, S0};
-use serde_json::Value;
+use rxsched_linux::lab::{Lab, Role, D0, D1, S0};
 use std::time::{Duration, Instant};
 
 /// The resident set of process `pid`, in KiB, if it still runs.
@@ -27,17 +27,14 @@ fn rss_kib(pid: u32) -> Option<f64> {
 /// Frames the router's own counters do not account for:
 /// `rx - forwarded - drops inside it - in flight` (its ring drops happen
 /// before `rx`).
-fn unaccounted(r: &Value) -> f64 {
-    let inside: f64 = r["drops"]
-        .as_object()
-        .map(|d| {
-            d.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "nic_rx_ring" | "xsk_rx_ring"))
-                .filter_map(|(_, v)| v.as_f64())
-                .sum()
-        })
-        .unwrap_or(0.0);
-    (f(r, "rx") - f(r, "forwarded") - inside - f(r, "in_flight")).abs()
+fn unaccounted(r: &RouterReport) -> f64 {
+    let inside: f64 = r
+        .drops
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "nic_rx_ring" | "xsk_rx_ring"))
+        .map(|(_, &n)| n as f64)
+        .sum();
+    (r.rx as f64 - r.forwarded as f64 - inside - r.in_flight as f64).abs()
 }
 
 /// Processes left in the lab's namespaces, and XDP programs left on its devices.
@@ -57,68 +54,28 @@ fn leftovers(l: &Lab) -> (f64, f64) {
     (procs as f64, progs as f64)
 }
 
-/// Runs the benchmark: `real-soak`.
-pub fn soak(
-    opts: &super::BenchOpts,
-    progress: &dyn Fn(&str),
-) -> Result<Vec<ResultFile>, BenchError> {
-    let mut file = BenchFile::load("real-soak")?;
-    let minutes = match opts.minutes {
-        Some(m) => m,
-        None if opts.quick => 0.5,
-        None => 10.0,
-    };
+/// What a soak saw: the router's resident memory over time (minutes,
+/// KiB), the reports, and the counters around the flood.
+struct Soaked {
+    samples: Vec<(f64, f64)>,
+    gen: GenReport,
+    sink: SinkReport,
+    router: RouterReport,
+    before: Counters,
+    after: Counters,
+}
+
+/// The polling router flooded at the top rate for `minutes`, its memory
+/// sampled as it runs.
+fn flood(l: &Lab, minutes: f64, progress: &dyn Fn(&str)) -> Result<Soaked, BenchError> {
     let secs = minutes * 60.0;
-    let l = &opts.lab;
-    let io = |e: rxsched_linux::lab::LabError| BenchError(e.to_string());
-    l.reset_dut_receive().map_err(io)?;
-    l.set_kernel_forwarding(false).map_err(io)?;
-    let (dut, gen_cpu) = (DUT_CPU.to_string(), GEN_CPU.to_string());
-    let route = spawn(
-        l,
-        Role::Dut,
-        &s(&[
-            "route",
-            "--mode",
-            "polling",
-            "--backend",
-            "xdp",
-            "--cpu",
-            &dut,
-            "--duration",
-            &(secs + 30.0).to_string(),
-        ]),
-    )?;
-    let sink = spawn(
-        l,
-        Role::Sink,
-        &s(&[
-            "sink",
-            "--cpu",
-            &gen_cpu,
-            "--duration",
-            &(secs + 20.0).to_string(),
-            "--idle",
-            "2",
-        ]),
-    )?;
+    l.reset_dut_receive()?;
+    l.set_kernel_forwarding(false)?;
+    let route = start(l, Route::new(RouteMode::Polling, secs + 30.0))?;
+    let sink = start(l, Sink::new(secs + 20.0, 2.0))?;
     std::thread::sleep(Duration::from_millis(700));
-    let c0 = counters(l, Some(&route))?;
-    let s0_drops0 = lab_counter(l, Role::Sink, S0.iface, "rx_dropped");
-    let gen = spawn(
-        l,
-        Role::Gen,
-        &s(&[
-            "gen",
-            "--cpu",
-            &gen_cpu,
-            "--rate",
-            "1e9",
-            "--duration",
-            &secs.to_string(),
-        ]),
-    )?;
-    let pid = route.id();
+    let before = Counters::read(l, Some(&route))?;
+    let gen = start(l, Gen::new(TOP_RATE, secs))?;
     let t0 = Instant::now();
     let every = (secs / 60.0).clamp(1.0, 10.0);
     let mut samples: Vec<(f64, f64)> = Vec::new();
@@ -126,36 +83,57 @@ pub fn soak(
         let left = secs - t0.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_secs_f64(every.min(left.max(0.0))));
         let t = t0.elapsed().as_secs_f64() / 60.0;
-        let Some(rss) = rss_kib(pid) else { break };
+        let Some(rss) = rss_kib(route.pid()) else {
+            break;
+        };
         samples.push((t, rss));
         progress(&format!(
             "soak: {t:.1} of {minutes} min at the top rate; router resident {rss:.0} KiB"
         ));
     }
-    let g = finish(gen, "gen")?;
+    let gen = gen.finish()?;
     std::thread::sleep(Duration::from_secs(1));
-    let c1 = counters(l, Some(&route))?;
-    let s0_drops = lab_counter(l, Role::Sink, S0.iface, "rx_dropped").saturating_sub(s0_drops0);
-    stop(&route);
-    let rt = finish(route, "route")?;
-    let sk = finish(sink, "sink")?;
+    let after = Counters::read(l, Some(&route))?;
+    route.stop();
+    let router = route.finish()?;
+    let sink = sink.finish()?;
+    Ok(Soaked {
+        samples,
+        gen,
+        sink,
+        router,
+        before,
+        after,
+    })
+}
+
+/// Runs the benchmark: `real-soak`.
+pub fn soak(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    let mut file = BenchFile::load("real-soak")?;
+    let minutes = match opts.minutes {
+        Some(m) => m,
+        None if opts.quick => 0.5,
+        None => 10.0,
+    };
+    let l = &opts.lab;
+    let soaked = flood(l, minutes, progress)?;
     std::thread::sleep(Duration::from_millis(500));
     let (procs, progs) = leftovers(l);
     let problems = l.problems().len() as f64;
-
-    let mut m = metrics(&g, &sk, Some(&rt));
-    dut_drops(&mut m, &c0, &c1, s0_drops, true);
+    let mut m = metrics(&soaked.gen, &soaked.sink, Some(&soaked.router));
+    dut_drops(&mut m, &soaked.before, &soaked.after, true);
     let unattributed = m.drops.get("unattributed").copied().unwrap_or(0) as f64;
-    let dur = f(&g, "duration_s").max(1e-9);
-    let offered = f(&g, "achieved_pps");
-    let forwarded = f(&rt, "forwarded") / dur;
+    let dur = soaked.gen.duration_s.max(1e-9);
+    let offered = soaked.gen.achieved_pps;
+    let forwarded = soaked.router.forwarded as f64 / dur;
+    // The counters are read once, at the end: every sample carries them.
     let mut series = Series::new("polling");
-    for (t, rss) in &samples {
+    for (t, rss) in &soaked.samples {
         let mut p = Point::xy("minutes", *t, "rss_kib", *rss);
         p.set("offered_pps", offered);
         p.set("forwarded_pps", forwarded);
         p.set("offered_over_forwarded", offered / forwarded.max(1.0));
-        p.set("router_unaccounted", unaccounted(&rt));
+        p.set("router_unaccounted", unaccounted(&soaked.router));
         p.set(
             "unattributed_share",
             unattributed / (m.arrived.max(1) as f64),
@@ -167,7 +145,7 @@ pub fn soak(
         p.set("lab_problems", problems);
         series.points.push(p);
     }
-    if samples.is_empty() {
+    if soaked.samples.is_empty() {
         return Err(BenchError(
             "the router was gone before the first sample".into(),
         ));
@@ -177,7 +155,7 @@ pub fn soak(
         m.arrived, m.delivered
     ));
     settle_at(&mut file, minutes);
-    Ok(vec![judged(&file, vec![series])])
+    Ok(vec![result(&file, vec![series])])
 }
 
 /// The share of the run after which the router has settled: its memory is
@@ -191,5 +169,44 @@ pub(super) fn settle_at(file: &mut BenchFile, minutes: f64) {
         if let Rule::Stable { at, .. } = &mut c.rule {
             *at = Some(minutes * SETTLE_SHARE);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Drops at the rings come before `rx`; the rest must add up.
+    #[test]
+    fn the_routers_own_counters_account_for_its_frames() {
+        let mut r = RouterReport {
+            rx: 100,
+            forwarded: 80,
+            in_flight: 5,
+            ..RouterReport::default()
+        };
+        r.drops.insert("nic_rx_ring".into(), 1000);
+        r.drops.insert("xsk_rx_ring".into(), 7);
+        r.drops.insert("output_queue".into(), 15);
+        assert_eq!(unaccounted(&r), 0.0);
+        r.forwarded = 70;
+        assert_eq!(unaccounted(&r), 10.0);
+    }
+
+    /// The memory check starts at 5% of the run, whatever its length.
+    #[test]
+    fn the_memory_check_starts_once_settled() {
+        let mut file = BenchFile::load("real-soak").unwrap();
+        settle_at(&mut file, 10.0);
+        let at: Vec<Option<f64>> = file
+            .check
+            .iter()
+            .filter_map(|c| match c.rule {
+                Rule::Stable { at, .. } => Some(at),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(at, [Some(0.5)]);
+        assert_eq!(file.bench.series, ["polling"]);
     }
 }

@@ -6,11 +6,13 @@
 //! (`rxsched udp-recv`), whose protocol work the kernel does in its
 //! receive path for every datagram before it knows whose it is.
 
-use super::trial::{f, finish, spawn, strings as s, BenchError};
-use super::{judged, rates, steady};
+use super::proc::{run, start, Gen, Proc, Route, RouteMode, Running, Sink};
+use super::report::{GenReport, RouterReport, ServeReport, SinkReport, SpinReport, UdpRecvReport};
+use super::sweep::{rates, Measured, Sweep};
+use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{self, Lab, Role, D0, DUT_CPU, GEN_CPU};
+use rxsched_linux::lab::{Lab, Role, D0, D1, ROUTER_MAC};
 use std::time::Duration;
 
 /// The modest consumer's offered rate.
@@ -35,106 +37,106 @@ impl Receiver {
     }
 }
 
-/// The two generators, flooded and modest, at once on the generator CPU.
+/// The two generators, flooded and modest, at once on the generator CPU:
+/// to the DUT kernel's own address (`to_kernel`) or to the user-space
+/// receiver's MAC.
 fn offer(
     l: &Lab,
     rate: f64,
     secs: f64,
     to_kernel: bool,
-) -> Result<(serde_json::Value, serde_json::Value), BenchError> {
+) -> Result<(GenReport, GenReport), BenchError> {
     let gen = |r: f64, port: u16| {
-        let mut a = s(&[
-            "gen",
-            "--cpu",
-            &GEN_CPU.to_string(),
-            "--rate",
-            &r.to_string(),
-            "--duration",
-            &secs.to_string(),
-            "--dport",
-            &port.to_string(),
-        ]);
-        if to_kernel {
-            a.extend(s(&[
-                "--dst-ip",
-                "198.18.0.2",
-                "--dst-mac",
-                &D0.mac.to_string(),
-            ]));
+        let g = Gen::new(r, secs).to_port(port);
+        let g = if to_kernel {
+            g.to_dut_kernel()
         } else {
-            a.extend(s(&["--dst-mac", &lab::ROUTER_MAC.to_string()]));
-        }
-        spawn(l, Role::Gen, &a)
+            g.to_mac(ROUTER_MAC)
+        };
+        start(l, g)
     };
     let flood = gen(rate, FLOODED)?;
     let modest = gen(MODEST_PPS, MODEST)?;
-    Ok((finish(flood, "gen")?, finish(modest, "gen")?))
+    Ok((flood.finish()?, modest.finish()?))
 }
 
-/// One point for both consumers: (flooded, modest).
-fn run(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<(Point, Point), BenchError> {
-    l.reset_dut_receive()
-        .map_err(|e| BenchError(e.to_string()))?;
-    let cpu = DUT_CPU.to_string();
-    let dur = (secs + 8.0).to_string();
-    let (g, received) = match who {
+/// One trial's two points, taken together.
+struct Consumers {
+    flooded: Point,
+    modest: Point,
+}
+
+/// A trial is judged by the modest consumer's point, which records the trials.
+impl Measured for Consumers {
+    fn steal(&self) -> f64 {
+        self.modest.steal()
+    }
+
+    fn set_trials(&mut self, n: usize) {
+        self.modest.set_trials(n);
+    }
+}
+
+/// What one trial of the two consumers saw.
+struct Received {
+    /// The flood's generator.
+    flood: GenReport,
+    /// The modest stream's generator.
+    modest: GenReport,
+    /// Datagrams each consumer took: (flooded, modest).
+    got: (u64, u64),
+}
+
+/// Both consumers receiving while the generators offer.
+fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, BenchError> {
+    let ((flood, modest), got) = match who {
         Receiver::Srp => {
-            let srv = spawn(
+            let consumers = vec![(FLOODED, "flooded"), (MODEST, "modest")];
+            let srv = start(
                 l,
-                Role::Dut,
-                &s(&[
-                    "serve",
-                    "-i",
-                    D0.iface,
-                    "--consumer",
-                    &format!("{FLOODED}:flooded"),
-                    "--consumer",
-                    &format!("{MODEST}:modest"),
-                    "--cpu",
-                    &cpu,
-                    "--duration",
-                    &dur,
-                ]),
+                Proc::Serve {
+                    consumers,
+                    secs: secs + 8.0,
+                },
             )?;
             std::thread::sleep(Duration::from_millis(800));
             let g = offer(l, rate, secs, false)?;
             std::thread::sleep(Duration::from_millis(300));
-            // SAFETY: signalling a process this benchmark started, by its pid.
-            unsafe { libc::kill(srv.id() as i32, libc::SIGINT) };
-            let r = finish(srv, "serve")?;
-            let got = |i: usize| f(&r["consumers"][i], "received");
-            (g, (got(0), got(1)))
+            srv.interrupt();
+            let r: ServeReport = srv.finish()?;
+            (g, (r.received(0), r.received(1)))
         }
         Receiver::Linux => {
-            let recv = |port: u16| {
-                spawn(
+            let recv = |port| {
+                start(
                     l,
-                    Role::Dut,
-                    &s(&[
-                        "udp-recv",
-                        "--port",
-                        &port.to_string(),
-                        "--cpu",
-                        &cpu,
-                        "--duration",
-                        &(secs + 2.0).to_string(),
-                    ]),
+                    Proc::UdpRecv {
+                        port,
+                        secs: secs + 2.0,
+                    },
                 )
             };
             let (a, b) = (recv(FLOODED)?, recv(MODEST)?);
             std::thread::sleep(Duration::from_millis(500));
             let g = offer(l, rate, secs, true)?;
-            let (a, b) = (finish(a, "udp-recv")?, finish(b, "udp-recv")?);
-            (g, (f(&a, "received"), f(&b, "received")))
+            let (a, b): (UdpRecvReport, UdpRecvReport) = (a.finish()?, b.finish()?);
+            (g, (a.received, b.received))
         }
     };
-    let (gf, gm) = g;
-    let point = |gen: &serde_json::Value, got: f64| {
-        let d = f(gen, "duration_s").max(1e-9);
-        let sent = f(gen, "sent");
+    Ok(Received { flood, modest, got })
+}
+
+/// One point for both consumers.
+fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, BenchError> {
+    l.reset_dut_receive()?;
+    let r = receive(l, who, rate, secs)?;
+    // Both points stand at the flood's offered rate.
+    let point = |gen: &GenReport, got: u64| {
+        let (sent, got) = (gen.sent as f64, got as f64);
+        let d = gen.duration_s.max(1e-9);
         let mut p = Point::xy(
             "offered_pps",
-            f(&gf, "achieved_pps"),
+            r.flood.achieved_pps,
             "delivered_pps",
             got / d,
         );
@@ -148,47 +150,40 @@ fn run(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<(Point, Point), B
         );
         p
     };
-    Ok((point(&gf, received.0), point(&gm, received.1)))
+    Ok(Consumers {
+        flooded: point(&r.flood, r.got.0),
+        modest: point(&r.modest, r.got.1),
+    })
 }
 
-/// Runs the isolation benchmark: `real-srp`.
-pub fn srp(
-    opts: &super::BenchOpts,
-    progress: &dyn Fn(&str),
-) -> Result<Vec<ResultFile>, BenchError> {
+/// Runs the isolation benchmark: `real-srp`, then `real-srp-reservation`.
+pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-srp")?;
+    let reservation_file = BenchFile::load("real-srp-reservation")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
+    let receivers = [Receiver::Srp, Receiver::Linux];
+    let mut sweep = Sweep::over_rates(receivers.len(), &rates, progress);
     let mut series = Vec::new();
-    let total = 2 * rates.len();
-    for (i, who) in [Receiver::Srp, Receiver::Linux].into_iter().enumerate() {
+    for who in receivers {
+        let what = format!("{} with one consumer flooded", who.prefix());
+        let points = sweep.points(&what, |r| trial(l, who, r, secs))?;
         let (mut flooded, mut modest) = (
             Series::new(&format!("{}-flooded", who.prefix())),
             Series::new(&format!("{}-modest", who.prefix())),
         );
-        for (j, &r) in rates.iter().enumerate() {
-            progress(&format!(
-                "[{}/{total}] {} with one consumer flooded at {r:.0} pkts/s",
-                i * rates.len() + j + 1,
-                who.prefix()
-            ));
-            let mut pair = None;
-            let p = steady(
-                || {
-                    let (a, b) = run(l, who, r, secs)?;
-                    pair = Some(a);
-                    Ok(b)
-                },
-                progress,
-            )?;
-            modest.points.push(p);
-            flooded.points.extend(pair);
+        for c in points {
+            flooded.points.push(c.flooded);
+            modest.points.push(c.modest);
         }
         series.push(flooded);
         series.push(modest);
     }
-    let a = judged(&file, series);
-    Ok(vec![a, reservation(opts, progress)?])
+    let isolation = result(&file, series);
+    Ok(vec![
+        isolation,
+        reservation(&reservation_file, opts, progress)?,
+    ])
 }
 
 /// The forwarding load of the reservation experiment: well under what
@@ -197,110 +192,65 @@ const FORWARD_PPS: f64 = 200_000.0;
 /// The groups: the forwarder's, and everyone else's.
 const FWD_GROUP: &str = "rxsched-forward";
 const LOAD_GROUP: &str = "rxsched-load";
+/// Every group's weight: equal, so a group of its own reserves the
+/// forwarding half the CPU against any number of onoff processes.
+const GROUP_WEIGHT: u64 = 1024;
+
+/// Puts the router, and its receive work (the DUT's NAPI threads, the
+/// forwarding's too), in `group`, and the onoff processes in theirs.
+fn group(l: &Lab, group: &str, route: &Running, onoffs: &[Running]) -> Result<(), BenchError> {
+    rxsched_linux::cgroup::attach(group, GROUP_WEIGHT, route.pid())?;
+    let tids = l.in_netns(Role::Dut, || {
+        let mut v = rxsched_linux::napi::thread_ids(D0.iface)?;
+        v.extend(rxsched_linux::napi::thread_ids(D1.iface)?);
+        Ok(v)
+    })?;
+    for t in tids {
+        rxsched_linux::cgroup::attach_thread(group, GROUP_WEIGHT, t)?;
+    }
+    for o in onoffs {
+        rxsched_linux::cgroup::attach(LOAD_GROUP, GROUP_WEIGHT, o.pid())?;
+    }
+    Ok(())
+}
 
 /// Forwarding through the DUT while `n` onoff processes run there: the
 /// router time-shared, in a group of its own (`reserved`) or in the onoff
-/// processes' group. Returns the sink's rate.
+/// processes' group.
 fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<Point, BenchError> {
-    l.reset_dut_receive()
-        .map_err(|e| BenchError(e.to_string()))?;
-    let cpu = DUT_CPU.to_string();
-    let group = if reserved { FWD_GROUP } else { LOAD_GROUP };
-    let route = spawn(
-        l,
-        Role::Dut,
-        &s(&[
-            "route",
-            "--mode",
-            "polling",
-            "--time-shared",
-            "--cpu",
-            &cpu,
-            "--duration",
-            &(secs + 6.0).to_string(),
-        ]),
-    )?;
-    let sink = spawn(
-        l,
-        Role::Sink,
-        &s(&[
-            "sink",
-            "--cpu",
-            &GEN_CPU.to_string(),
-            "--duration",
-            &(secs + 5.0).to_string(),
-            "--idle",
-            "0.5",
-        ]),
-    )?;
-    let onoffs = (0..n)
-        .map(|_| {
-            spawn(
-                l,
-                Role::Dut,
-                &s(&[
-                    "onoff",
-                    "--cpu",
-                    &cpu,
-                    "--duration",
-                    &(secs + 1.0).to_string(),
-                ]),
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    // `ip netns exec` execs the program: the children's pids are theirs.
-    let join = |name: &str, pid: u32| {
-        rxsched_linux::cgroup::attach(name, 1024, pid).map_err(|e| BenchError(e.to_string()))
+    l.reset_dut_receive()?;
+    let route = Route {
+        time_shared: true,
+        ..Route::new(RouteMode::Polling, secs + 6.0)
     };
-    join(group, route.id())?;
-    // The router's receive work (the DUT's NAPI threads) is the
-    // forwarding's too: it goes where the router goes.
-    let tids = l
-        .in_netns(Role::Dut, || {
-            let mut v = rxsched_linux::napi::thread_ids(D0.iface)?;
-            v.extend(rxsched_linux::napi::thread_ids(lab::D1.iface)?);
-            Ok(v)
-        })
-        .map_err(|e| BenchError(e.to_string()))?;
-    for t in tids {
-        rxsched_linux::cgroup::attach_thread(group, 1024, t)
-            .map_err(|e| BenchError(e.to_string()))?;
-    }
-    for o in &onoffs {
-        join(LOAD_GROUP, o.id())?;
-    }
-    std::thread::sleep(Duration::from_millis(700));
-    let g = finish(
-        spawn(
-            l,
-            Role::Gen,
-            &s(&[
-                "gen",
-                "--cpu",
-                &GEN_CPU.to_string(),
-                "--rate",
-                &FORWARD_PPS.to_string(),
-                "--duration",
-                &secs.to_string(),
-            ]),
-        )?,
-        "gen",
+    let route = start(l, route)?;
+    let sink = start(l, Sink::new(secs + 5.0, 0.5))?;
+    let onoffs = (0..n)
+        .map(|_| start(l, Proc::Onoff { secs: secs + 1.0 }))
+        .collect::<Result<Vec<_>, _>>()?;
+    group(
+        l,
+        if reserved { FWD_GROUP } else { LOAD_GROUP },
+        &route,
+        &onoffs,
     )?;
+    std::thread::sleep(Duration::from_millis(700));
+    let g: GenReport = run(l, Gen::new(FORWARD_PPS, secs))?;
     let mut onoff_cpu = 0.0;
     for o in onoffs {
-        onoff_cpu += f(&finish(o, "onoff")?, "cpu_share");
+        onoff_cpu += o.finish::<SpinReport>()?.cpu_share;
     }
-    let sk = finish(sink, "sink")?;
-    super::trial::stop(&route);
-    let rt = finish(route, "route")?;
-    let dur = f(&g, "duration_s").max(1e-9);
-    let sent = f(&g, "sent");
-    let got = f(&sk, "received").min(sent);
+    let sk: SinkReport = sink.finish()?;
+    route.stop();
+    let rt: RouterReport = route.finish()?;
+    let dur = g.duration_s.max(1e-9);
+    let sent = g.sent as f64;
+    let got = (sk.received as f64).min(sent);
     let mut p = Point::xy("onoff_processes", n as f64, "delivered_pps", got / dur);
-    p.set("offered_pps", f(&g, "achieved_pps"));
+    p.set("offered_pps", g.achieved_pps);
     p.set("arrived", sent);
     p.set("onoff_cpu_share", onoff_cpu);
-    p.set("router_cpu_s", f(&rt, "cpu_s"));
+    p.set("router_cpu_s", rt.cpu_s);
     p.0.insert(
         "drops".into(),
         serde_json::json!({ "not_delivered": (sent - got).max(0.0) }),
@@ -311,32 +261,49 @@ fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<P
 /// Forwarding as a time-shared process against onoff processes, with a
 /// reservation (a CPU group of equal weight to theirs) and without:
 /// `real-srp-reservation`.
-pub fn reservation(
-    opts: &super::BenchOpts,
+fn reservation(
+    file: &BenchFile,
+    opts: &BenchOpts,
     progress: &dyn Fn(&str),
 ) -> Result<ResultFile, BenchError> {
-    let file = BenchFile::load("real-srp-reservation")?;
-    let counts: Vec<usize> = if opts.quick {
-        vec![0, 2, 6]
+    let counts: Vec<f64> = if opts.quick {
+        vec![0.0, 2.0, 6.0]
     } else {
-        vec![0, 1, 2, 3, 4, 6, 8]
+        vec![0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
     };
     let secs = if opts.quick { 2.0 } else { 3.0 };
+    let variants = [("reservation-50", true), ("no-reservation", false)];
+    let beside = |n: f64| format!("beside {n} onoff processes");
+    let mut sweep = Sweep::over(variants.len(), &counts, beside, progress);
     let mut series = Vec::new();
-    for (label, reserved) in [("reservation-50", true), ("no-reservation", false)] {
+    for (label, reserved) in variants {
+        let what = format!("{label}: forwarding {FORWARD_PPS:.0} pkts/s");
+        let trial = |n: f64| forward_with_onoffs(&opts.lab, n as usize, reserved, secs);
         let mut s = Series::new(label);
-        for &n in &counts {
-            progress(&format!(
-                "{label}: forwarding {FORWARD_PPS:.0} pkts/s beside {n} onoff processes"
-            ));
-            s.points.push(steady(
-                || forward_with_onoffs(&opts.lab, n, reserved, secs),
-                progress,
-            )?);
-        }
+        s.points = sweep.points(&what, trial)?;
         series.push(s);
     }
     rxsched_linux::cgroup::remove(FWD_GROUP);
     rxsched_linux::cgroup::remove(LOAD_GROUP);
-    Ok(judged(&file, series))
+    Ok(result(file, series))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check files name the series these benches measure.
+    #[test]
+    fn the_check_files_name_the_series_measured() {
+        let isolation = BenchFile::load("real-srp").unwrap();
+        assert_eq!(
+            isolation.bench.series,
+            ["srp-flooded", "srp-modest", "linux-flooded", "linux-modest"]
+        );
+        let reservation = BenchFile::load("real-srp-reservation").unwrap();
+        assert_eq!(
+            reservation.bench.series,
+            ["reservation-50", "no-reservation"]
+        );
+    }
 }

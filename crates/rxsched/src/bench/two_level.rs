@@ -5,11 +5,13 @@
 //! one (latency), at high load, once it has switched, as productive as the
 //! polling one (throughput), and it should switch once each way.
 
-use super::judged;
-use super::trial::{f, finish, spawn, stop, strings as s, BenchError};
+use super::proc::{run, start, Gen, Route, RouteMode, Sink};
+use super::report::{GenReport, RouterReport, SinkReport};
+use super::sweep::TOP_RATE;
+use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{Lab, Role, DUT_CPU, GEN_CPU};
+use rxsched_linux::lab::Lab;
 use std::time::Duration;
 
 /// A load step: offered rate, seconds offered, and seconds at its end the
@@ -22,7 +24,7 @@ struct Step {
 }
 
 fn steps(quick: bool) -> Vec<Step> {
-    let (low, high) = (25_000.0, 1e9);
+    let (low, high) = (25_000.0, TOP_RATE);
     let m = if quick { 2.0 } else { 3.0 };
     vec![
         Step {
@@ -44,95 +46,75 @@ fn steps(quick: bool) -> Vec<Step> {
     ]
 }
 
-/// One mode through every step: a point per step.
-fn run(l: &Lab, mode: &str, steps: &[Step]) -> Result<(Vec<Point>, f64), BenchError> {
-    l.reset_dut_receive()
-        .map_err(|e| BenchError(e.to_string()))?;
+/// The modes, in the order of the series.
+const MODES: [RouteMode; 3] = [
+    RouteMode::Interrupt,
+    RouteMode::Polling,
+    RouteMode::TwoLevel,
+];
+
+/// One mode through every step: a point per step, and the router's switches.
+fn trial(l: &Lab, mode: RouteMode, steps: &[Step]) -> Result<(Vec<Point>, u64), BenchError> {
+    l.reset_dut_receive()?;
     let total: f64 = steps.iter().map(|s| s.secs + 1.0).sum::<f64>() + 4.0;
-    let route = spawn(
-        l,
-        Role::Dut,
-        &s(&[
-            "route",
-            "--mode",
-            mode,
-            "--cpu",
-            &DUT_CPU.to_string(),
-            "--duration",
-            &total.to_string(),
-        ]),
-    )?;
+    let route = start(l, Route::new(mode, total))?;
     std::thread::sleep(Duration::from_millis(700));
     let mut points = Vec::new();
     for (i, st) in steps.iter().enumerate() {
-        let gen = spawn(
-            l,
-            Role::Gen,
-            &s(&[
-                "gen",
-                "--cpu",
-                &GEN_CPU.to_string(),
-                "--rate",
-                &st.rate.to_string(),
-                "--duration",
-                &st.secs.to_string(),
-            ]),
-        )?;
+        let gen = start(l, Gen::new(st.rate, st.secs))?;
+        // The sink measures the step's end.
         std::thread::sleep(Duration::from_secs_f64(st.secs - st.measure));
-        let sink = spawn(
-            l,
-            Role::Sink,
-            &s(&[
-                "sink",
-                "--cpu",
-                &GEN_CPU.to_string(),
-                "--duration",
-                &st.measure.to_string(),
-                "--idle",
-                &st.measure.to_string(),
-            ]),
-        )?;
-        let sk = finish(sink, "sink")?;
-        let g = finish(gen, "gen")?;
+        let sk: SinkReport = run(l, Sink::new(st.measure, st.measure))?;
+        let g: GenReport = gen.finish()?;
         let mut p = Point::xy(
             "step",
             i as f64,
             "delivered_pps",
-            f(&sk, "received") / st.measure,
+            sk.received as f64 / st.measure,
         );
-        p.set("offered_pps", f(&g, "achieved_pps"));
-        p.set("latency_p50_us", f(&sk["latency_us"], "p50"));
-        p.set("latency_p99_us", f(&sk["latency_us"], "p99"));
+        p.set("offered_pps", g.achieved_pps);
+        p.set("latency_p50_us", sk.latency_us.p50);
+        p.set("latency_p99_us", sk.latency_us.p99);
         points.push(p);
         std::thread::sleep(Duration::from_millis(500));
     }
-    stop(&route);
-    let r = finish(route, mode)?;
-    let switches = r["two_level"]["switches"].as_f64().unwrap_or(0.0);
-    Ok((points, switches))
+    route.stop();
+    let r: RouterReport = route.finish()?;
+    Ok((points, r.two_level.map_or(0, |t| t.switches)))
 }
 
 /// Runs the benchmark: `real-two-level`.
-pub fn two_level(
-    opts: &super::BenchOpts,
-    progress: &dyn Fn(&str),
-) -> Result<Vec<ResultFile>, BenchError> {
+pub fn two_level(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-two-level")?;
     let st = steps(opts.quick);
     let mut series = Vec::new();
-    for mode in ["interrupt", "polling", "two-level"] {
+    for mode in MODES {
         progress(&format!(
-            "{mode}: 25,000 pkts/s, then the generator's top rate, then 25,000"
+            "{}: 25,000 pkts/s, then the generator's top rate, then 25,000",
+            mode.name()
         ));
-        let (points, switches) = run(&opts.lab, mode, &st)?;
-        let mut s = Series::new(mode);
+        let (points, switches) = trial(&opts.lab, mode, &st)?;
+        let mut s = Series::new(mode.name());
         s.points = points;
-        if mode == "two-level" {
+        if mode == RouteMode::TwoLevel {
             for p in &mut s.points {
-                p.set("two_level_switches", switches);
+                p.set("two_level_switches", switches as f64);
             }
         }
         series.push(s);
     }
-    Ok(vec![judged(&file, series)])
+    Ok(vec![result(&file, series)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check file names the series this bench measures.
+    #[test]
+    fn the_check_file_names_the_series_measured() {
+        let file = BenchFile::load("real-two-level").unwrap();
+        let labels: Vec<&str> = MODES.iter().map(|m| m.name()).collect();
+        assert_eq!(file.bench.series, labels);
+    }
 }

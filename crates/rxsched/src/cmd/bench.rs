@@ -7,25 +7,13 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// A benchmark of the real dataplane.
-pub type RealBench =
-    fn(
-        &rxsched::bench::BenchOpts,
-        &dyn Fn(&str),
-    ) -> std::result::Result<Vec<rxsched::result::ResultFile>, rxsched::bench::BenchError>;
-
-/// `bench real router` and `bench real lab`: checks that it can run, then
+/// `bench real ...`: checks that it can run (a soak's `minutes` too), then
 /// runs `bench` with a progress line and writes its results.
-pub fn real(quick: bool, out: &Path, bench: RealBench) -> Result<ExitCode> {
-    real_for(quick, None, out, bench)
-}
-
-/// [`real`], for `minutes` (a soak's length).
-pub fn real_for(
+pub fn real(
     quick: bool,
     minutes: Option<f64>,
     out: &Path,
-    bench: RealBench,
+    bench: rxsched::bench::Bench,
 ) -> Result<ExitCode> {
     if let Some(m) = minutes {
         if !(m.is_finite() && (0.05..=1440.0).contains(&m)) {

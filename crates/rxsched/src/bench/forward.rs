@@ -1,0 +1,441 @@
+//! One forwarding trial in the lab: a forwarder on the DUT, the compute
+//! process beside it on the DUT CPU, the sink and the generator, and the
+//! DUT's counters read before and after; then the point they make.
+
+use super::error::BenchError;
+use super::proc::{run, start, CycleLimit, Gen, Proc, Route, RouteMode, Running, Sink};
+use super::report::{GenReport, RouterReport, SinkReport, SpinReport, XdpFwdReport};
+use crate::result::Point;
+use rxsched_linux::lab::{self, Lab, Role, D0, D1, DUT_CPU, S0};
+use rxsched_linux::wire::Mac;
+use rxsched_sim::metrics::Latency;
+use rxsched_sim::Metrics;
+use std::time::Duration;
+
+/// What forwards on the DUT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forwarder {
+    /// Linux's own `ip_forward`, its receive work in d0's NAPI thread.
+    Kernel,
+    /// `rxsched xdp-fwd`: forwarding in XDP, the fastest this lab can do.
+    XdpFwd,
+    /// `rxsched route --mode interrupt`: the M1 baseline on AF_XDP.
+    Interrupt,
+    /// `rxsched route --mode polling`: M2 on AF_XDP.
+    Polling,
+    /// The same with `--cycle-limit 50` (M4).
+    PollingLimit50,
+}
+
+/// A screening process behind our router: its rules and the feedback on
+/// its queue, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Screen {
+    /// The rule file.
+    pub rules: String,
+    /// `--feedback HIGH,LOW`.
+    pub feedback: Option<&'static str>,
+}
+
+impl Forwarder {
+    /// The series label in the result files.
+    pub fn label(self) -> &'static str {
+        match self {
+            Forwarder::Kernel => "kernel",
+            Forwarder::XdpFwd => "xdp-fwd",
+            Forwarder::Interrupt => "interrupt",
+            Forwarder::Polling => "polling",
+            Forwarder::PollingLimit50 => "polling-cycle-limit-50",
+        }
+    }
+
+    /// The process that forwards for `secs`, if it is one of ours; M4
+    /// charges `wake_cost_ns` per wake-up; `screen` goes behind our router.
+    pub fn proc(self, secs: f64, wake_cost_ns: u64, screen: Option<&Screen>) -> Option<Proc> {
+        let route = |mode, cycle_limit| {
+            Some(Proc::Route(Route {
+                cycle_limit,
+                screen: screen.map(|s| s.rules.clone()),
+                feedback: screen.and_then(|s| s.feedback),
+                ..Route::new(mode, secs)
+            }))
+        };
+        match self {
+            Forwarder::Kernel => None,
+            Forwarder::XdpFwd => Some(Proc::XdpFwd { secs }),
+            Forwarder::Interrupt => route(RouteMode::Interrupt, None),
+            Forwarder::Polling => route(RouteMode::Polling, None),
+            Forwarder::PollingLimit50 => route(
+                RouteMode::Polling,
+                Some(CycleLimit {
+                    percent: 50,
+                    wake_cost_ns,
+                }),
+            ),
+        }
+    }
+
+    /// The kernel forwards (or looks routes up) for these.
+    fn kernel_forwarding(self) -> bool {
+        matches!(self, Forwarder::Kernel | Forwarder::XdpFwd)
+    }
+
+    /// Where the generator addresses frames: the DUT kernel's own MAC, or
+    /// the user-space router's (which the kernel would drop at once).
+    fn dst_mac(self) -> Mac {
+        if self.kernel_forwarding() {
+            D0.mac
+        } else {
+            lab::ROUTER_MAC
+        }
+    }
+}
+
+/// Counters of the DUT and the sink link, read together.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Counters {
+    /// CPU time of the forwarder's main thread (our router's polling or
+    /// forwarding thread), if it is ours.
+    router_ns: u64,
+    /// d0's `rx_dropped`: its veth ring (and, with AF_XDP, the socket's).
+    d0_dropped: u64,
+    /// d1's `tx_dropped`: frames the sink's ring refused.
+    d1_dropped: u64,
+    /// s0's `rx_dropped`: frames the sink's own ring refused.
+    s0_dropped: u64,
+    /// CPU time of the DUT's receive threads.
+    napi_ns: u64,
+}
+
+impl Counters {
+    /// Reads them now; `router` is the forwarding process, if one of ours.
+    pub fn read(lab: &Lab, router: Option<&Running>) -> Result<Counters, BenchError> {
+        // `ip netns exec` execs the command: the child's pid is the router's.
+        let router_ns = router
+            .and_then(|c| rxsched_linux::napi::cpu_ns(c.pid() as i32).ok())
+            .unwrap_or(0);
+        let mut c = lab.in_netns(Role::Dut, || {
+            let mut napi_ns = 0;
+            for i in [D0.iface, D1.iface] {
+                for t in rxsched_linux::napi::thread_ids(i)? {
+                    napi_ns += rxsched_linux::napi::cpu_ns(t)?;
+                }
+            }
+            Ok(Counters {
+                router_ns,
+                d0_dropped: rxsched_linux::sys::iface_counter(D0.iface, "rx_dropped")?,
+                d1_dropped: rxsched_linux::sys::iface_counter(D1.iface, "tx_dropped")?,
+                s0_dropped: 0,
+                napi_ns,
+            })
+        })?;
+        // The sink's ring is read where it is, and only as well as it can be.
+        c.s0_dropped = lab
+            .in_netns(Role::Sink, || {
+                rxsched_linux::sys::iface_counter(S0.iface, "rx_dropped")
+            })
+            .unwrap_or(0);
+        Ok(c)
+    }
+}
+
+/// What the DUT CPU gives when nothing forwards.
+#[derive(Debug, Clone, Copy)]
+pub struct Dut {
+    /// The compute process's progress rate: its full share.
+    pub idle: f64,
+    /// The cost of one wake-up of the receive work to the task it
+    /// interrupts (M4 charges it; see `rxsched_linux::wakecost`).
+    pub wake_cost_ns: u64,
+}
+
+/// Measures the idle DUT: the compute process alone for `secs`, then the
+/// wake-up cost (the median of three measurements, from a thread of this
+/// process pinned to the DUT CPU, so that every polling router with M4 in
+/// the run charges the same).
+pub fn measure_dut(lab: &Lab, secs: f64) -> Result<Dut, BenchError> {
+    let r: SpinReport = run(lab, Proc::Spin { secs })?;
+    let wake = std::thread::spawn(|| {
+        (0..3)
+            .map(|_| rxsched_linux::wakecost::measure(DUT_CPU))
+            .collect::<Result<Vec<u64>, _>>()
+    })
+    .join()
+    .map_err(|_| BenchError("the wake-up cost measurement panicked".into()))?;
+    let mut wake = wake?;
+    wake.sort_unstable();
+    Ok(Dut {
+        idle: r.progress_rate,
+        wake_cost_ns: wake[1],
+    })
+}
+
+/// What one forwarding trial saw: the reports, and the counters around it.
+#[derive(Debug, Clone, Default)]
+struct Observed {
+    gen: GenReport,
+    sink: SinkReport,
+    spin: SpinReport,
+    /// Our router's report, if `route` forwarded.
+    router: Option<RouterReport>,
+    /// A process of ours forwarded (`route` or `xdp-fwd`).
+    ours: bool,
+    before: Counters,
+    after: Counters,
+}
+
+/// One point: `fwd` forwarding (behind it `screen`, if any) while the
+/// generator offers `rate` for `secs`, with the compute process on the DUT
+/// CPU, compared with `dut`.
+pub fn run_trial(
+    lab: &Lab,
+    fwd: Forwarder,
+    screen: Option<&Screen>,
+    rate: f64,
+    secs: f64,
+    dut: &Dut,
+) -> Result<Point, BenchError> {
+    lab.reset_dut_receive()?;
+    lab.set_kernel_forwarding(fwd.kernel_forwarding())?;
+    let router = match fwd.proc(secs + 6.0, dut.wake_cost_ns, screen) {
+        Some(p) => Some(start(lab, p)?),
+        None => None,
+    };
+    let sink = start(lab, Sink::new(secs + 5.0, 0.5))?;
+    // Let the sink and the forwarder attach their programs.
+    std::thread::sleep(Duration::from_millis(500));
+    let before = Counters::read(lab, router.as_ref())?;
+    let spin = start(lab, Proc::Spin { secs })?;
+    let gen = run(lab, Gen::new(rate, secs).to_mac(fwd.dst_mac()))?;
+    let spin = spin.finish()?;
+    let sink = sink.finish()?;
+    let after = Counters::read(lab, router.as_ref())?;
+    let ours = router.is_some();
+    let router = match router {
+        Some(r) if fwd == Forwarder::XdpFwd => {
+            r.stop();
+            r.finish::<XdpFwdReport>().map(|_| None)?
+        }
+        Some(r) => {
+            r.stop();
+            Some(r.finish::<RouterReport>()?)
+        }
+        None => None,
+    };
+    let o = Observed {
+        gen,
+        sink,
+        spin,
+        router,
+        ours,
+        before,
+        after,
+    };
+    Ok(point(&o, fwd, rate, dut.idle))
+}
+
+/// The point of a forwarding trial; `idle` is the compute process's
+/// progress rate on an idle DUT.
+fn point(o: &Observed, fwd: Forwarder, rate: f64, idle: f64) -> Point {
+    let mut m = metrics(&o.gen, &o.sink, o.router.as_ref());
+    dut_drops(&mut m, &o.before, &o.after, !fwd.kernel_forwarding());
+    // Progress per second the hypervisor left the DUT CPU, against the
+    // same on an idle DUT; the raw figure (per wall second) is kept too.
+    let sp = &o.spin;
+    let compute = (sp.progress_rate / idle).clamp(0.0, 1.0);
+    m.cpu.insert("user:compute".to_string(), compute);
+    let raw = sp.iterations as f64 / sp.duration_s.max(1e-9) / idle;
+    m.extra
+        .insert("compute_progress_wall".into(), raw.clamp(0.0, 1.0));
+    m.extra.insert(
+        "dut_steal_share".into(),
+        sp.steal_s / sp.duration_s.max(1e-9),
+    );
+    m.extra
+        .insert("compute_cpu_time_share".into(), sp.cpu_share);
+    let dur = o.gen.duration_s.max(1e-9);
+    let share = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / 1e9 / dur;
+    let (c0, c1) = (&o.before, &o.after);
+    m.extra
+        .insert("napi_cpu_share".into(), share(c0.napi_ns, c1.napi_ns));
+    if o.ours {
+        m.cpu
+            .insert("router".to_string(), share(c0.router_ns, c1.router_ns));
+    }
+    m.extra.insert("requested_pps".into(), rate);
+    Point::of(&m)
+}
+
+/// The record of a point from the generator's, sink's and router's reports.
+pub fn metrics(g: &GenReport, sk: &SinkReport, rt: Option<&RouterReport>) -> Metrics {
+    let sent = g.sent;
+    let delivered = sk.received.min(sent);
+    let dur = g.duration_s.max(1e-9);
+    let l = &sk.latency_us;
+    let mut m = Metrics {
+        offered_pps: g.achieved_pps,
+        delivered_pps: delivered as f64 / dur,
+        arrived: sent,
+        received: sent,
+        delivered,
+        latency_us: Latency {
+            p50: l.p50,
+            p90: l.p90,
+            p99: l.p99,
+            max: l.max,
+        },
+        ..Metrics::default()
+    };
+    m.extra.insert("sink_reordered".into(), sk.reordered as f64);
+    m.extra.insert("gen_waits".into(), g.waits as f64);
+    if let Some(r) = rt {
+        m.mode_switches = r.mode_switches;
+        if let Some(w) = r.wake_cost_ns {
+            m.extra.insert("wake_cost_ns".into(), w as f64);
+        }
+        m.inhibits = r.inhibits.clone();
+        for (k, &n) in &r.drops {
+            if n > 0 {
+                m.drops.insert(k.clone(), n);
+            }
+        }
+    }
+    m
+}
+
+/// Drops the kernel counted, where no router of ours did, and what no
+/// counter claims (so that `arrived = delivered + drops`).
+/// `ours`: a router of ours forwarded, and has split `d0`'s drops itself.
+pub fn dut_drops(m: &mut Metrics, c0: &Counters, c1: &Counters, ours: bool) {
+    let mut add = |k: &str, n: u64| {
+        if n > 0 {
+            *m.drops.entry(k.to_string()).or_insert(0) += n;
+        }
+    };
+    if !ours {
+        // With our router, d0's drops are already split into ring and socket.
+        add("nic_rx_ring", c1.d0_dropped.saturating_sub(c0.d0_dropped));
+    }
+    let s0_drops = c1.s0_dropped.saturating_sub(c0.s0_dropped);
+    add(
+        "output_link",
+        c1.d1_dropped.saturating_sub(c0.d1_dropped) + s0_drops,
+    );
+    let named: u64 = m.drops.values().sum();
+    let rest = m.arrived.saturating_sub(m.delivered).saturating_sub(named);
+    if rest > 0 {
+        m.drops.insert("unattributed".into(), rest);
+    }
+    let over = (m.delivered + m.drops.values().sum::<u64>()).saturating_sub(m.arrived);
+    if over > 0 {
+        // Counters that overlap (frames counted at two points, or still
+        // queued when a counter was read) are trimmed from the largest.
+        if let Some((_, v)) = m.drops.iter_mut().max_by_key(|(_, v)| **v) {
+            *v -= over.min(*v);
+        }
+    }
+    m.drops.retain(|_, v| *v > 0);
+}
+
+/// The polling router's CPU use, its receive threads' included, with no traffic.
+pub fn idle_cpu(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
+    lab.reset_dut_receive()?;
+    let c0 = Counters::read(lab, None)?;
+    let router = Forwarder::Polling.proc(secs, 0, None).expect("a router");
+    let r: RouterReport = run(lab, router)?;
+    let c1 = Counters::read(lab, None)?;
+    let napi = (c1.napi_ns.saturating_sub(c0.napi_ns)) as f64 / 1e9;
+    Ok((r.cpu_s + napi) / r.duration_s.max(1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::Point;
+
+    fn observed(router: Option<RouterReport>, ours: bool) -> Observed {
+        let mut r = Observed {
+            gen: GenReport {
+                sent: 1000,
+                duration_s: 2.0,
+                achieved_pps: 500.0,
+                waits: 3,
+            },
+            spin: SpinReport {
+                duration_s: 2.0,
+                cpu_share: 0.6,
+                iterations: 1200,
+                steal_s: 0.1,
+                progress_rate: 700.0,
+            },
+            router,
+            ours,
+            ..Observed::default()
+        };
+        r.sink.received = 900;
+        r.sink.latency_us.p99 = 40.0;
+        r.before.d0_dropped = 10;
+        r.after.d0_dropped = 60;
+        r.after.d1_dropped = 5;
+        r.before.s0_dropped = 1;
+        r.after.s0_dropped = 3;
+        r.after.napi_ns = 400_000_000;
+        r.after.router_ns = 200_000_000;
+        r
+    }
+
+    /// The kernel forwarding: d0's drops are the ring's, the rest of what
+    /// did not arrive is unattributed, and every frame is accounted for.
+    #[test]
+    fn a_kernel_point_accounts_for_every_frame() {
+        let p = point(&observed(None, false), Forwarder::Kernel, 600.0, 1000.0);
+        let get = |k: &str| p.get(k).unwrap();
+        assert_eq!(get("drops.nic_rx_ring"), 50.0);
+        assert_eq!(get("drops.output_link"), 7.0);
+        assert_eq!(get("drops.unattributed"), 43.0);
+        assert_eq!(get("arrived"), get("delivered") + p.drops());
+        assert_eq!((get("offered_pps"), get("delivered_pps")), (500.0, 450.0));
+        assert_eq!(get("cpu.user:compute"), 0.7);
+        assert_eq!(get("dut_steal_share"), 0.05);
+        assert_eq!(get("napi_cpu_share"), 0.2);
+        assert_eq!(get("requested_pps"), 600.0);
+        assert_eq!(get("latency_us.p99"), 40.0);
+        assert!(p.0["cpu"].get("router").is_none(), "{:?}", p.0["cpu"]);
+    }
+
+    /// Our router splits d0's drops itself; its CPU share is recorded.
+    #[test]
+    fn a_router_point_takes_the_routers_drops() {
+        let mut rt = RouterReport {
+            mode_switches: 4,
+            wake_cost_ns: Some(900),
+            ..RouterReport::default()
+        };
+        rt.drops.insert("nic_rx_ring".into(), 80);
+        rt.drops.insert("ipintrq".into(), 0);
+        rt.inhibits.insert("cycle_limit".into(), 2);
+        let p: Point = point(
+            &observed(Some(rt), true),
+            Forwarder::PollingLimit50,
+            600.0,
+            1000.0,
+        );
+        let get = |k: &str| p.get(k).unwrap();
+        assert_eq!(get("drops.nic_rx_ring"), 80.0);
+        assert_eq!(get("drops.output_link"), 7.0);
+        assert_eq!(get("drops.unattributed"), 13.0);
+        assert!(p.0["drops"].get("ipintrq").is_none());
+        assert_eq!((get("mode_switches"), get("wake_cost_ns")), (4.0, 900.0));
+        assert_eq!(get("inhibits.cycle_limit"), 2.0);
+        assert_eq!(get("cpu.router"), 0.1);
+    }
+
+    /// xdp-fwd is ours to start but the kernel's drops are the ring's.
+    #[test]
+    fn an_xdp_fwd_point_has_the_kernels_drops_and_its_cpu() {
+        let p = point(&observed(None, true), Forwarder::XdpFwd, 600.0, 1000.0);
+        assert_eq!(p.get("drops.nic_rx_ring"), Some(50.0));
+        assert_eq!(p.get("cpu.router"), Some(0.1));
+        assert_eq!(p.get("mode_switches"), Some(0.0));
+    }
+}

@@ -1,0 +1,127 @@
+//! `rxsched bench real router`: forwarding through the DUT swept over
+//! offered load, each forwarder beside the compute process: `kernel`
+//! (Linux `ip_forward`), `xdp-fwd` (forwarding in XDP, the fastest this lab
+//! can do), `interrupt` (the M1 baseline: the kernel's receive threads at
+//! device priority feed the router's socket rings) and `polling` (M2: the
+//! router's polling thread owns the receive work), in `real-router`;
+//! `polling` with `--cycle-limit 50` in `real-cpu-limit`; latency at a
+//! tenth of polling's MLFRR in `real-latency`.
+
+use super::forward::{self, Dut, Forwarder};
+use super::sweep::{median, rates, Sweep};
+use super::{result, BenchError, BenchOpts};
+use crate::experiments::BenchFile;
+use crate::result::{Point, ResultFile, Series};
+use rxsched_linux::lab::Lab;
+
+/// The forwarders swept, in the order of the series.
+const FORWARDERS: [Forwarder; 5] = [
+    Forwarder::Kernel,
+    Forwarder::XdpFwd,
+    Forwarder::Interrupt,
+    Forwarder::Polling,
+    Forwarder::PollingLimit50,
+];
+
+/// Runs the router benchmark: `real-router`, `real-cpu-limit`, `real-latency`.
+pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    let files = [
+        BenchFile::load("real-router")?,
+        BenchFile::load("real-cpu-limit")?,
+        BenchFile::load("real-latency")?,
+    ];
+    let lab = &opts.lab;
+    let (rates, secs) = rates(opts.quick);
+    progress("measuring the compute process alone");
+    let dut = forward::measure_dut(lab, 1.0)?;
+    let mut sweep = Sweep::over_rates(FORWARDERS.len(), &rates, progress);
+    let mut series = Vec::new();
+    for fwd in FORWARDERS {
+        let trial = |r| forward::run_trial(lab, fwd, None, r, secs, &dut);
+        series.push(sweep.series(fwd.label(), trial)?);
+    }
+    progress("measuring the idle polling router");
+    let mut idle = Point::xy("offered_pps", 0.0, "delivered_pps", 0.0);
+    idle.set("router_cpu_share", forward::idle_cpu(lab, 2.0)?);
+    let mut idle_series = Series::new("polling-idle");
+    idle_series.points.push(idle);
+    let (mut limit, mut main): (Vec<Series>, Vec<Series>) = series
+        .into_iter()
+        .partition(|s| s.label == Forwarder::PollingLimit50.label());
+    let polling = main.iter().find(|s| s.label == "polling").cloned();
+    main.push(idle_series);
+    let r1 = result(&files[0], main);
+    let mlfrr = r1.mlfrr("polling");
+    limit.extend(polling);
+    let r2 = result(&files[1], limit);
+    let r3 = latency(&files[2], lab, mlfrr, &dut, opts.quick, progress)?;
+    lab.set_kernel_forwarding(false)?;
+    Ok(vec![r1, r2, r3])
+}
+
+/// Trials of each router mode in the latency comparison.
+pub const LATENCY_TRIALS: usize = 7;
+
+/// Latency of the two router modes at a tenth of polling's MLFRR:
+/// [`LATENCY_TRIALS`] trials of each, alternating, and each mode's trial
+/// with the median p99 (a single stall of this VM's CPUs can decide one
+/// trial's p99).
+fn latency(
+    file: &BenchFile,
+    lab: &Lab,
+    mlfrr: f64,
+    dut: &Dut,
+    quick: bool,
+    progress: &dyn Fn(&str),
+) -> Result<ResultFile, BenchError> {
+    let rate = (mlfrr / 10.0).max(10e3);
+    let secs = if quick { 2.0 } else { 4.0 };
+    let modes = [Forwarder::Interrupt, Forwarder::Polling];
+    let mut trials: Vec<Vec<Point>> = vec![Vec::new(); modes.len()];
+    for rep in 0..LATENCY_TRIALS {
+        for (i, fwd) in modes.iter().enumerate() {
+            progress(&format!(
+                "latency of {} at {rate:.0} pkts/s ({}/{LATENCY_TRIALS})",
+                fwd.label(),
+                rep + 1
+            ));
+            trials[i].push(forward::run_trial(lab, *fwd, None, rate, secs, dut)?);
+        }
+    }
+    let p99 = |p: &Point| p.get("latency_us.p99").unwrap_or(f64::MAX);
+    let series = modes
+        .iter()
+        .zip(trials)
+        .map(|(fwd, pts)| {
+            let mut s = Series::new(fwd.label());
+            s.points.push(median(pts, p99, "p99_lowest", "p99_highest"));
+            s
+        })
+        .collect();
+    Ok(result(file, series))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check files name the series this bench measures.
+    #[test]
+    fn the_check_files_name_the_series_measured() {
+        let mut labels: Vec<&str> = FORWARDERS.iter().map(|f| f.label()).collect();
+        labels.push("polling-idle");
+        let mut files: Vec<String> = ["real-router", "real-cpu-limit"]
+            .iter()
+            .flat_map(|id| BenchFile::load(id).unwrap().bench.series)
+            .collect();
+        files.sort();
+        files.dedup();
+        labels.sort();
+        assert_eq!(files, labels);
+        let latency = BenchFile::load("real-latency").unwrap();
+        assert_eq!(latency.bench.series, ["interrupt", "polling"]);
+        let n = format!("median of {LATENCY_TRIALS} trials");
+        assert!(latency.bench.y.label.contains(&n));
+        assert!(latency.check.iter().all(|c| c.name.contains(&n)));
+    }
+}
