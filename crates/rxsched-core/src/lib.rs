@@ -53,8 +53,11 @@ pub const US: Nanos = 1_000;
     Ord,
     strum::IntoStaticStr,
     strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum InhibitCause {
     /// M3: a downstream queue rose above its high watermark.
     QueueFeedback,

@@ -18,8 +18,8 @@ use crate::rules::{Action, Flow, Rules};
 use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
-use rxsched_core::{Clock, Nanos, PollLoop, QueueFeedback};
-use serde::Serialize;
+use rxsched_core::{Clock, DropPoint, InhibitCause, Nanos, PollLoop, QueueFeedback};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ pub struct CaptureConfig {
 }
 
 /// What a capture did, printed as JSON at the end.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaptureReport {
     /// The file written.
     pub file: String,
@@ -66,19 +66,19 @@ pub struct CaptureReport {
     /// Bytes of frame data written (after the snap length).
     pub bytes_written: u64,
     /// Drops by point: `nic_rx_ring`, `xsk_rx_ring`, `filter_queue`.
-    pub drops: BTreeMap<String, u64>,
+    pub drops: BTreeMap<DropPoint, u64>,
     /// Frames the filter refused, by the rule that refused them.
     pub filtered: BTreeMap<String, u64>,
     /// Frames neither written nor dropped when it stopped.
     pub in_flight: u64,
     /// Input-inhibit episodes by cause.
-    pub inhibits: BTreeMap<String, u64>,
+    pub inhibits: BTreeMap<InhibitCause, u64>,
     /// Interrupt/poll mode switches.
     pub mode_switches: u64,
     /// CPU time of the polling thread, in seconds.
     pub cpu_s: f64,
     /// Why the capture ended early, if it did (the interface disappeared).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
 }
 
@@ -249,15 +249,12 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         let p = &mut self.poll;
         let (ring, sock) = p.ring_drops()?;
         let mut drops = BTreeMap::new();
-        drops.insert("nic_rx_ring".to_string(), ring);
+        drops.insert(DropPoint::NicRxRing, ring);
         if sock > 0 {
-            drops.insert("xsk_rx_ring".to_string(), sock);
+            drops.insert(DropPoint::XskRxRing, sock);
         }
-        drops.insert("filter_queue".to_string(), p.app.queue_drops);
-        let mut inhibits = BTreeMap::new();
-        for (cause, n) in p.lp.inhibits() {
-            inhibits.insert(cause.name().to_string(), n);
-        }
+        drops.insert(DropPoint::FilterQueue, p.app.queue_drops);
+        let inhibits = p.lp.inhibits().into_iter().collect();
         Ok(CaptureReport {
             file: cfg.out.display().to_string(),
             duration_s,
@@ -523,7 +520,7 @@ mod tests {
         assert_eq!(r.written, 200);
         assert_eq!(r.filtered.get("rule2_line2"), Some(&50));
         assert_eq!(r.filtered.get("default"), Some(&50));
-        assert_eq!(r.drops["filter_queue"], 0);
+        assert_eq!(r.drops[&DropPoint::FilterQueue], 0);
         assert_eq!(r.in_flight, 0);
         let (snaplen, got) = read_back(&file);
         assert_eq!(snaplen, 96);

@@ -38,6 +38,11 @@ struct Header {
     head: AtomicU64,
     /// Frames the producer has queued.
     tail: AtomicU64,
+    /// Bytes on the wire of the frames the producer has queued, and of
+    /// those the consumer has finished with (SRP's buffering check counts
+    /// bytes).
+    tail_bytes: AtomicU64,
+    head_bytes: AtomicU64,
     /// The consumer is (about to be) blocked on its eventfd.
     sleeping: AtomicU32,
     /// Kick the producer once the queue holds at most this many frames.
@@ -271,6 +276,13 @@ impl StageQueue {
         h.tail.load(SeqCst).saturating_sub(h.head.load(SeqCst)) as u32
     }
 
+    /// Bytes (frames' lengths on the wire) queued now.
+    pub fn queued_bytes(&self) -> u64 {
+        let h = self.header();
+        let head = h.head_bytes.load(SeqCst);
+        h.tail_bytes.load(SeqCst).saturating_sub(head)
+    }
+
     /// Frames queued since the queue was made.
     pub fn pushed(&self) -> u64 {
         self.header().tail.load(SeqCst)
@@ -302,6 +314,7 @@ impl StageQueue {
             p.add(16).cast::<u64>().write(ts_ns);
             std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(SLOT_HDR), n);
         }
+        h.tail_bytes.fetch_add(frame.len() as u64, SeqCst);
         h.tail.store(tail + 1, SeqCst);
         if h.sleeping.load(SeqCst) != 0 {
             kick(&self.to_consumer);
@@ -381,7 +394,14 @@ impl StageQueue {
     /// the producer if it asked to hear of this level.
     pub fn pop(&self, n: u32) {
         let h = self.header();
-        let n = (n as u64).min(h.tail.load(SeqCst) - h.head.load(SeqCst));
+        let head = h.head.load(SeqCst);
+        let n = (n as u64).min(h.tail.load(SeqCst) - head);
+        let bytes: u64 = (head..head + n)
+            // SAFETY: slots inside [head, tail) were written before `tail`
+            // moved past them; the length is the slot's second word.
+            .map(|pos| unsafe { self.slot_ptr(pos).add(4).cast::<u32>().read() } as u64)
+            .sum();
+        h.head_bytes.fetch_add(bytes, SeqCst);
         h.head.fetch_add(n, SeqCst);
         let want = h.drained_at.load(SeqCst);
         if want != NO_KICK && self.len() <= want && self.take_kick_request(want) {
@@ -527,9 +547,16 @@ mod tests {
         let s = q.peek_at(1).unwrap();
         assert_eq!((s.data.len(), s.orig_len, s.port, s.ts_ns), (60, 100, 1, 7));
         assert!(s.data.iter().all(|b| *b == 1));
+        assert_eq!(
+            q.queued_bytes(),
+            400,
+            "lengths on the wire, not what was kept"
+        );
         q.pop(2);
+        assert_eq!(q.queued_bytes(), 200);
         assert_eq!(q.peek().unwrap().port, 2);
         assert!(q.push(&[4; 10], 60, 4, 0) && q.push(&[5; 10], 60, 5, 0));
+        assert_eq!(q.queued_bytes(), 220);
         let ports: Vec<u32> = (0..4).map(|k| q.peek_at(k).unwrap().port).collect();
         assert_eq!(ports, vec![2, 3, 4, 5]);
         assert!(q.peek_at(4).is_none());

@@ -22,7 +22,8 @@ use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
 use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4};
 use ipnet::Ipv4Net;
-use serde::Serialize;
+use rxsched_core::{DropPoint, InhibitCause};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -83,11 +84,11 @@ pub enum Refused {
 }
 
 impl Refused {
-    /// The counter it goes under.
-    pub fn name(self) -> &'static str {
+    /// The drop point it is counted at.
+    pub fn drop_point(self) -> DropPoint {
         match self {
-            Refused::Malformed(m) => m.name(),
-            Refused::NoRoute => "no_route",
+            Refused::Malformed(m) => m.drop_point(),
+            Refused::NoRoute => DropPoint::NoRoute,
         }
     }
 }
@@ -128,7 +129,8 @@ pub fn forward_in_place(
 }
 
 /// Receive scheduling.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// M1: a SCHED_FIFO receive thread fills a bounded input queue that a
     /// normal-priority forwarding thread on the same CPU drains.
@@ -238,18 +240,22 @@ pub struct Counters {
 }
 
 /// Refusal reasons in counter order.
-pub const REASONS: [&str; 6] = [
-    "truncated",
-    "not_ipv4",
-    "bad_ihl",
-    "bad_checksum",
-    "ttl_expired",
-    "no_route",
+pub const REASONS: [DropPoint; 6] = [
+    DropPoint::Truncated,
+    DropPoint::NotIpv4,
+    DropPoint::BadIhl,
+    DropPoint::BadChecksum,
+    DropPoint::TtlExpired,
+    DropPoint::NoRoute,
 ];
 
 impl Counters {
     fn refuse(&self, r: Refused) {
-        let i = REASONS.iter().position(|n| *n == r.name()).unwrap_or(0);
+        let p = r.drop_point();
+        let i = REASONS
+            .iter()
+            .position(|n| *n == p)
+            .expect("every refusal has a counter");
         self.refused[i].fetch_add(1, Relaxed);
     }
 
@@ -269,20 +275,20 @@ impl Counters {
 }
 
 /// What a router did, printed as JSON at the end.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RouterReport {
-    /// `interrupt` or `polling`.
-    pub mode: &'static str,
+    /// How it scheduled receive work.
+    pub mode: Mode,
     /// Seconds it ran.
     pub duration_s: f64,
     /// Frames taken off the rings.
     pub rx: u64,
     /// Frames handed to the output interfaces.
     pub forwarded: u64,
-    /// Drops by point and refusals by reason.
-    pub drops: BTreeMap<String, u64>,
+    /// Drops by point, refusals by reason among them.
+    pub drops: BTreeMap<DropPoint, u64>,
     /// Input-inhibit episodes by cause.
-    pub inhibits: BTreeMap<String, u64>,
+    pub inhibits: BTreeMap<InhibitCause, u64>,
     /// Interrupt/poll mode switches.
     pub mode_switches: u64,
     /// Frames still inside the router when it stopped.
@@ -290,22 +296,34 @@ pub struct RouterReport {
     /// CPU time the router's threads used, in seconds.
     pub cpu_s: f64,
     /// With M4: the cost charged per wake-up, in ns.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_cost_ns: Option<u64>,
     /// Two-level: switches between interrupt and polling service, and
     /// seconds spent polling.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub two_level: Option<TwoLevelReport>,
     /// With `--screen`: what the screening process did.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenReport>,
     /// Why the run ended early, if it did (a port disappeared).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
 }
 
+impl RouterReport {
+    /// Frames dropped at `point` (0 if none were).
+    pub fn dropped(&self, point: DropPoint) -> u64 {
+        self.drops.get(&point).copied().unwrap_or(0)
+    }
+
+    /// Frames dropped everywhere.
+    pub fn dropped_total(&self) -> u64 {
+        self.drops.values().sum()
+    }
+}
+
 /// The two-level switch's part of a router's report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TwoLevelReport {
     /// Switches either way.
     pub switches: u64,
@@ -316,7 +334,7 @@ pub struct TwoLevelReport {
 }
 
 /// The screening stage's part of a router's report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScreenReport {
     /// The screening process's id.
     pub pid: u32,
@@ -334,20 +352,20 @@ impl RouterReport {
     /// the receive rings dropped.
     pub fn new(mode: Mode, c: &Counters, ring_drops: u64, in_flight: u64) -> RouterReport {
         let mut drops = BTreeMap::new();
-        drops.insert("nic_rx_ring".to_string(), ring_drops);
-        drops.insert("ipintrq".to_string(), c.ipintrq.load(Relaxed));
-        drops.insert("output_queue".to_string(), c.output_queue.load(Relaxed));
+        drops.insert(DropPoint::NicRxRing, ring_drops);
+        drops.insert(DropPoint::Ipintrq, c.ipintrq.load(Relaxed));
+        drops.insert(DropPoint::OutputQueue, c.output_queue.load(Relaxed));
         if c.screen_queue.load(Relaxed) > 0 {
-            drops.insert("screen_queue".to_string(), c.screen_queue.load(Relaxed));
+            drops.insert(DropPoint::ScreenQueue, c.screen_queue.load(Relaxed));
         }
         if c.port_down.load(Relaxed) > 0 {
-            drops.insert("port_down".to_string(), c.port_down.load(Relaxed));
+            drops.insert(DropPoint::PortDown, c.port_down.load(Relaxed));
         }
-        for (i, n) in REASONS.iter().enumerate() {
-            drops.insert(n.to_string(), c.refused[i].load(Relaxed));
+        for (p, n) in REASONS.iter().zip(&c.refused) {
+            drops.insert(*p, n.load(Relaxed));
         }
         RouterReport {
-            mode: mode.name(),
+            mode,
             duration_s: 0.0,
             rx: c.rx.load(Relaxed),
             forwarded: c.forwarded.load(Relaxed),
@@ -371,10 +389,10 @@ impl RouterReport {
         let counts = ScreenCounts::read(&end.queue, &end.rules);
         let queued = end.queue.pushed();
         self.forwarded += counts.sent;
-        *self.drops.entry("output_queue".into()).or_default() += counts.tx_dropped;
+        *self.drops.entry(DropPoint::OutputQueue).or_default() += counts.tx_dropped;
         self.drops
-            .insert("screen_denied".into(), counts.denied_total());
-        self.drops.entry("screen_queue".into()).or_insert(0);
+            .insert(DropPoint::ScreenDenied, counts.denied_total());
+        self.drops.entry(DropPoint::ScreenQueue).or_insert(0);
         // Handed over and not yet judged: queued, or being screened.
         self.in_flight += queued.saturating_sub(counts.accepted + counts.denied_total());
         self.screen = Some(ScreenReport {

@@ -304,7 +304,7 @@ fn run_polling(
             k.forwarded.load(Relaxed),
             k.dropped(),
             rep.in_flight,
-            rep.drops["nic_rx_ring"],
+            rep.drops[&DropPoint::NicRxRing],
             queued,
         ),
     )
@@ -529,8 +529,8 @@ fn screened_forwarding_sends_accepted_and_counts_denials_by_rule() {
     let drops: u64 = rep.drops.values().sum();
     assert_eq!(rep.rx, 300 + bad.len() as u64);
     assert_eq!(rep.rx, rep.forwarded + drops + rep.in_flight, "{rep:?}");
-    assert_eq!(rep.drops["screen_queue"], 0);
-    assert_eq!(rep.drops["screen_denied"], 150);
+    assert_eq!(rep.dropped(DropPoint::ScreenQueue), 0);
+    assert_eq!(rep.dropped(DropPoint::ScreenDenied), 150);
 }
 
 /// The stage does not run: without feedback the polling thread takes
@@ -633,8 +633,8 @@ fn interrupt_mode_screens_and_overflows_the_queue() {
     let mut rep = RouterReport::new(Mode::Interrupt, &k, rxs.ring_drops().unwrap(), 0);
     rep.in_flight = fwd.queued() + rxs.queued();
     rep.add_screen(&end, 0, None);
-    assert!(rep.drops["screen_queue"] > 0, "{rep:?}");
-    assert!(rep.drops["screen_denied"] > 0, "{rep:?}");
+    assert!(rep.dropped(DropPoint::ScreenQueue) > 0, "{rep:?}");
+    assert!(rep.dropped(DropPoint::ScreenDenied) > 0, "{rep:?}");
     assert_eq!(out.take().len() as u64, rep.forwarded);
     let drops: u64 = rep.drops.values().sum();
     assert_eq!(fed, rep.forwarded + drops + rep.in_flight, "{rep:?}");

@@ -78,7 +78,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     }
     let duration_s = (last_send.max(t0 + 1) - t0) as f64 / 1e9;
     Ok(GenReport {
-        engine: "packet",
+        engine: super::Engine::Packet,
         sent: seq,
         duration_s,
         requested_pps: cfg.rate_pps,
@@ -103,7 +103,7 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     let end = start + (cfg.duration_s * 1e9) as u64;
     let mut seen: Vec<u64> = Vec::new();
     let mut r = SinkReport {
-        engine: "packet",
+        engine: super::Engine::Packet,
         ..SinkReport::default()
     };
     // Three significant digits over any range: memory does not grow with the run.
