@@ -548,7 +548,11 @@ mod tests {
         d.queues()[0].pop(1);
         d.frame(0, &frame(7001, 5), &mut lp, 0);
         assert_eq!((d.queues()[0].len(), d.uiq_drops()[0]), (3, 2));
-        assert_eq!(d.queues()[1].len(), 0, "the other consumer's UIQ is its own");
+        assert_eq!(
+            d.queues()[1].len(),
+            0,
+            "the other consumer's UIQ is its own"
+        );
     }
 
     #[test]
