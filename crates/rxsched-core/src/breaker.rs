@@ -34,9 +34,16 @@ impl CircuitBreaker {
     /// must stop now and leave interrupts disabled.
     pub fn packet(&mut self, now: Nanos) -> bool {
         self.in_batch += 1;
+        debug_assert!(
+            self.in_batch <= self.batch,
+            "an interrupt handled {} packets past its batch of {}",
+            self.in_batch,
+            self.batch
+        );
         if self.in_batch >= self.batch {
             self.off_until = Some(now + self.off_ns);
             self.trips += 1;
+            debug_assert!(self.off_ns > 0, "a breaker that trips stays open a while");
             true
         } else {
             false

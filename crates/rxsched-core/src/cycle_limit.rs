@@ -49,6 +49,10 @@ impl CycleLimit {
         {
             self.inhibited = true;
             self.episodes += 1;
+            debug_assert!(
+                self.deadline().is_some_and(|t| t > now),
+                "an inhibit begun at {now} must end with its period, later"
+            );
             return true;
         }
         false

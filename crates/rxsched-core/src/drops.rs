@@ -15,8 +15,11 @@ use std::collections::BTreeMap;
     Ord,
     strum::IntoStaticStr,
     strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[strum(serialize_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum DropPoint {
     /// The NIC receive ring was full: dropped before the host touched it (M6).
     NicRxRing,
@@ -40,6 +43,25 @@ pub enum DropPoint {
     Backlog,
     /// The screening stage denied the packet (a policy drop, not overload).
     ScreenDenied,
+    /// An AF_XDP socket's receive ring (or fill ring) was full: dropped by
+    /// the kernel after its receive work was spent on the frame.
+    XskRxRing,
+    /// The output port was down or gone.
+    PortDown,
+    /// No consumer owns the datagram (SRP's demultiplexer found no stage).
+    NoPcb,
+    /// Refused: shorter than its headers say.
+    Truncated,
+    /// Refused: not IPv4.
+    NotIpv4,
+    /// Refused: an IPv4 header length below 20 bytes or past the frame.
+    BadIhl,
+    /// Refused: a wrong IPv4 header checksum.
+    BadChecksum,
+    /// Refused: the TTL would reach zero.
+    TtlExpired,
+    /// Refused: no route to the destination.
+    NoRoute,
 }
 
 impl DropPoint {
@@ -49,6 +71,17 @@ impl DropPoint {
     /// The name used in metrics records.
     pub fn name(self) -> &'static str {
         self.into()
+    }
+
+    /// The drop point of this name, if there is one.
+    pub fn from_name(name: &str) -> Option<DropPoint> {
+        DropPoint::ALL.iter().copied().find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for DropPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -99,5 +132,15 @@ mod tests {
         let m = d.to_map();
         assert_eq!(m.len(), 2);
         assert_eq!(m["nic_rx_ring"], 1);
+    }
+
+    #[test]
+    fn names_round_trip_through_serde_and_strum_alike() {
+        for p in DropPoint::ALL {
+            let json = serde_json::to_string(p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.name()));
+            assert_eq!(DropPoint::from_name(p.name()), Some(*p));
+        }
+        assert_eq!(DropPoint::from_name("nowhere"), None);
     }
 }

@@ -62,6 +62,11 @@ impl QueueFeedback {
             None if len >= self.inhibit_at => {
                 self.since = Some(now);
                 self.episodes += 1;
+                debug_assert!(
+                    self.deadline().is_some_and(|t| t > now),
+                    "an inhibit begun at {now} must end later (timeout {} ns)",
+                    self.timeout_ns
+                );
                 true
             }
             Some(_) if self.resume_at.is_some_and(|low| len <= low) => {

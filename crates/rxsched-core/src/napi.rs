@@ -137,6 +137,11 @@ impl Napi {
     /// caller re-enables the interrupt, and must re-check the ring);
     /// otherwise it goes to the back of the list.
     pub fn poll_done(&mut self, dev: DeviceId, handled: u32, drained: bool) -> bool {
+        debug_assert!(
+            handled <= self.turn_left[dev.0],
+            "a poll handled {handled} packets past the {} left of its weight",
+            self.turn_left[dev.0]
+        );
         self.used += handled;
         let left = &mut self.turn_left[dev.0];
         *left = left.saturating_sub(handled);

@@ -90,6 +90,18 @@ pub enum Check {
     Channel(u32),
 }
 
+impl Check {
+    /// The buffering check, before any protocol work: whether a packet of
+    /// `bytes` may join a UIQ holding `uiq_pkts` packets of `uiq_bytes`,
+    /// in front of a socket receive queue of `rcvq_bytes`.
+    pub fn admits(self, bytes: u32, uiq_pkts: usize, uiq_bytes: u64, rcvq_bytes: u64) -> bool {
+        match self {
+            Check::Rcvbuf(limit) => bytes as u64 + uiq_bytes + rcvq_bytes <= limit,
+            Check::Channel(n) => (uiq_pkts as u64) < n as u64,
+        }
+    }
+}
+
 /// How a socket tells its owners that packets wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Notice {
@@ -238,11 +250,10 @@ impl<P> Srp<P> {
             return Submitted::NoPcb(pkt);
         };
         let s = &mut self.sockets[pcb.0 as usize];
-        let fits = match s.check {
-            Check::Rcvbuf(limit) => bytes as u64 + s.uiq_bytes + s.rcvq_bytes <= limit,
-            Check::Channel(n) => (s.uiq.len() as u32) < n,
-        };
-        if !fits {
+        if !s
+            .check
+            .admits(bytes, s.uiq.len(), s.uiq_bytes, s.rcvq_bytes)
+        {
             self.counts.dropped += 1;
             return Submitted::Dropped(pcb, pkt);
         }

@@ -17,7 +17,7 @@
 use crate::Nanos;
 
 /// How a device is being serviced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Service {
     /// Interrupt service routine plus deferred procedure call.

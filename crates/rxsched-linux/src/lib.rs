@@ -1,8 +1,26 @@
-//! rxsched on real interfaces: packet backends (AF_XDP, AF_PACKET, and
-//! in-memory ones for tests) behind small traits, rxsched's own XDP
-//! programs, threaded-NAPI control, the lab of network namespaces, a
-//! traffic generator and sink, and a router whose receive scheduling comes
-//! from `rxsched-core`.
+//! rxsched on real interfaces: the same policies the simulator runs
+//! (`rxsched-core`), driving real packets.
+//!
+//! - I/O: [`backend`] (AF_XDP, AF_PACKET, in-memory rings and a fault
+//!   injector behind small traits), [`wire`] (frame views and builders),
+//!   [`sys`] (checked system calls), [`bpf`] (rxsched's own XDP and tc
+//!   programs), [`napi`] (the kernel's threaded-NAPI receive threads),
+//!   [`links`] (ports going down, coming back, disappearing).
+//! - The runtime every command shares: [`runtime`] (configuration and
+//!   launch, backend selection, priorities, the gate on receive work, and
+//!   the polling thread generic over what takes each frame).
+//! - The applications: [`router`] (`route`: M1, M2 with M3 and M4, M11),
+//!   [`capture`] (the monitor), [`serve`] (SRP's early demultiplexing),
+//!   with the user-level stages behind them: [`stage`] (the shared-memory
+//!   queue into a stage), [`screen`] (screend) and [`rules`] (its rule
+//!   language).
+//! - The lab and its load: [`lab`] (namespaces, veth, pinned receive work),
+//!   [`traffic`] (the generator and sink), [`xdpfwd`] (the XDP forwarding
+//!   peer), [`spin`] and [`udprecv`] (a compute process and the kernel's UDP
+//!   receiver, for the benches), [`cgroup`] (CPU shares), [`wakecost`] (what
+//!   a wake-up costs the task it interrupts).
+//! - [`needs`]: what a test needs from the machine, and what it says when
+//!   the machine lacks it.
 
 pub mod backend;
 pub mod bpf;

@@ -40,7 +40,7 @@ pub fn counters_for(rules: &Rules) -> u32 {
 }
 
 /// What the screening stage did, read from its queue's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScreenCounts {
     /// Frames a rule accepted.
     pub accepted: u64,

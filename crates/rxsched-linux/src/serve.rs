@@ -1,9 +1,11 @@
-//! `rxsched serve`: Signaled Receiver Processing's early demultiplexing on
-//! real frames, for isolation between consumers. A polling thread (the
-//! core's `PollLoop`, as in `capture`) does only the first touch of each
-//! frame: it reads the UDP destination port, finds the consumer that owns
-//! it, and applies the buffering check, the consumer's unprocessed input
-//! queue (UIQ) in shared memory, full or not, before any protocol work.
+//! `rxsched serve`: Signaled Receiver Processing (M9) on real frames, for
+//! isolation between consumers: the simulator's SRP kernel and this server
+//! are two drivers of one policy, the core's early demultiplexer ([`Med`])
+//! and buffering check ([`Check`]). A polling thread (the runtime's, as in
+//! `capture`) does only the first touch of each frame: it reads the UDP
+//! destination port, finds the consumer that owns it, and applies the
+//! buffering check against the consumer's unprocessed input queue (UIQ) in
+//! shared memory, before any protocol work.
 //! Each consumer is a process of its own (normal priority, pinned like the
 //! rest) that does its own protocol work on what it is given, charged to it:
 //! the IPv4 header checksum, the UDP checksum, copying the payload out. A
@@ -15,8 +17,9 @@ use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
 use crate::stage::{StageFds, StageProcess, StageQueue};
 use crate::sys::{self, SysResult};
 use crate::wire::{checksum, EthernetFrame, Ipv4Packet, UdpPacket, ETHERTYPE_IPV4};
-use rxsched_core::{Clock, Nanos, PollLoop};
-use serde::Serialize;
+use rxsched_core::srp::{Check, Med, Pcb, Stage};
+use rxsched_core::{Clock, DropPoint, Nanos, PollLoop};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,13 +58,16 @@ pub struct ServeConfig {
     pub consumers: Vec<ConsumerCfg>,
     /// Each consumer's UIQ, in frames.
     pub uiq: u32,
+    /// SRP's buffering check in bytes: a frame is queued only if it and
+    /// the UIQ's frames fit in this many; `None`: the UIQ's slots bound it.
+    pub rcvbuf: Option<u64>,
     /// The program to run as each consumer (`rxsched`, whose hidden
     /// `consume` command calls [`consumer_main`]).
     pub exe: PathBuf,
 }
 
 /// What one consumer got.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ConsumerReport {
     /// Its name.
     pub name: String,
@@ -88,7 +94,7 @@ pub struct ConsumerReport {
 }
 
 /// What the server did, printed as JSON at the end.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServeReport {
     /// Seconds it ran.
     pub duration_s: f64,
@@ -96,34 +102,48 @@ pub struct ServeReport {
     pub rx: u64,
     /// Drops before the demultiplexer: `nic_rx_ring`, `xsk_rx_ring`, and
     /// frames no consumer owns (`no_pcb`).
-    pub drops: BTreeMap<String, u64>,
+    pub drops: BTreeMap<DropPoint, u64>,
     /// Each consumer's share.
     pub consumers: Vec<ConsumerReport>,
     /// The polling thread's CPU time, in seconds.
     pub cpu_s: f64,
     /// Why the server stopped early, if it did (the interface disappeared).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
 }
 
-/// The early demultiplexer: UDP destination port to the consumer's UIQ.
+/// The one stage the demultiplexer leaves from here: the link layer,
+/// whose header (the UDP destination port) names the consumer's socket.
+const LINK: Stage = Stage(0);
+
+/// The early demultiplexer: UDP destination port to the consumer's UIQ,
+/// through the core's [`Med`], behind the core's buffering check.
 pub struct Demux {
-    ports: Vec<u16>,
+    med: Med<u16>,
+    check: Check,
     queues: Vec<Arc<StageQueue>>,
     uiq_drops: Vec<u64>,
     no_pcb: u64,
 }
 
 impl Demux {
-    /// A demultiplexer over one UIQ of `uiq` frames per consumer.
-    pub fn new(consumers: &[ConsumerCfg], uiq: u32) -> SysResult<Demux> {
+    /// A demultiplexer over one UIQ of `uiq` frames per consumer; with
+    /// `rcvbuf`, SRP's buffering check in bytes (frame + UIQ against the
+    /// limit: a consumer copies each datagram out as it processes it, so its
+    /// socket receive queue is empty), else the UIQ's frame slots bound it.
+    pub fn new(consumers: &[ConsumerCfg], uiq: u32, rcvbuf: Option<u64>) -> SysResult<Demux> {
         let queues = consumers
             .iter()
             .map(|c| StageQueue::create(&format!("rxsched-uiq-{}", c.port), uiq, COUNTERS))
             .map(|q| q.map(Arc::new))
             .collect::<SysResult<Vec<_>>>()?;
+        let mut med = Med::default();
+        for (i, c) in consumers.iter().enumerate() {
+            med.bind(LINK, c.port, Pcb(i as u32));
+        }
         Ok(Demux {
-            ports: consumers.iter().map(|c| c.port).collect(),
+            med,
+            check: rcvbuf.map_or(Check::Channel(uiq), Check::Rcvbuf),
             uiq_drops: vec![0; queues.len()],
             queues,
             no_pcb: 0,
@@ -162,11 +182,15 @@ fn udp_port(f: &[u8]) -> Option<u16> {
 
 impl App for Demux {
     fn frame(&mut self, _port: usize, f: &[u8], _lp: &mut PollLoop, _now: Nanos) {
-        let Some(i) = udp_port(f).and_then(|p| self.ports.iter().position(|q| *q == p)) else {
+        let Some(Pcb(i)) = udp_port(f).and_then(|p| self.med.lookup(LINK, &p)) else {
             self.no_pcb += 1;
             return;
         };
-        if !self.queues[i].push(f, usize::MAX, 0, 0) {
+        let (i, q) = (i as usize, &self.queues[i as usize]);
+        let admitted = self
+            .check
+            .admits(f.len() as u32, q.len() as usize, q.queued_bytes(), 0);
+        if !(admitted && q.push(f, usize::MAX, 0, 0)) {
             self.uiq_drops[i] += 1;
         }
     }
@@ -325,11 +349,11 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
         let p = &mut self.poll;
         let mut drops = BTreeMap::new();
         let (ring, sock) = p.ring_drops()?;
-        drops.insert("nic_rx_ring".to_string(), ring);
+        drops.insert(DropPoint::NicRxRing, ring);
         if sock > 0 {
-            drops.insert("xsk_rx_ring".to_string(), sock);
+            drops.insert(DropPoint::XskRxRing, sock);
         }
-        drops.insert("no_pcb".to_string(), p.app.no_pcb());
+        drops.insert(DropPoint::NoPcb, p.app.no_pcb());
         let consumers = cfg
             .consumers
             .iter()
@@ -371,7 +395,7 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
-    let demux = Demux::new(&cfg.consumers, cfg.uiq)?;
+    let demux = Demux::new(&cfg.consumers, cfg.uiq, cfg.rcvbuf)?;
     let mut procs = Vec::new();
     for q in demux.queues() {
         let mut args = vec!["consume".to_string()];
@@ -447,6 +471,7 @@ mod tests {
                 },
             ],
             uiq: 16,
+            rcvbuf: None,
             exe: "rxsched".into(),
         }
     }
@@ -460,7 +485,7 @@ mod tests {
         let c = cfg();
         let (rx, feed) = mem::ring(4096);
         let clock = FakeClock::default();
-        let demux = Demux::new(&c.consumers, c.uiq).unwrap();
+        let demux = Demux::new(&c.consumers, c.uiq, c.rcvbuf).unwrap();
         let mut srv = Server::new(rx, demux, &c, clock.clone(), FakeWait(clock.clone())).unwrap();
         let queues: Vec<_> = srv.demux().queues().to_vec();
         let mut fed = 0u64;
@@ -495,7 +520,7 @@ mod tests {
         assert_eq!(modest.uiq_drops, 0);
         assert_eq!(flood.received, 20 * 16, "its UIQ holds 16 a burst");
         assert_eq!(flood.uiq_drops, 20 * (40 - 16));
-        assert_eq!(r.drops["no_pcb"], 20);
+        assert_eq!(r.drops[&DropPoint::NoPcb], 20);
         let accounted: u64 = r.drops.values().sum::<u64>()
             + r.consumers
                 .iter()
@@ -503,6 +528,31 @@ mod tests {
                 .sum::<u64>();
         assert_eq!(r.rx, fed);
         assert_eq!(accounted, fed, "{r:?}");
+    }
+
+    /// With `rcvbuf`, SRP's buffering check counts bytes: a frame that
+    /// would take the UIQ past the limit dies there, before any work, and
+    /// room made by the consumer lets the next one in.
+    #[test]
+    fn the_buffering_check_counts_bytes_with_rcvbuf() {
+        let mut c = cfg();
+        let len = frame(7001, 0).len() as u64;
+        c.rcvbuf = Some(3 * len);
+        let mut d = Demux::new(&c.consumers, c.uiq, c.rcvbuf).unwrap();
+        let mut lp = rxsched_core::PollLoop::new(c.run.facility());
+        for i in 0..5 {
+            d.frame(0, &frame(7001, i), &mut lp, 0);
+        }
+        assert_eq!(d.queues()[0].len(), 3, "three frames fit in the limit");
+        assert_eq!(d.uiq_drops()[0], 2);
+        d.queues()[0].pop(1);
+        d.frame(0, &frame(7001, 5), &mut lp, 0);
+        assert_eq!((d.queues()[0].len(), d.uiq_drops()[0]), (3, 2));
+        assert_eq!(
+            d.queues()[1].len(),
+            0,
+            "the other consumer's UIQ is its own"
+        );
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! receive livelock starves.
 
 use crate::sys::{self, mono_ns, SysResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How much CPU the spinner got.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SpinReport {
     /// Wall time it ran, in seconds.
     pub duration_s: f64,

@@ -4,13 +4,13 @@
 //! buffer drops after that work.
 
 use crate::sys::{self, SysError, SysResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// What one receiver got.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UdpRecvReport {
     /// The port.
     pub port: u16,

@@ -2,6 +2,7 @@
 //! smoltcp's `wire`: `new_checked` validates lengths once, then getters and
 //! setters read and write the buffer in place.
 
+use rxsched_core::DropPoint;
 use std::fmt;
 
 /// Why a frame could not be taken as what it claims to be. Each is its own
@@ -30,15 +31,20 @@ impl Malformed {
         Malformed::TtlExpired,
     ];
 
+    /// The drop point a frame refused for this reason is counted at.
+    pub fn drop_point(self) -> DropPoint {
+        match self {
+            Malformed::Truncated => DropPoint::Truncated,
+            Malformed::NotIpv4 => DropPoint::NotIpv4,
+            Malformed::BadIhl => DropPoint::BadIhl,
+            Malformed::BadChecksum => DropPoint::BadChecksum,
+            Malformed::TtlExpired => DropPoint::TtlExpired,
+        }
+    }
+
     /// The reason's name in counters.
     pub fn name(self) -> &'static str {
-        match self {
-            Malformed::Truncated => "truncated",
-            Malformed::NotIpv4 => "not_ipv4",
-            Malformed::BadIhl => "bad_ihl",
-            Malformed::BadChecksum => "bad_checksum",
-            Malformed::TtlExpired => "ttl_expired",
-        }
+        self.drop_point().name()
     }
 }
 

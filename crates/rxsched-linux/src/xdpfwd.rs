@@ -6,11 +6,11 @@
 
 use crate::bpf::{Object, FWD};
 use crate::sys::{self, mono_ns, SysResult};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// What the programs did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct XdpFwdReport {
     /// Seconds attached.
     pub duration_s: f64,

@@ -217,48 +217,22 @@ where
     for (i, p) in ports.iter().enumerate() {
         wait.add(i, p.rx.fd())?;
     }
-    let (mut rxs, fwd, c) = sides(ports, cfg);
-    let mut fwd = fwd.with_screen(screen.clone());
+    let (rxs, fwd, c) = sides(ports, cfg);
+    let fwd = fwd.with_screen(screen.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = cfg.run.cpu;
-    let rx_thread = {
-        let stop = stop.clone();
-        std::thread::Builder::new()
-            .name("rx".into())
-            .spawn(move || -> SysResult<(RxSide<R>, u64)> {
-                if let Some(c) = cpu {
-                    sys::pin_to_cpu(c)?;
-                }
-                sys::set_fifo(prio)?;
-                let cpu0 = sys::thread_cpu_ns();
-                let armed = vec![true; rxs.rx.len()];
-                while !stop.load(Relaxed) {
-                    let rx = &rxs.rx;
-                    wait.wait(&armed, &|i| rx[i].pending(), 50_000_000)?;
-                    // The supervising loop watches the links themselves.
-                    let _ = wait.take_errors();
-                    rxs.turn();
-                }
-                Ok((rxs, sys::thread_cpu_ns() - cpu0))
-            })
-            .expect("spawn the receive thread")
-    };
-    let fw_thread = {
-        let stop = stop.clone();
-        std::thread::Builder::new()
-            .name("forward".into())
-            .spawn(move || -> SysResult<(FwdSide<T>, u64)> {
-                if let Some(c) = cpu {
-                    sys::pin_to_cpu(c)?;
-                }
-                let cpu0 = sys::thread_cpu_ns();
-                while !stop.load(Relaxed) {
-                    fwd.turn(Duration::from_millis(50))?;
-                }
-                Ok((fwd, sys::thread_cpu_ns() - cpu0))
-            })
-            .expect("spawn the forwarding thread")
-    };
+    let armed = vec![true; rxs.rx.len()];
+    let rx_thread = spawn_side("rx", cpu, Some(prio), &stop, rxs, move |rxs| {
+        let rx = &rxs.rx;
+        wait.wait(&armed, &|i| rx[i].pending(), 50_000_000)?;
+        // The supervising loop watches the links themselves.
+        let _ = wait.take_errors();
+        rxs.turn();
+        Ok(())
+    });
+    let fw_thread = spawn_side("forward", cpu, None, &stop, fwd, |fwd| {
+        fwd.turn(Duration::from_millis(50)).map(|_| ())
+    });
     let end = t0 + (cfg.run.duration_s * 1e9) as u64;
     let mut stats = Stats::new(cfg.run.stats_every_s, t0);
     let mut fault = None;
@@ -285,4 +259,34 @@ where
     r.cpu_s = (rx_cpu + fw_cpu) as f64 / 1e9;
     r.fault = fault;
     Ok(r)
+}
+
+/// Starts a side's thread, pinned to `cpu` and at SCHED_FIFO `prio` if
+/// given, that turns `side` until `stop`; it returns the side and the CPU
+/// time the thread used.
+fn spawn_side<S: Send + 'static>(
+    name: &str,
+    cpu: Option<usize>,
+    prio: Option<i32>,
+    stop: &Arc<AtomicBool>,
+    mut side: S,
+    mut turn: impl FnMut(&mut S) -> SysResult<()> + Send + 'static,
+) -> std::thread::JoinHandle<SysResult<(S, u64)>> {
+    let stop = stop.clone();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            if let Some(c) = cpu {
+                sys::pin_to_cpu(c)?;
+            }
+            if let Some(p) = prio {
+                sys::set_fifo(p)?;
+            }
+            let cpu0 = sys::thread_cpu_ns();
+            while !stop.load(Relaxed) {
+                turn(&mut side)?;
+            }
+            Ok((side, sys::thread_cpu_ns() - cpu0))
+        })
+        .expect("spawn a router thread")
 }

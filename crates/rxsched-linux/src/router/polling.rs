@@ -14,7 +14,7 @@ use crate::runtime::{App, Gate, Poller, Polls};
 use crate::stage::StageQueue;
 use crate::sys::SysResult;
 use crate::wire::Mac;
-use rxsched_core::{Clock, DeviceId, Dir, Nanos, PollLoop, QueueFeedback};
+use rxsched_core::{Clock, DeviceId, Dir, DropPoint, Nanos, PollLoop, QueueFeedback};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -206,11 +206,9 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         let p = &self.poller;
         let mut r = RouterReport::new(self.mode, &p.app.counters, ring, self.in_flight());
         if sock > 0 {
-            r.drops.insert("xsk_rx_ring".to_string(), sock);
+            r.drops.insert(DropPoint::XskRxRing, sock);
         }
-        for (cause, n) in p.lp.inhibits() {
-            r.inhibits.insert(cause.name().to_string(), n);
-        }
+        r.inhibits.extend(p.lp.inhibits());
         r.mode_switches = p.lp.mode_switches();
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);

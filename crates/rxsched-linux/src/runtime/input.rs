@@ -55,7 +55,7 @@ impl Clock for At {
 /// its own thread's CPU time, callbacks or not, and its receive threads'.
 /// Charging callbacks alone missed a third of what the router took from
 /// other processes (its sleeps and wake-ups, and the receive work).
-const CHARGE_EVERY: u32 = 16;
+pub const CHARGE_EVERY: u32 = 16;
 
 /// What a polling thread does to its input beside the loop, shared by the
 /// router and the monitor: it opens and closes the gate on the devices'

@@ -10,12 +10,15 @@ pub mod xdp;
 
 use crate::sys::SysResult;
 use crate::wire::Mac;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How frames are sent or received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Engine {
-    /// XDP: BPF_PROG_TEST_RUN in live-frames mode, and an XDP counter.
+    /// XDP: BPF_PROG_TEST_RUN in live-frames mode, and an XDP counter (the
+    /// command line's default).
+    #[default]
     Xdp,
     /// AF_PACKET: `sendmmsg` and a TPACKET_V3 ring.
     Packet,
@@ -51,10 +54,10 @@ pub struct GenConfig {
 }
 
 /// What the generator really did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GenReport {
-    /// `xdp` or `packet`.
-    pub engine: &'static str,
+    /// How it sent.
+    pub engine: Engine,
     /// Frames the kernel took.
     pub sent: u64,
     /// From the first to the last send, in seconds.
@@ -89,7 +92,7 @@ pub struct SinkConfig {
 }
 
 /// Latency percentiles in µs.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LatencyUs {
     /// Median.
     pub p50: f64,
@@ -102,10 +105,10 @@ pub struct LatencyUs {
 }
 
 /// What arrived.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SinkReport {
-    /// `xdp` or `packet`.
-    pub engine: &'static str,
+    /// How it received.
+    pub engine: Engine,
     /// Probe frames received.
     pub received: u64,
     /// Other frames seen (not from the generator).

@@ -78,7 +78,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     }
     let duration_s = (last_send.max(t0 + 1) - t0) as f64 / 1e9;
     Ok(GenReport {
-        engine: "packet",
+        engine: super::Engine::Packet,
         sent: seq,
         duration_s,
         requested_pps: cfg.rate_pps,
@@ -99,92 +99,128 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
             ..RingConfig::default()
         },
     )?;
-    let start = mono_ns();
-    let end = start + (cfg.duration_s * 1e9) as u64;
-    let mut seen: Vec<u64> = Vec::new();
-    let mut r = SinkReport {
-        engine: "packet",
-        ..SinkReport::default()
-    };
-    // Three significant digits over any range: memory does not grow with the run.
-    let mut lat = hdrhistogram::Histogram::<u64>::new(3).expect("a valid precision");
-    let (mut first, mut last) = (0u64, 0u64);
-    let mut max_seen: Option<u64> = None;
+    let end = mono_ns() + (cfg.duration_s * 1e9) as u64;
+    let mut t = Tally::default();
     loop {
         let now = mono_ns();
         if now >= end || sys::signals::stopping() {
             break;
         }
-        if r.received > 0 && now.saturating_sub(last) as f64 > cfg.idle_s * 1e9 {
+        if t.r.received > 0 && now.saturating_sub(t.last) as f64 > cfg.idle_s * 1e9 {
             break;
         }
         sys::poll_fds(&[ring.raw_fd()], libc::POLLIN, 50)?;
-        ring.recv(usize::MAX, &mut |f| {
-            let now = mono_ns();
-            let Some((seq, sent)) = parse_probe(f) else {
-                r.other += 1;
-                return;
-            };
-            if let Ok(eth) = crate::wire::EthernetFrame::new_checked(f) {
-                if let Ok(ip) = crate::wire::Ipv4Packet::new_checked(eth.payload()) {
-                    if r.received == 0 {
-                        r.ttl_min = ip.ttl();
-                        r.src_mac = eth.src().to_string();
-                        r.dst_mac = eth.dst().to_string();
-                    }
-                    r.ttl_min = r.ttl_min.min(ip.ttl());
-                    r.ttl_max = r.ttl_max.max(ip.ttl());
-                    if !ip.verify_checksum() {
-                        r.bad_ip_checksum += 1;
-                    }
-                }
-            }
-            let (w, b) = ((seq / 64) as usize, seq % 64);
-            if w >= seen.len() {
-                if w > 1 << 26 {
-                    r.other += 1;
-                    return;
-                }
-                seen.resize(w + 1, 0);
-            }
-            if seen[w] & (1 << b) != 0 {
-                r.duplicates += 1;
-                return;
-            }
-            seen[w] |= 1 << b;
-            r.received += 1;
-            if r.received == 1 {
-                first = now;
-            }
-            last = now;
-            if max_seen.is_some_and(|m| seq < m) {
-                r.reordered += 1;
-            }
-            max_seen = Some(max_seen.map_or(seq, |m| m.max(seq)));
-            lat.record(now.saturating_sub(sent))
-                .expect("an auto-resizing histogram takes any u64");
-        });
+        ring.recv(usize::MAX, &mut |f| t.frame(f, mono_ns()));
     }
-    r.max_seq = max_seen.unwrap_or(0);
-    if let Some(m) = max_seen {
-        r.lost = (m + 1).saturating_sub(r.received);
-    }
-    r.duration_s = (last.saturating_sub(first)) as f64 / 1e9;
-    r.rate_pps = if r.duration_s > 0.0 {
-        r.received as f64 / r.duration_s
-    } else {
-        0.0
-    };
-    if !lat.is_empty() {
-        let q = |p: f64| lat.value_at_quantile(p) as f64 / 1e3;
-        r.latency_us = LatencyUs {
-            p50: q(0.5),
-            p90: q(0.9),
-            p99: q(0.99),
-            max: lat.max() as f64 / 1e3,
-        };
-        r.latency_samples = lat.len();
-    }
+    let mut r = t.report();
     r.ring_drops = ring.ring_drops()?;
     Ok(r)
+}
+
+/// What the sink has seen: each probe once, by its sequence number, with
+/// its one-way latency; and how the router left the frames (TTL, MACs,
+/// header checksum).
+struct Tally {
+    r: SinkReport,
+    /// Sequence numbers seen, one bit each.
+    seen: Vec<u64>,
+    /// Three significant digits over any range: memory does not grow with
+    /// the run.
+    lat: hdrhistogram::Histogram<u64>,
+    first: u64,
+    last: u64,
+    max_seen: Option<u64>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            r: SinkReport {
+                engine: super::Engine::Packet,
+                ..SinkReport::default()
+            },
+            seen: Vec::new(),
+            lat: hdrhistogram::Histogram::new(3).expect("a valid precision"),
+            first: 0,
+            last: 0,
+            max_seen: None,
+        }
+    }
+}
+
+impl Tally {
+    /// A frame arrived at `now`.
+    fn frame(&mut self, f: &[u8], now: u64) {
+        let r = &mut self.r;
+        let Some((seq, sent)) = parse_probe(f) else {
+            r.other += 1;
+            return;
+        };
+        if let Ok(eth) = crate::wire::EthernetFrame::new_checked(f) {
+            if let Ok(ip) = crate::wire::Ipv4Packet::new_checked(eth.payload()) {
+                if r.received == 0 {
+                    r.ttl_min = ip.ttl();
+                    r.src_mac = eth.src().to_string();
+                    r.dst_mac = eth.dst().to_string();
+                }
+                r.ttl_min = r.ttl_min.min(ip.ttl());
+                r.ttl_max = r.ttl_max.max(ip.ttl());
+                if !ip.verify_checksum() {
+                    r.bad_ip_checksum += 1;
+                }
+            }
+        }
+        let (w, b) = ((seq / 64) as usize, seq % 64);
+        if w >= self.seen.len() {
+            if w > 1 << 26 {
+                r.other += 1;
+                return;
+            }
+            self.seen.resize(w + 1, 0);
+        }
+        if self.seen[w] & (1 << b) != 0 {
+            r.duplicates += 1;
+            return;
+        }
+        self.seen[w] |= 1 << b;
+        r.received += 1;
+        if r.received == 1 {
+            self.first = now;
+        }
+        self.last = now;
+        if self.max_seen.is_some_and(|m| seq < m) {
+            r.reordered += 1;
+        }
+        self.max_seen = Some(self.max_seen.map_or(seq, |m| m.max(seq)));
+        self.lat
+            .record(now.saturating_sub(sent))
+            .expect("an auto-resizing histogram takes any u64");
+    }
+
+    /// The report of what was seen (the ring's drops are the caller's).
+    fn report(self) -> SinkReport {
+        let mut r = self.r;
+        r.max_seq = self.max_seen.unwrap_or(0);
+        if let Some(m) = self.max_seen {
+            r.lost = (m + 1).saturating_sub(r.received);
+        }
+        r.duration_s = (self.last.saturating_sub(self.first)) as f64 / 1e9;
+        r.rate_pps = if r.duration_s > 0.0 {
+            r.received as f64 / r.duration_s
+        } else {
+            0.0
+        };
+        let lat = &self.lat;
+        if !lat.is_empty() {
+            let q = |p: f64| lat.value_at_quantile(p) as f64 / 1e3;
+            r.latency_us = LatencyUs {
+                p50: q(0.5),
+                p90: q(0.9),
+                p99: q(0.99),
+                max: lat.max() as f64 / 1e3,
+            };
+            r.latency_samples = lat.len();
+        }
+        r
+    }
 }

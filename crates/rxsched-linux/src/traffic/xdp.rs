@@ -114,7 +114,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     let st: GenState = obj.get("gen_cfg", 0)?;
     let duration_s = (st.last_ns.saturating_sub(st.first_ns)).max(1) as f64 / 1e9;
     Ok(GenReport {
-        engine: "xdp",
+        engine: super::Engine::Xdp,
         sent: st.sent,
         duration_s,
         requested_pps: cfg.rate_pps,
@@ -229,7 +229,7 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     }
     let st = SinkState::read(&mut obj)?;
     let mut r = SinkReport {
-        engine: "xdp",
+        engine: super::Engine::Xdp,
         received: st.probes,
         other: st.other,
         reordered: st.reordered,

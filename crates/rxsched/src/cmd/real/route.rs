@@ -96,56 +96,14 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             )))
         }
     };
-    let routes = if a.routes.is_empty() {
-        lab_routes(&a.ports)
-    } else {
-        a.routes
-            .iter()
-            .map(|r| {
-                Route::parse(r, &a.ports).map_err(|e| Error::Input(format!("--route {r:?}: {e}")))
-            })
-            .collect::<std::result::Result<_, _>>()?
-    };
-    if routes.is_empty() {
-        return Err(Error::Input(format!(
-            "no routes: the lab's routes use d0 and d1, which are not among --ports {}; give --route PREFIX/LEN=IFACE@MAC",
-            a.ports.join(",")
-        )));
-    }
-    let feedback = match &a.feedback {
-        None => None,
-        Some(s) => {
-            let v: Vec<f64> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            match v[..] {
-                [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Some((hi, lo)),
-                _ => {
-                    return Err(Error::Input(format!(
-                        "--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"
-                    )))
-                }
-            }
-        }
-    };
+    let routes = routes(a)?;
+    let feedback = a.feedback.as_deref().map(feedback).transpose()?;
     timeout_ms("feedback-timeout-ms", a.feedback_timeout_ms)?;
-    let screen = match &a.screen {
-        None => None,
-        Some(path) => {
-            if !(1..=1 << 20).contains(&a.screen_queue) {
-                return Err(Error::flag(
-                    "screen-queue",
-                    "must be from 1 to 1048576 frames",
-                ));
-            }
-            let rules = Rules::load(path).map_err(|e| Error::Input(e.to_string()))?;
-            Some(ScreenConfig {
-                rules_path: path.clone(),
-                rules,
-                queue: a.screen_queue,
-                exe: std::env::current_exe()
-                    .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
-            })
-        }
-    };
+    let screen = a
+        .screen
+        .as_ref()
+        .map(|p| screen(p, a.screen_queue))
+        .transpose()?;
     let two_level = two_level_config(a)?;
     if mode != Mode::Polling && (feedback.is_some() || run.cycle_limit.is_some()) {
         return Err(Error::Input(
@@ -165,6 +123,56 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         // 4.2BSD's ipintrq limit.
         input_queue: 50,
         out_queue: 256,
+    })
+}
+
+/// `--route`s, or the lab's routes when none is given.
+fn routes(a: &RouteArgs) -> Result<Vec<Route>> {
+    let routes: Vec<Route> = if a.routes.is_empty() {
+        lab_routes(&a.ports)
+    } else {
+        a.routes
+            .iter()
+            .map(|r| {
+                Route::parse(r, &a.ports).map_err(|e| Error::Input(format!("--route {r:?}: {e}")))
+            })
+            .collect::<std::result::Result<_, _>>()?
+    };
+    if routes.is_empty() {
+        return Err(Error::Input(format!(
+            "no routes: the lab's routes use d0 and d1, which are not among --ports {}; give --route PREFIX/LEN=IFACE@MAC",
+            a.ports.join(",")
+        )));
+    }
+    Ok(routes)
+}
+
+/// `--feedback HIGH,LOW`.
+fn feedback(s: &str) -> Result<(f64, f64)> {
+    let v: Vec<f64> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+    match v[..] {
+        [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Ok((hi, lo)),
+        _ => Err(Error::Input(format!(
+            "--feedback: {s:?} is not HIGH,LOW with 0 < LOW < HIGH <= 1"
+        ))),
+    }
+}
+
+/// `--screen RULES` with `--screen-queue`.
+fn screen(path: &str, queue: u32) -> Result<ScreenConfig> {
+    if !(1..=1 << 20).contains(&queue) {
+        return Err(Error::flag(
+            "screen-queue",
+            "must be from 1 to 1048576 frames",
+        ));
+    }
+    let rules = Rules::load(path).map_err(|e| Error::Input(e.to_string()))?;
+    Ok(ScreenConfig {
+        rules_path: path.to_string(),
+        rules,
+        queue,
+        exe: std::env::current_exe()
+            .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     })
 }
 

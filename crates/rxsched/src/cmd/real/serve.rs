@@ -18,6 +18,11 @@ pub struct ServeArgs {
     /// Each consumer's unprocessed input queue, in frames.
     #[arg(long, default_value_t = 256)]
     pub uiq: u32,
+    /// SRP's buffering check in bytes: a datagram is queued only if it and
+    /// the consumer's UIQ fit in this many (default: the UIQ's frame slots
+    /// bound it).
+    #[arg(long)]
+    pub rcvbuf: Option<u64>,
     /// The runtime's flags.
     #[command(flatten)]
     pub run: RunArgs,
@@ -28,6 +33,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     let run = a.run.config()?;
     if !(1..=1 << 20).contains(&a.uiq) {
         return Err(Error::flag("uiq", "must be from 1 to 1048576 frames"));
+    }
+    if a.rcvbuf.is_some_and(|b| !(64..=1 << 30).contains(&b)) {
+        return Err(Error::flag("rcvbuf", "must be from 64 bytes to 1 GiB"));
     }
     let mut consumers = Vec::new();
     for c in &a.consumers {
@@ -57,6 +65,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         iface: a.iface,
         consumers,
         uiq: a.uiq,
+        rcvbuf: a.rcvbuf,
         exe: std::env::current_exe()
             .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     };

@@ -1,7 +1,6 @@
 //! Thin, checked wrappers over the system calls the dataplane needs. Every
 //! error names the interface (or object) and the system call.
 
-use rustix::event::epoll;
 use rustix::io::Errno;
 use std::ffi::CString;
 use std::io;
@@ -430,122 +429,6 @@ pub fn enter_netns(name: &str) -> SysResult<()> {
     .map_err(|e| os(name.into(), "setns(CLONE_NEWNET)", e))
 }
 
-/// An epoll set whose members can be armed (waited on) or disarmed: the
-/// user-space form of enabling and disabling a device's interrupt.
-pub struct Epoll {
-    fd: OwnedFd,
-    fds: Vec<RawFd>,
-    armed: Vec<bool>,
-    /// Members whose descriptor reported an error or hang-up, with it.
-    errors: Vec<(usize, io::Error)>,
-    /// Members taken out of the set after a hang-up.
-    gone: Vec<bool>,
-}
-
-impl Epoll {
-    /// An empty set.
-    pub fn new() -> SysResult<Epoll> {
-        let fd = epoll::create(epoll::CreateFlags::CLOEXEC)
-            .map_err(|e| os("epoll".into(), "epoll_create1", e))?;
-        Ok(Epoll {
-            fd,
-            fds: Vec::new(),
-            armed: Vec::new(),
-            errors: Vec::new(),
-            gone: Vec::new(),
-        })
-    }
-
-    fn member(&self, token: usize) -> std::os::fd::BorrowedFd<'_> {
-        // SAFETY: members are descriptors their owners keep open while the
-        // set is in use (the router owns both).
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fds[token]) }
-    }
-
-    /// Adds `fd` as member number `fds.len()`, disarmed; returns that number.
-    pub fn add(&mut self, fd: RawFd) -> SysResult<usize> {
-        let token = self.fds.len();
-        self.fds.push(fd);
-        self.armed.push(false);
-        self.gone.push(false);
-        epoll::add(
-            &self.fd,
-            self.member(token),
-            epoll::EventData::new_u64(token as u64),
-            epoll::EventFlags::empty(),
-        )
-        .map_err(|e| os("epoll".into(), "epoll_ctl(ADD)", e))?;
-        Ok(token)
-    }
-
-    /// Arms or disarms member `token` (level-triggered readability).
-    pub fn arm(&mut self, token: usize, on: bool) -> SysResult<()> {
-        if self.armed[token] != on && !self.gone[token] {
-            let flags = if on {
-                epoll::EventFlags::IN
-            } else {
-                epoll::EventFlags::empty()
-            };
-            epoll::modify(
-                &self.fd,
-                self.member(token),
-                epoll::EventData::new_u64(token as u64),
-                flags,
-            )
-            .map_err(|e| os("epoll".into(), "epoll_ctl(MOD)", e))?;
-            self.armed[token] = on;
-        }
-        Ok(())
-    }
-
-    /// Blocks in `epoll_wait` for at most `timeout_ns`; returns the members
-    /// that are ready. EINTR counts as a timeout.
-    ///
-    /// epoll reports an error or hang-up on a member whether it is armed or
-    /// not, and goes on reporting it while it stands, so a socket whose
-    /// device went down would wake the thread again and again. A member's
-    /// pending error is therefore taken (which clears it) and kept for
-    /// [`Epoll::take_errors`]; a member that hangs up is taken out of the
-    /// set. Neither counts as ready unless it is armed and has input too.
-    pub fn wait(&mut self, timeout_ns: u64) -> SysResult<Vec<usize>> {
-        let mut evs: Vec<epoll::Event> = Vec::with_capacity(8);
-        let t = rustix::time::Timespec {
-            tv_sec: (timeout_ns / 1_000_000_000) as i64,
-            tv_nsec: (timeout_ns % 1_000_000_000) as i64,
-        };
-        match epoll::wait(&self.fd, rustix::buffer::spare_capacity(&mut evs), Some(&t)) {
-            Ok(_) => {}
-            Err(Errno::INTR) => return Ok(Vec::new()),
-            Err(e) => return Err(os("epoll".into(), "epoll_wait", e)),
-        }
-        let mut ready = Vec::with_capacity(evs.len());
-        for e in &evs {
-            let token = e.data.u64() as usize;
-            let fl = e.flags;
-            if fl.contains(epoll::EventFlags::ERR) {
-                let err = take_socket_error(self.fds[token])
-                    .unwrap_or_else(|| io::Error::other("error reported on the descriptor"));
-                self.errors.push((token, err));
-            }
-            if fl.contains(epoll::EventFlags::HUP) && !self.gone[token] {
-                let _ = epoll::delete(&self.fd, self.member(token));
-                self.gone[token] = true;
-                self.errors
-                    .push((token, io::Error::other("the descriptor hung up")));
-            }
-            if self.armed[token] && fl.contains(epoll::EventFlags::IN) {
-                ready.push(token);
-            }
-        }
-        Ok(ready)
-    }
-
-    /// The errors members reported since the last call (see [`Epoll::wait`]).
-    pub fn take_errors(&mut self) -> Vec<(usize, io::Error)> {
-        std::mem::take(&mut self.errors)
-    }
-}
-
 /// Whether the process runs as root (needed for packet sockets and namespaces).
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -556,64 +439,10 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A flag set by SIGUSR1, SIGINT and SIGTERM handlers.
-pub mod signals {
-    use std::sync::atomic::{AtomicBool, Ordering};
+mod epoll;
+pub mod signals;
 
-    static USR1: AtomicBool = AtomicBool::new(false);
-    static STOP: AtomicBool = AtomicBool::new(false);
-
-    extern "C" fn on_usr1(_: libc::c_int) {
-        USR1.store(true, Ordering::Relaxed);
-    }
-
-    extern "C" fn on_stop(_: libc::c_int) {
-        STOP.store(true, Ordering::Relaxed);
-    }
-
-    /// Installs the handlers.
-    pub fn install() {
-        // SAFETY: the handlers only store to atomics, which is async-signal-safe.
-        unsafe {
-            libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGINT, on_stop as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
-        }
-    }
-
-    extern "C" fn on_wake(_: libc::c_int) {}
-
-    /// Makes SIGUSR2 interrupt a blocking system call in the thread it is
-    /// sent to (EINTR, no restart), and do nothing else: the way to end a
-    /// long `bpf(BPF_PROG_TEST_RUN)` from another thread.
-    pub fn install_wake() {
-        // SAFETY: plain data; the handler does nothing.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_wake as *const () as libc::sighandler_t;
-            sa.sa_flags = 0;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
-        }
-    }
-
-    /// Interrupts thread `t`'s blocking system call (see [`install_wake`]).
-    pub fn wake(t: &std::thread::JoinHandle<impl Send>) {
-        use std::os::unix::thread::JoinHandleExt;
-        // SAFETY: signalling a live thread of this process.
-        unsafe { libc::pthread_kill(t.as_pthread_t(), libc::SIGUSR2) };
-    }
-
-    /// Whether SIGUSR1 arrived since the last call.
-    pub fn take_usr1() -> bool {
-        USR1.swap(false, Ordering::Relaxed)
-    }
-
-    /// Whether SIGINT or SIGTERM arrived.
-    pub fn stopping() -> bool {
-        STOP.load(Ordering::Relaxed)
-    }
-}
+pub use epoll::Epoll;
 
 /// The real clock: CLOCK_MONOTONIC, and the calling thread's CPU time as
 /// the cycle counter of M4.

@@ -38,6 +38,11 @@ struct Header {
     head: AtomicU64,
     /// Frames the producer has queued.
     tail: AtomicU64,
+    /// Bytes on the wire of the frames the producer has queued, and of
+    /// those the consumer has finished with (SRP's buffering check counts
+    /// bytes).
+    tail_bytes: AtomicU64,
+    head_bytes: AtomicU64,
     /// The consumer is (about to be) blocked on its eventfd.
     sleeping: AtomicU32,
     /// Kick the producer once the queue holds at most this many frames.
@@ -271,6 +276,13 @@ impl StageQueue {
         h.tail.load(SeqCst).saturating_sub(h.head.load(SeqCst)) as u32
     }
 
+    /// Bytes (frames' lengths on the wire) queued now.
+    pub fn queued_bytes(&self) -> u64 {
+        let h = self.header();
+        let head = h.head_bytes.load(SeqCst);
+        h.tail_bytes.load(SeqCst).saturating_sub(head)
+    }
+
     /// Frames queued since the queue was made.
     pub fn pushed(&self) -> u64 {
         self.header().tail.load(SeqCst)
@@ -302,6 +314,7 @@ impl StageQueue {
             p.add(16).cast::<u64>().write(ts_ns);
             std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(SLOT_HDR), n);
         }
+        h.tail_bytes.fetch_add(frame.len() as u64, SeqCst);
         h.tail.store(tail + 1, SeqCst);
         if h.sleeping.load(SeqCst) != 0 {
             kick(&self.to_consumer);
@@ -381,7 +394,14 @@ impl StageQueue {
     /// the producer if it asked to hear of this level.
     pub fn pop(&self, n: u32) {
         let h = self.header();
-        let n = (n as u64).min(h.tail.load(SeqCst) - h.head.load(SeqCst));
+        let head = h.head.load(SeqCst);
+        let n = (n as u64).min(h.tail.load(SeqCst) - head);
+        let bytes: u64 = (head..head + n)
+            // SAFETY: slots inside [head, tail) were written before `tail`
+            // moved past them; the length is the slot's second word.
+            .map(|pos| unsafe { self.slot_ptr(pos).add(4).cast::<u32>().read() } as u64)
+            .sum();
+        h.head_bytes.fetch_add(bytes, SeqCst);
         h.head.fetch_add(n, SeqCst);
         let want = h.drained_at.load(SeqCst);
         if want != NO_KICK && self.len() <= want && self.take_kick_request(want) {
@@ -429,68 +449,6 @@ impl Drop for StageQueue {
     }
 }
 
-/// A process of ours that consumes a stage queue (the screening process,
-/// an SRP consumer): `exe` run with the queue's descriptors inherited and
-/// `--stage` naming them; it dies with the thread that started it.
-pub struct StageProcess {
-    child: std::process::Child,
-}
-
-impl StageProcess {
-    /// Starts `exe ARGS --stage FDS` consuming `q`.
-    pub fn spawn(exe: &std::path::Path, args: &[String], q: &StageQueue) -> SysResult<Self> {
-        use std::os::unix::process::CommandExt;
-        let fds = q.fds();
-        let mut cmd = std::process::Command::new(exe);
-        cmd.args(args).args(["--stage", &fds.to_arg()]);
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null());
-        let keep = fds.all();
-        // SAFETY: between fork and exec the closure calls only fcntl and
-        // prctl, which are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                for fd in keep {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(|e| SysError {
-            what: format!("{} {}", exe.display(), args.first().map_or("", |a| a)),
-            syscall: "execve",
-            source: e,
-        })?;
-        Ok(StageProcess { child })
-    }
-
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Tells the process to finish what is queued and waits for it (up to
-    /// `grace`, then kills it). Returns its exit status if it exited by itself.
-    pub fn stop(mut self, q: &StageQueue, grace: std::time::Duration) -> Option<i32> {
-        q.stop();
-        let t0 = std::time::Instant::now();
-        while t0.elapsed() < grace {
-            if let Ok(Some(st)) = self.child.try_wait() {
-                return st.code();
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        None
-    }
-}
-
 fn new_eventfd(name: &str) -> SysResult<OwnedFd> {
     eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK).map_err(|e| err(name, "eventfd", e))
 }
@@ -512,77 +470,8 @@ fn readable(fd: BorrowedFd<'_>) -> bool {
         .unwrap_or(false)
 }
 
+mod process;
+pub use process::StageProcess;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_go_through_in_order_and_the_queue_bounds_them() {
-        let q = StageQueue::create("t", 4, 2).unwrap();
-        for i in 0..4u8 {
-            assert!(q.push(&[i; 100], 60, i as u32, 7));
-        }
-        assert!(!q.push(&[9; 10], 60, 0, 0));
-        assert_eq!(q.len(), 4);
-        let s = q.peek_at(1).unwrap();
-        assert_eq!((s.data.len(), s.orig_len, s.port, s.ts_ns), (60, 100, 1, 7));
-        assert!(s.data.iter().all(|b| *b == 1));
-        q.pop(2);
-        assert_eq!(q.peek().unwrap().port, 2);
-        assert!(q.push(&[4; 10], 60, 4, 0) && q.push(&[5; 10], 60, 5, 0));
-        let ports: Vec<u32> = (0..4).map(|k| q.peek_at(k).unwrap().port).collect();
-        assert_eq!(ports, vec![2, 3, 4, 5]);
-        assert!(q.peek_at(4).is_none());
-        q.count(1, 3);
-        assert_eq!(q.counter(1), 3);
-    }
-
-    #[test]
-    fn the_producer_is_kicked_once_drained_to_its_level() {
-        let q = StageQueue::create("t", 8, 0).unwrap();
-        for _ in 0..8 {
-            assert!(q.push(&[1; 64], 64, 0, 0));
-        }
-        q.kick_when_drained_to(2);
-        assert!(!q.producer_kicked());
-        q.pop(5);
-        assert!(!q.producer_kicked(), "3 queued is above 2");
-        q.pop(1);
-        assert!(q.producer_kicked());
-        assert!(q.take_producer_kick());
-        q.pop(2);
-        assert!(!q.producer_kicked(), "one kick per request");
-        // Already drained when asked: kicked at once.
-        q.kick_when_drained_to(0);
-        assert!(q.take_producer_kick());
-    }
-
-    #[test]
-    fn a_process_attaches_by_descriptor_and_sees_the_same_frames() {
-        let q = StageQueue::create("t", 4, 3).unwrap();
-        assert!(q.push(b"hello", 64, 1, 0));
-        let fds = q.fds();
-        // Duplicates stand in for the descriptors a child inherits.
-        let dup = |fd: RawFd| unsafe { libc::dup(fd) };
-        let other = StageFds {
-            region: dup(fds.region),
-            to_consumer: dup(fds.to_consumer),
-            to_producer: dup(fds.to_producer),
-        };
-        assert_eq!(StageFds::parse(&other.to_arg()).unwrap().all(), other.all());
-        // SAFETY: fresh duplicates, owned by nobody else.
-        let c = unsafe { StageQueue::attach(other) }.unwrap();
-        assert_eq!(c.peek().unwrap().data, b"hello");
-        c.count(2, 5);
-        c.pop(1);
-        assert_eq!(q.len(), 0);
-        assert_eq!(q.counter(2), 5);
-        let t = std::thread::spawn(move || {
-            c.wait_for_work(5_000).unwrap();
-            c.peek().map(|s| s.data.to_vec())
-        });
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert!(q.push(b"wake", 64, 0, 0));
-        assert_eq!(t.join().unwrap().as_deref(), Some(&b"wake"[..]));
-    }
-}
+mod tests;

@@ -1,0 +1,326 @@
+//! `rxsched capture`: the packet monitor of Mogul & Ramakrishnan §8 on real
+//! frames. A polling thread (the core's [`PollLoop`], as in the router)
+//! takes frames off the interface, an optional rule set picks them, and
+//! they go onto a bounded packet-filter queue that a writer thread drains
+//! into a pcap file. With feedback (M3 in the monitor's form) input stops
+//! while fewer than `min_free` slots are free, so the writer gets the CPU
+//! under overload, and starts again when the writer has drained the queue
+//! to `resume_at` (it kicks the polling thread awake) or, at the latest,
+//! when a timeout expires. Without `resume_at` only the timeout ends an
+//! inhibit, as in Mogul & Ramakrishnan's monitor (§8.2).
+//!
+//! Every frame taken off the ring is written, dropped at the packet-filter
+//! queue (`filter_queue`), refused by the filter (counted by rule), or in
+//! flight; the ring's own drops are read back from the kernel.
+
+mod writer;
+
+use crate::backend::{RxBackend, Wait};
+use crate::rules::{Action, Flow, Rules};
+use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
+use crate::stage::StageQueue;
+use crate::sys::{self, SysError, SysResult};
+use rxsched_core::{Clock, DropPoint, InhibitCause, Nanos, PollLoop, QueueFeedback};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+use writer::{create, spawn_writer};
+
+/// A monitor's configuration.
+#[derive(Debug, Clone)]
+pub struct CaptureConfig {
+    /// Backend, quota, M4, CPU (both threads), duration, live counters.
+    pub run: RunConfig,
+    /// The interface watched.
+    pub iface: String,
+    /// The pcap file (`/dev/null` works).
+    pub out: PathBuf,
+    /// Bytes of each frame kept (like tcpdump's `-s`).
+    pub snaplen: u32,
+    /// Frames the rules deny are not captured.
+    pub filter: Option<Rules>,
+    /// The packet-filter queue's length.
+    pub queue: usize,
+    /// M3: inhibit input while fewer than this many slots are free; `None`: off.
+    pub min_free: Option<u32>,
+    /// M3: the inhibit ends when the writer has drained the queue to this
+    /// many frames; `None`: only by the timeout (the paper's form).
+    pub resume_at: Option<u32>,
+    /// M3: an inhibit ends after this long at the latest.
+    pub timeout_ns: u64,
+}
+
+/// What a capture did, printed as JSON at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaptureReport {
+    /// The file written.
+    pub file: String,
+    /// Seconds it ran.
+    pub duration_s: f64,
+    /// Frames that reached the interface's ring: taken off it or dropped there.
+    pub arrived: u64,
+    /// Frames taken off the ring.
+    pub rx: u64,
+    /// Frames written to the file.
+    pub written: u64,
+    /// Bytes of frame data written (after the snap length).
+    pub bytes_written: u64,
+    /// Drops by point: `nic_rx_ring`, `xsk_rx_ring`, `filter_queue`.
+    pub drops: BTreeMap<DropPoint, u64>,
+    /// Frames the filter refused, by the rule that refused them.
+    pub filtered: BTreeMap<String, u64>,
+    /// Frames neither written nor dropped when it stopped.
+    pub in_flight: u64,
+    /// Input-inhibit episodes by cause.
+    pub inhibits: BTreeMap<InhibitCause, u64>,
+    /// Interrupt/poll mode switches.
+    pub mode_switches: u64,
+    /// CPU time of the polling thread, in seconds.
+    pub cpu_s: f64,
+    /// Why the capture ended early, if it did (the interface disappeared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+}
+
+/// Writer counter: frames written.
+pub(crate) const WRITTEN: usize = 0;
+/// Writer counter: bytes of frame data written.
+pub(crate) const BYTES: usize = 1;
+
+/// The monitor's stage: the filter, then the packet-filter queue.
+pub struct CaptureStage {
+    queue: Arc<StageQueue>,
+    filter: Option<Rules>,
+    filtered: BTreeMap<String, u64>,
+    snaplen: usize,
+    queue_drops: u64,
+    feedback: bool,
+}
+
+impl App for CaptureStage {
+    fn frame(&mut self, _port: usize, f: &[u8], _lp: &mut PollLoop, _now: Nanos) {
+        if let Some(rules) = &self.filter {
+            let (action, by) = rules.verdict(&Flow::of_frame(f));
+            if action == Action::Deny {
+                *self.filtered.entry(rules.label(by)).or_default() += 1;
+                return;
+            }
+        }
+        let ts = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        if !self.queue.push(f, self.snaplen, 0, ts) {
+            self.queue_drops += 1;
+        }
+    }
+
+    fn watched(&self) -> Option<&StageQueue> {
+        self.feedback.then_some(&*self.queue)
+    }
+}
+
+/// The monitor over a receive backend `R`, clock `C` and way of waiting
+/// `W`: its polling thread and its writer thread.
+pub struct Capture<R, C, W> {
+    poll: Poller<R, C, W, CaptureStage>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
+    /// A monitor reading `rx` and writing pcap to `out` from a writer
+    /// thread (pinned to `cfg.cpu`, normal priority).
+    pub fn new(
+        rx: R,
+        out: impl Write + Send + 'static,
+        cfg: &CaptureConfig,
+        clock: C,
+        wait: W,
+    ) -> SysResult<Self> {
+        let mut fac = cfg.run.facility();
+        let cap = cfg.queue.clamp(1, 1 << 20) as u32;
+        if let Some(free) = cfg.min_free {
+            let mut fb = QueueFeedback::min_free(cap, free, cfg.timeout_ns);
+            if let Some(low) = cfg.resume_at {
+                fb = fb.resume_at_len(low);
+            }
+            fac = fac.with_feedback(fb);
+        }
+        let queue = Arc::new(StageQueue::create("rxsched-capture", cap, 2)?);
+        let writer = spawn_writer(queue.clone(), out, cfg)?;
+        let stage = CaptureStage {
+            queue,
+            filter: cfg.filter.clone(),
+            filtered: BTreeMap::new(),
+            snaplen: cfg.snaplen.max(1) as usize,
+            queue_drops: 0,
+            feedback: cfg.min_free.is_some(),
+        };
+        let poll = cfg.run.poller(vec![rx], fac, stage, clock, wait)?;
+        Ok(Capture {
+            poll,
+            writer: Some(writer),
+        })
+    }
+
+    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
+    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
+        self.poll = self.poll.with_gate(gate)?;
+        Ok(self)
+    }
+
+    /// Watches the interface's link: reported when it goes down or comes
+    /// back, and the capture ends (with its file complete) if it disappears.
+    pub fn with_links(mut self, links: crate::links::LinkWatch) -> Self {
+        self.poll = self.poll.with_links(links);
+        self
+    }
+
+    /// Frames written so far.
+    pub fn written(&self) -> u64 {
+        self.poll.app.queue.counter(WRITTEN)
+    }
+
+    /// Frames taken off the ring so far.
+    pub fn taken(&self) -> u64 {
+        self.poll.taken
+    }
+
+    /// Frames dropped at the packet-filter queue so far.
+    pub fn queue_drops(&self) -> u64 {
+        self.poll.app.queue_drops
+    }
+
+    /// Input-inhibit episodes so far.
+    pub fn inhibits(&self) -> u64 {
+        self.poll.inhibits()
+    }
+
+    /// Carries out one unit of work, or sleeps once (until input, the end
+    /// of an inhibit, or `deadline`). Returns true if it slept.
+    pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
+        self.poll.turn(deadline)
+    }
+
+    /// Runs until `cfg.duration_s` has passed or a stop signal arrives,
+    /// then lets the writer finish the file and reports.
+    pub fn run(mut self, cfg: &CaptureConfig) -> SysResult<CaptureReport> {
+        let mut prev = (0u64, 0u64, self.poll.clock.now());
+        let writer = self.writer.take();
+        // A writer that stopped early (a write error) ends the run;
+        // `finish` reports its error.
+        let gone = || writer.as_ref().is_some_and(|w| w.is_finished());
+        let (duration_s, cpu_s) = self.poll.run_for(
+            cfg.run.duration_s,
+            cfg.run.stats_every_s,
+            &mut |p, now| eprintln!("{}", live_line(p, &mut prev, now)),
+            &|_| gone(),
+        )?;
+        self.writer = writer;
+        self.finish(cfg, duration_s, cpu_s)
+    }
+
+    /// Closes the queue, waits for the writer to drain it and flush the
+    /// file, and reports.
+    pub fn finish(
+        mut self,
+        cfg: &CaptureConfig,
+        duration_s: f64,
+        cpu_s: f64,
+    ) -> SysResult<CaptureReport> {
+        let written_ok = {
+            let queue = &self.poll.app.queue;
+            queue.stop();
+            match self.writer.take() {
+                Some(h) => h.join().unwrap_or_else(|_| {
+                    Err(std::io::Error::other("the pcap writer thread panicked"))
+                }),
+                None => Ok(()),
+            }
+        };
+        written_ok.map_err(|e| SysError {
+            what: cfg.out.display().to_string(),
+            syscall: "write",
+            source: e,
+        })?;
+        let written = self.written();
+        let p = &mut self.poll;
+        let (ring, sock) = p.ring_drops()?;
+        let mut drops = BTreeMap::new();
+        drops.insert(DropPoint::NicRxRing, ring);
+        if sock > 0 {
+            drops.insert(DropPoint::XskRxRing, sock);
+        }
+        drops.insert(DropPoint::FilterQueue, p.app.queue_drops);
+        let inhibits = p.lp.inhibits().into_iter().collect();
+        Ok(CaptureReport {
+            file: cfg.out.display().to_string(),
+            duration_s,
+            arrived: p.taken + ring + sock,
+            rx: p.taken,
+            written,
+            bytes_written: p.app.queue.counter(BYTES),
+            drops,
+            filtered: std::mem::take(&mut p.app.filtered),
+            in_flight: p.app.queue.len() as u64,
+            inhibits,
+            mode_switches: p.lp.mode_switches(),
+            cpu_s,
+            fault: p.fault().map(str::to_string),
+        })
+    }
+}
+
+fn live_line<R, C, W>(
+    p: &Poller<R, C, W, CaptureStage>,
+    prev: &mut (u64, u64, u64),
+    now: u64,
+) -> String
+where
+    R: RxBackend,
+    C: Clock,
+    W: Wait,
+{
+    let (rx, w) = (p.taken, p.app.queue.counter(WRITTEN));
+    let dt = now.saturating_sub(prev.2).max(1) as f64 / 1e9;
+    let line = format!(
+        "capture: rx {:.0}/s written {:.0}/s; drops filter_queue {}; filtered {}; inhibits {}",
+        (rx - prev.0) as f64 / dt,
+        (w - prev.1) as f64 / dt,
+        p.app.queue_drops,
+        p.app.filtered.values().sum::<u64>(),
+        p.inhibits(),
+    );
+    *prev = (rx, w, now);
+    line
+}
+
+/// Runs the monitor on a real interface until its duration is over, a
+/// stop signal arrives or the interface disappears.
+pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
+    let out = create(&cfg.out)?;
+    let cfg = &CaptureConfig {
+        run: cfg.run.launch()?,
+        ..cfg.clone()
+    };
+    let ifaces = std::slice::from_ref(&cfg.iface);
+    let (mut ports, gate, prio) = {
+        let o = cfg.run.backend.open(ifaces, Servicing::Polling)?;
+        (o.ports, o.gate, o.thread_prio)
+    };
+    let rx = ports.remove(0).rx;
+    let links = crate::links::LinkWatch::new("capture", ifaces, sys::mono_ns())?;
+    let wait = crate::backend::packet::EpollWait::new()?;
+    // The writer thread starts in `new`, before this thread's priority.
+    let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?
+        .with_gate(gate)?
+        .with_links(links);
+    crate::runtime::take_priority(prio)?;
+    cap.run(cfg)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,338 @@
+//! The lab: three network namespaces joined by veth pairs, in the
+//! benchmarking range 198.18.0.0/15 (RFC 2544) only.
+//!
+//! ```text
+//!  rxs-gen [g0] 198.18.0.1/24 ─── 198.18.0.2/24 [d0] rxs-dut [d1] 198.19.0.2/24 ─── 198.19.0.1/24 [s0] rxs-sink
+//! ```
+//!
+//! Every veth end has threaded NAPI: its receive work runs in a kernel
+//! thread (`napi/d0-N`, ...) that the lab pins, `d0` and `d1`'s to the DUT
+//! CPU and `g0` and `s0`'s to the generator CPU. (Without it veth does a
+//! frame's receive work on the *sender's* CPU, and a DUT that borrows the
+//! generator's CPU measures nothing.) GRO is on for every end, which keeps
+//! each veth's NAPI instance, and so its thread, whether or not an XDP
+//! program is attached. A frame beyond a veth's receive ring is dropped
+//! before the receiving side spends anything on it, as on a NIC.
+//!
+//! The sink's receive thread runs at real-time priority [`SINK_NAPI_PRIO`],
+//! above the generator, so that the sink keeps up with what the DUT sends.
+
+mod build;
+mod status;
+
+pub use status::{cpu_net, CpuNet};
+
+use crate::wire::Mac;
+use std::process::Command;
+
+/// The three hosts of the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The traffic generator.
+    Gen,
+    /// The device under test.
+    Dut,
+    /// The sink.
+    Sink,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 3] = [Role::Gen, Role::Dut, Role::Sink];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Role::Gen => "gen",
+            Role::Dut => "dut",
+            Role::Sink => "sink",
+        }
+    }
+}
+
+/// The lab `rxsched lab` manages: namespaces `rxs-gen`, `rxs-dut`, `rxs-sink`.
+pub const STANDARD: &str = "rxs";
+/// The CPU the generator and sink run on.
+pub const GEN_CPU: usize = 0;
+/// The CPU the DUT runs on.
+pub const DUT_CPU: usize = 1;
+
+/// One end of a lab link.
+#[derive(Debug, Clone, Copy)]
+pub struct End {
+    /// Which host.
+    pub role: Role,
+    /// Interface.
+    pub iface: &'static str,
+    /// Fixed, locally administered MAC, so no ARP is needed.
+    pub mac: Mac,
+    /// Address.
+    pub ip: [u8; 4],
+}
+
+/// The generator's interface.
+pub const G0: End = End {
+    role: Role::Gen,
+    iface: "g0",
+    mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x01]),
+    ip: [198, 18, 0, 1],
+};
+/// The DUT's input interface.
+pub const D0: End = End {
+    role: Role::Dut,
+    iface: "d0",
+    mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x02]),
+    ip: [198, 18, 0, 2],
+};
+/// The DUT's output interface.
+pub const D1: End = End {
+    role: Role::Dut,
+    iface: "d1",
+    mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x02]),
+    ip: [198, 19, 0, 2],
+};
+/// The sink's interface.
+pub const S0: End = End {
+    role: Role::Sink,
+    iface: "s0",
+    mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x01]),
+    ip: [198, 19, 0, 1],
+};
+
+/// The user-space router's own address on the generator link. The generator
+/// sends to it, not to `d0`'s kernel address, so the DUT kernel drops each
+/// frame at once as "for another host" after the packet socket has its copy,
+/// instead of running IP input on it.
+pub const ROUTER_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 0, 0xf2]);
+/// The address the DUT forwards to on the sink link, for the same reason:
+/// the sink's packet socket sees every frame and its kernel drops them early
+/// (rather than answering each UDP probe with an ICMP error).
+pub const SINK_TAP_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 1, 0xf1]);
+
+/// Receive-interrupt moderation on the DUT's devices, as a NIC's
+/// `rx-usecs`: after a NAPI poll that found work, the device's interrupt
+/// stays masked and NAPI polls again after [`DUT_COALESCE_NS`], up to this
+/// many times, before it waits for an interrupt again. Without it every
+/// frame at low load costs a cross-CPU wake-up of the receive thread, which
+/// in this VM takes about as much CPU as forwarding the frame.
+pub const DUT_DEFER_IRQS: u32 = 2;
+/// See [`DUT_DEFER_IRQS`]: 50 µs, a common NIC coalescing time.
+pub const DUT_COALESCE_NS: u64 = 50_000;
+
+/// The real-time priority of the sink's receive thread: above the XDP
+/// generator's (10) on the shared CPU.
+pub const SINK_NAPI_PRIO: i32 = 60;
+
+/// Socket send buffers large enough that the packet engine's generator is
+/// not throttled by the receiver's back-pressure (REAL.md, "Sender
+/// back-pressure").
+const WMEM: u64 = 16 * 1024 * 1024;
+
+/// A lab step that failed: the command and what it said.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// Not root.
+    #[error("the lab needs root (CAP_NET_ADMIN): run it with sudo")]
+    NotRoot,
+    /// A command failed.
+    #[error("`{cmd}` failed: {msg}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// Its error output.
+        msg: String,
+    },
+}
+
+fn ip4(a: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+/// Runs a command; returns its standard output.
+pub fn run(prog: &str, args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Command {
+            cmd: format!("{prog} {}", args.join(" ")),
+            msg: e.to_string(),
+        })?;
+    if !out.status.success() {
+        return Err(LabError::Command {
+            cmd: format!("{prog} {}", args.join(" ")),
+            msg: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs `ip netns exec NS prog args...`.
+pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<String, LabError> {
+    let mut a = vec!["netns", "exec", ns, prog];
+    a.extend_from_slice(args);
+    run("ip", &a)
+}
+
+/// A lab: three namespaces named `<prefix>-gen`, `<prefix>-dut`, `<prefix>-sink`.
+#[derive(Debug, Clone)]
+pub struct Lab {
+    prefix: String,
+}
+
+impl Lab {
+    /// The lab with namespaces `<prefix>-gen`, `-dut`, `-sink`.
+    pub fn new(prefix: &str) -> Lab {
+        Lab {
+            prefix: prefix.to_string(),
+        }
+    }
+
+    /// The lab `rxsched lab` manages.
+    pub fn standard() -> Lab {
+        Lab::new(STANDARD)
+    }
+
+    /// The namespace of a role.
+    pub fn ns(&self, r: Role) -> String {
+        format!("{}-{}", self.prefix, r.suffix())
+    }
+
+    fn state_file(&self) -> String {
+        format!("/run/rxsched-lab-{}.state", self.prefix)
+    }
+
+    /// Runs a command in a role's namespace.
+    pub fn exec(&self, r: Role, prog: &str, args: &[&str]) -> Result<String, LabError> {
+        in_ns(&self.ns(r), prog, args)
+    }
+
+    /// The lab's namespaces that exist now.
+    pub fn existing(&self) -> Vec<String> {
+        let mine: Vec<String> = Role::ALL.iter().map(|r| self.ns(*r)).collect();
+        run("ip", &["netns", "list"])
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| mine.iter().any(|m| m == n))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether the whole lab is up: every namespace, link and address.
+    pub fn is_up(&self) -> bool {
+        self.existing().len() == Role::ALL.len() && self.problems().is_empty()
+    }
+
+    fn write_sysfs(&self, r: Role, path: &str, value: &str) -> Result<(), LabError> {
+        self.exec(r, "sh", &["-c", &format!("echo {value} > {path}")])
+            .map(|_| ())
+    }
+
+    /// Builds the lab (after clearing any leftovers of an earlier one).
+    pub fn up(&self) -> Result<(), LabError> {
+        if !crate::sys::is_root() {
+            return Err(LabError::NotRoot);
+        }
+        self.down()?;
+        self.make_namespaces()?;
+        self.make_links()?;
+        self.address()?;
+        // The DUT kernel forwards only when a benchmark asks for it.
+        self.set_kernel_forwarding(false)?;
+        self.thread_receive_work()?;
+        self.raise_send_buffers()?;
+        self.wait_links_up()
+    }
+
+    /// Runs `f` in a thread inside `role`'s network namespace.
+    pub fn in_netns<T: Send>(
+        &self,
+        role: Role,
+        f: impl FnOnce() -> crate::sys::SysResult<T> + Send,
+    ) -> Result<T, LabError> {
+        let ns = self.ns(role);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                crate::sys::enter_netns(&ns)?;
+                f()
+            })
+            .join()
+            .expect("a lab thread does not panic")
+        })
+        .map_err(|e| LabError::Command {
+            cmd: format!("in namespace {ns}"),
+            msg: e.to_string(),
+        })
+    }
+
+    /// Puts the DUT's receive threads (`d0`'s and `d1`'s) back at the
+    /// default priority, as `lab up` left them; a router that was killed
+    /// may have left them otherwise.
+    pub fn reset_dut_receive(&self) -> Result<(), LabError> {
+        for e in [D0, D1] {
+            self.in_netns(e.role, || {
+                for tid in crate::napi::thread_ids(e.iface)? {
+                    crate::napi::set_sched(tid, crate::napi::Sched::Normal)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Turns the DUT kernel's own IPv4 forwarding on or off.
+    pub fn set_kernel_forwarding(&self, on: bool) -> Result<(), LabError> {
+        self.exec(
+            Role::Dut,
+            "sysctl",
+            &["-q", "-w", &format!("net.ipv4.ip_forward={}", on as u8)],
+        )
+        .map(|_| ())
+    }
+
+    /// Removes everything the lab made; harmless when nothing is there.
+    pub fn down(&self) -> Result<(), LabError> {
+        if !crate::sys::is_root() {
+            return Err(LabError::NotRoot);
+        }
+        let ex = self.existing();
+        // The links go first: a process still running in a namespace keeps
+        // it (and its devices) alive after `ip netns del`, and a router there
+        // stops only when its devices vanish. Deleting one end of a veth
+        // pair deletes both.
+        for e in [G0, D1] {
+            if ex.contains(&self.ns(e.role)) {
+                let _ = self.exec(e.role, "ip", &["link", "del", e.iface]);
+            }
+        }
+        for ns in ex {
+            run("ip", &["netns", "del", &ns])?;
+        }
+        // The benchmarks' CPU groups.
+        crate::cgroup::remove_ours();
+        let state = self.state_file();
+        if let Ok(saved) = std::fs::read_to_string(&state) {
+            for line in saved.lines() {
+                if let Some((k, v)) = line.split_once('=') {
+                    sysctl_set(k, v)?;
+                }
+            }
+            let _ = std::fs::remove_file(&state);
+        }
+        Ok(())
+    }
+}
+
+fn sysctl_get(key: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/")))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn sysctl_set(key: &str, v: &str) -> Result<(), LabError> {
+    std::fs::write(format!("/proc/sys/{}", key.replace('.', "/")), v).map_err(|e| {
+        LabError::Command {
+            cmd: format!("sysctl {key}={v}"),
+            msg: e.to_string(),
+        }
+    })
+}

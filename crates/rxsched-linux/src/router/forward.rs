@@ -1,0 +1,331 @@
+//! The forwarding path every mode shares: the routing table, the check and
+//! rewrite of a frame (TTL, MACs, incremental checksum), why a frame is
+//! refused, and the output queues.
+
+use super::Counters;
+use crate::backend::TxBackend;
+use crate::stage::StageQueue;
+use crate::sys::{self, SysResult};
+use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4};
+use ipnet::Ipv4Net;
+use rxsched_core::DropPoint;
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// One route: a prefix, the port out, and the next hop's MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The destination network.
+    pub net: Ipv4Net,
+    /// Index of the output port.
+    pub port: usize,
+    /// The neighbour's MAC (static neighbour table).
+    pub next_hop: Mac,
+}
+
+impl Route {
+    /// Parses `198.19.0.0/24=d1@02:72:78:00:01:01`, resolving the interface
+    /// among `ports`. A bare address is a /32.
+    pub fn parse(s: &str, ports: &[String]) -> Result<Route, String> {
+        let (net, rest) = s.split_once('=').ok_or("expected PREFIX/LEN=IFACE@MAC")?;
+        let (iface, mac) = rest
+            .split_once('@')
+            .ok_or("expected PREFIX/LEN=IFACE@MAC")?;
+        let net: Ipv4Net = if net.contains('/') {
+            net.parse()
+                .map_err(|_| format!("{net:?} is not an IPv4 prefix"))?
+        } else {
+            let a: Ipv4Addr = net
+                .parse()
+                .map_err(|_| format!("{net:?} is not an IPv4 address"))?;
+            Ipv4Net::from(a)
+        };
+        let port = ports
+            .iter()
+            .position(|p| p == iface)
+            .ok_or(format!("{iface:?} is not one of the router's interfaces"))?;
+        let next_hop = Mac::parse(mac).ok_or(format!("{mac:?} is not a MAC address"))?;
+        Ok(Route {
+            net: net.trunc(),
+            port,
+            next_hop,
+        })
+    }
+
+    fn matches(&self, ip: [u8; 4]) -> bool {
+        self.net.contains(&Ipv4Addr::from(ip))
+    }
+}
+
+/// Why the forwarding path refused a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// A malformed frame.
+    Malformed(Malformed),
+    /// No route to the destination.
+    NoRoute,
+}
+
+impl Refused {
+    /// The drop point it is counted at.
+    pub fn drop_point(self) -> DropPoint {
+        match self {
+            Refused::Malformed(m) => m.drop_point(),
+            Refused::NoRoute => DropPoint::NoRoute,
+        }
+    }
+}
+
+/// The forwarding decision and rewrite, shared by both modes: check the
+/// frame, find the route, rewrite both MACs, decrement the TTL with an
+/// incremental checksum update. Returns the output port.
+pub fn forward_in_place(
+    frame: &mut [u8],
+    routes: &[Route],
+    port_macs: &[Mac],
+) -> Result<usize, Refused> {
+    let mut eth = EthernetFrame::new_checked(&mut *frame).map_err(Refused::Malformed)?;
+    if eth.ethertype() != ETHERTYPE_IPV4 {
+        return Err(Refused::Malformed(Malformed::NotIpv4));
+    }
+    let route = {
+        let ip = Ipv4Packet::new_checked(eth.payload()).map_err(Refused::Malformed)?;
+        if !ip.verify_checksum() {
+            return Err(Refused::Malformed(Malformed::BadChecksum));
+        }
+        if ip.ttl() <= 1 {
+            return Err(Refused::Malformed(Malformed::TtlExpired));
+        }
+        let dst = ip.dst();
+        routes
+            .iter()
+            .filter(|r| r.matches(dst))
+            .max_by_key(|r| r.net.prefix_len())
+            .copied()
+            .ok_or(Refused::NoRoute)?
+    };
+    eth.set_dst(route.next_hop);
+    eth.set_src(port_macs[route.port]);
+    let mut ip = Ipv4Packet::new_checked(eth.payload_mut()).map_err(Refused::Malformed)?;
+    ip.decrement_ttl();
+    Ok(route.port)
+}
+
+/// Frames waiting to be sent on one port.
+#[derive(Debug, Default)]
+pub struct OutQueue {
+    frames: VecDeque<Vec<u8>>,
+    spare: Vec<Vec<u8>>,
+}
+
+impl OutQueue {
+    /// Queues a copy of `frame`; false (and counted) if `cap` frames wait.
+    pub fn push(&mut self, frame: &[u8], cap: usize, c: &Counters) -> bool {
+        if self.frames.len() >= cap {
+            c.output_queue.fetch_add(1, Relaxed);
+            return false;
+        }
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(frame);
+        self.frames.push_back(b);
+        true
+    }
+
+    /// Frames waiting.
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Sends up to `max` frames in batches; returns how many left. Stops
+    /// early when the device takes fewer than offered (it is full).
+    pub fn flush(&mut self, tx: &mut impl TxBackend, max: usize, c: &Counters) -> SysResult<usize> {
+        let mut sent = 0;
+        while sent < max && !self.frames.is_empty() {
+            let n = self.frames.len().min(max - sent).min(64);
+            let (a, b) = self.frames.as_slices();
+            let frames: Vec<&[u8]> = a
+                .iter()
+                .chain(b.iter())
+                .take(n)
+                .map(|v| v.as_slice())
+                .collect();
+            let k = match tx.send(&frames) {
+                Ok(k) => k,
+                // The port is down or gone: what waits for it is lost
+                // there (the link watch reports the port).
+                Err(e) if sys::is_link_error(&e.source) => {
+                    let lost = self.frames.len();
+                    self.spare.extend(self.frames.drain(..));
+                    c.port_down.fetch_add(lost as u64, Relaxed);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            for _ in 0..k {
+                if let Some(f) = self.frames.pop_front() {
+                    self.spare.push(f);
+                }
+            }
+            sent += k;
+            c.forwarded.fetch_add(k as u64, Relaxed);
+            if k < n {
+                break; // the device queue is full: try again later
+            }
+        }
+        Ok(sent)
+    }
+}
+
+/// Where a routed frame goes next.
+pub enum Onward<'a> {
+    /// Onto its output port's queue, which holds `cap` frames.
+    Out {
+        /// Every port's queue.
+        outq: &'a mut [OutQueue],
+        /// Their limit.
+        cap: usize,
+    },
+    /// To the screening process, which sends it if its rules accept it.
+    Screen(&'a StageQueue),
+}
+
+/// Checks a frame, routes it and rewrites it in `buf` (a copy), then hands
+/// it on (see [`Onward`]) or counts why not. Returns the output port if the
+/// frame went onto an output queue.
+pub fn forward_one(
+    frame: &[u8],
+    buf: &mut [u8],
+    routes: &[Route],
+    macs: &[Mac],
+    onward: Onward<'_>,
+    c: &Counters,
+) -> Option<usize> {
+    let n = frame.len().min(buf.len());
+    let b = &mut buf[..n];
+    b.copy_from_slice(&frame[..n]);
+    match (forward_in_place(b, routes, macs), onward) {
+        (Ok(out), Onward::Out { outq, cap }) => outq[out].push(b, cap, c).then_some(out),
+        (Ok(out), Onward::Screen(q)) => {
+            if !q.push(b, usize::MAX, out as u32, 0) {
+                c.screen_queue.fetch_add(1, Relaxed);
+            }
+            None
+        }
+        (Err(r), _) => {
+            c.refuse(r);
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+    use crate::wire::build_udp_frame;
+
+    fn table() -> (Vec<Route>, Vec<Mac>) {
+        let ports = vec!["d0".to_string(), "d1".to_string()];
+        let r = vec![
+            Route::parse("198.19.0.0/24=d1@02:00:00:00:01:01", &ports).unwrap(),
+            Route::parse("198.18.0.0/24=d0@02:00:00:00:00:01", &ports).unwrap(),
+        ];
+        (r, vec![Mac([2, 0, 0, 0, 0, 2]), Mac([2, 0, 0, 0, 1, 2])])
+    }
+
+    fn frame(ttl: u8, dst: [u8; 4]) -> Vec<u8> {
+        let mut b = vec![0u8; 128];
+        let n = build_udp_frame(
+            &mut b,
+            64,
+            Mac([2; 6]),
+            Mac([2, 0, 0, 0, 0, 2]),
+            [198, 18, 0, 1],
+            dst,
+            (1, 2),
+            0,
+            0,
+        );
+        b.truncate(n);
+        b[ETH_TTL] = ttl;
+        let mut ip = Ipv4Packet::new_checked(&mut b[14..]).unwrap();
+        ip.fill_checksum();
+        b
+    }
+
+    const ETH_TTL: usize = 14 + 8;
+
+    #[test]
+    fn forwards_and_rewrites() {
+        let (r, macs) = table();
+        let mut f = frame(64, [198, 19, 0, 1]);
+        assert_eq!(forward_in_place(&mut f, &r, &macs), Ok(1));
+        let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+        assert_eq!(eth.dst(), Mac([2, 0, 0, 0, 1, 1]));
+        assert_eq!(eth.src(), macs[1]);
+        let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+        assert_eq!(ip.ttl(), 63);
+        assert!(ip.verify_checksum());
+    }
+
+    #[test]
+    fn each_malformed_class_has_its_reason() {
+        let (r, macs) = table();
+        let mut short = frame(64, [198, 19, 0, 1]);
+        short.truncate(20);
+        assert_eq!(
+            forward_in_place(&mut short, &r, &macs),
+            Err(Refused::Malformed(Malformed::Truncated))
+        );
+        let mut arp = frame(64, [198, 19, 0, 1]);
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert_eq!(
+            forward_in_place(&mut arp, &r, &macs),
+            Err(Refused::Malformed(Malformed::NotIpv4))
+        );
+        let mut ihl = frame(64, [198, 19, 0, 1]);
+        ihl[14] = 0x44;
+        assert_eq!(
+            forward_in_place(&mut ihl, &r, &macs),
+            Err(Refused::Malformed(Malformed::BadIhl))
+        );
+        let mut sum = frame(64, [198, 19, 0, 1]);
+        sum[14 + 10] ^= 0xff;
+        assert_eq!(
+            forward_in_place(&mut sum, &r, &macs),
+            Err(Refused::Malformed(Malformed::BadChecksum))
+        );
+        let mut ttl = frame(1, [198, 19, 0, 1]);
+        assert_eq!(
+            forward_in_place(&mut ttl, &r, &macs),
+            Err(Refused::Malformed(Malformed::TtlExpired))
+        );
+        let mut far = frame(64, [198, 20, 0, 1]);
+        assert_eq!(forward_in_place(&mut far, &r, &macs), Err(Refused::NoRoute));
+    }
+
+    #[test]
+    fn routes_parse_and_match_longest_prefix() {
+        let ports = vec!["a".to_string(), "b".to_string()];
+        assert!(Route::parse("198.19.0.0/24=c@02:00:00:00:00:01", &ports).is_err());
+        assert!(Route::parse("198.19.0.0/33=a@02:00:00:00:00:01", &ports).is_err());
+        assert!(
+            Route::parse("198.19.0.9=a@02:00:00:00:00:01", &ports)
+                .unwrap()
+                .net
+                .prefix_len()
+                == 32
+        );
+        let wide = Route::parse("198.18.0.0/15=a@02:00:00:00:00:01", &ports).unwrap();
+        let narrow = Route::parse("198.19.0.0/24=b@02:00:00:00:00:02", &ports).unwrap();
+        assert!(wide.matches([198, 19, 0, 9]) && narrow.matches([198, 19, 0, 9]));
+        assert!(!narrow.matches([198, 18, 0, 9]));
+    }
+}

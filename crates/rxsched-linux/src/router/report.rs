@@ -1,0 +1,261 @@
+//! What a router counts while it runs (readable from other threads), the
+//! report it prints at the end, and its live line.
+
+use super::{Mode, Refused, ScreenEnd};
+use crate::screen::ScreenCounts;
+use crate::sys;
+use rxsched_core::{DropPoint, InhibitCause};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters, readable while the router runs (from another thread too).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Frames taken off the rings.
+    pub rx: AtomicU64,
+    /// Frames handed to the output interfaces.
+    pub forwarded: AtomicU64,
+    /// Dropped at the interrupt mode's input queue.
+    pub ipintrq: AtomicU64,
+    /// Dropped because an output queue was full.
+    pub output_queue: AtomicU64,
+    /// Dropped because the screening queue was full.
+    pub screen_queue: AtomicU64,
+    /// Dropped because their output port was down or gone.
+    pub port_down: AtomicU64,
+    /// Refused frames by reason, indexed like [`REASONS`].
+    pub refused: [AtomicU64; 6],
+}
+
+/// Refusal reasons in counter order.
+pub const REASONS: [DropPoint; 6] = [
+    DropPoint::Truncated,
+    DropPoint::NotIpv4,
+    DropPoint::BadIhl,
+    DropPoint::BadChecksum,
+    DropPoint::TtlExpired,
+    DropPoint::NoRoute,
+];
+
+impl Counters {
+    pub(crate) fn refuse(&self, r: Refused) {
+        let p = r.drop_point();
+        let i = REASONS
+            .iter()
+            .position(|n| *n == p)
+            .expect("every refusal has a counter");
+        self.refused[i].fetch_add(1, Relaxed);
+    }
+
+    /// Frames refused, for every reason.
+    pub fn refused_total(&self) -> u64 {
+        self.refused.iter().map(|a| a.load(Relaxed)).sum()
+    }
+
+    /// Frames dropped or refused inside the router (not on the rings).
+    pub fn dropped(&self) -> u64 {
+        self.ipintrq.load(Relaxed)
+            + self.output_queue.load(Relaxed)
+            + self.screen_queue.load(Relaxed)
+            + self.port_down.load(Relaxed)
+            + self.refused_total()
+    }
+}
+
+/// What a router did, printed as JSON at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RouterReport {
+    /// How it scheduled receive work.
+    pub mode: Mode,
+    /// Seconds it ran.
+    pub duration_s: f64,
+    /// Frames taken off the rings.
+    pub rx: u64,
+    /// Frames handed to the output interfaces.
+    pub forwarded: u64,
+    /// Drops by point, refusals by reason among them.
+    pub drops: BTreeMap<DropPoint, u64>,
+    /// Input-inhibit episodes by cause.
+    pub inhibits: BTreeMap<InhibitCause, u64>,
+    /// Interrupt/poll mode switches.
+    pub mode_switches: u64,
+    /// Frames still inside the router when it stopped.
+    pub in_flight: u64,
+    /// CPU time the router's threads used, in seconds.
+    pub cpu_s: f64,
+    /// With M4: the cost charged per wake-up, in ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_cost_ns: Option<u64>,
+    /// Two-level: switches between interrupt and polling service, and
+    /// seconds spent polling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub two_level: Option<TwoLevelReport>,
+    /// With `--screen`: what the screening process did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenReport>,
+    /// Why the run ended early, if it did (a port disappeared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+}
+
+impl RouterReport {
+    /// Frames dropped at `point` (0 if none were).
+    pub fn dropped(&self, point: DropPoint) -> u64 {
+        self.drops.get(&point).copied().unwrap_or(0)
+    }
+
+    /// Frames dropped everywhere.
+    pub fn dropped_total(&self) -> u64 {
+        self.drops.values().sum()
+    }
+}
+
+/// The two-level switch's part of a router's report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TwoLevelReport {
+    /// Switches either way.
+    pub switches: u64,
+    /// Seconds serviced by polling.
+    pub polling_s: f64,
+    /// How the devices were serviced when it stopped.
+    pub service: rxsched_core::Service,
+}
+
+/// The screening stage's part of a router's report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScreenReport {
+    /// The screening process's id.
+    pub pid: u32,
+    /// Its exit status, if it exited by itself when asked to stop.
+    pub exit_code: Option<i32>,
+    /// Frames the router handed to it.
+    pub queued: u64,
+    /// What it did with them.
+    #[serde(flatten)]
+    pub counts: ScreenCounts,
+}
+
+impl RouterReport {
+    /// The report of a run of `mode` from its counters; `ring_drops` is what
+    /// the receive rings dropped.
+    pub fn new(mode: Mode, c: &Counters, ring_drops: u64, in_flight: u64) -> RouterReport {
+        let mut drops = BTreeMap::new();
+        drops.insert(DropPoint::NicRxRing, ring_drops);
+        drops.insert(DropPoint::Ipintrq, c.ipintrq.load(Relaxed));
+        drops.insert(DropPoint::OutputQueue, c.output_queue.load(Relaxed));
+        if c.screen_queue.load(Relaxed) > 0 {
+            drops.insert(DropPoint::ScreenQueue, c.screen_queue.load(Relaxed));
+        }
+        if c.port_down.load(Relaxed) > 0 {
+            drops.insert(DropPoint::PortDown, c.port_down.load(Relaxed));
+        }
+        for (p, n) in REASONS.iter().zip(&c.refused) {
+            drops.insert(*p, n.load(Relaxed));
+        }
+        RouterReport {
+            mode,
+            duration_s: 0.0,
+            rx: c.rx.load(Relaxed),
+            forwarded: c.forwarded.load(Relaxed),
+            drops,
+            inhibits: BTreeMap::new(),
+            mode_switches: 0,
+            in_flight,
+            cpu_s: 0.0,
+            wake_cost_ns: None,
+            two_level: None,
+            screen: None,
+            fault: None,
+        }
+    }
+
+    /// Adds what the screening stage behind `end` did: the frames it sent
+    /// are the router's output, its denials and output refusals are drops
+    /// (`screen_denied`, `output_queue`), and what its queue still holds is
+    /// in flight.
+    pub fn add_screen(&mut self, end: &ScreenEnd, pid: u32, exit_code: Option<i32>) {
+        let counts = ScreenCounts::read(&end.queue, &end.rules);
+        let queued = end.queue.pushed();
+        self.forwarded += counts.sent;
+        *self.drops.entry(DropPoint::OutputQueue).or_default() += counts.tx_dropped;
+        self.drops
+            .insert(DropPoint::ScreenDenied, counts.denied_total());
+        self.drops.entry(DropPoint::ScreenQueue).or_insert(0);
+        // Handed over and not yet judged: queued, or being screened.
+        self.in_flight += queued.saturating_sub(counts.accepted + counts.denied_total());
+        self.screen = Some(ScreenReport {
+            pid,
+            exit_code,
+            queued,
+            counts,
+        });
+    }
+}
+
+/// One line of live counters.
+pub fn live_line(
+    mode: Mode,
+    c: &Counters,
+    screen: Option<&ScreenEnd>,
+    extra: &str,
+    prev: &mut (u64, u64, u64),
+    now: u64,
+) -> String {
+    let sent = screen.map_or(0, |s| s.queue.counter(crate::screen::SENT));
+    let (rx, fw) = (c.rx.load(Relaxed), c.forwarded.load(Relaxed) + sent);
+    let dt = (now.saturating_sub(prev.2)).max(1) as f64 / 1e9;
+    let line = format!(
+        "route {}: rx {:.0}/s forwarded {:.0}/s; drops ipintrq {} output_queue {} screen_queue {} refused {}{extra}",
+        mode.name(),
+        (rx - prev.0) as f64 / dt,
+        (fw - prev.1) as f64 / dt,
+        c.ipintrq.load(Relaxed),
+        c.output_queue.load(Relaxed),
+        c.screen_queue.load(Relaxed),
+        c.refused_total(),
+    );
+    *prev = (rx, fw, now);
+    line
+}
+
+/// Live counters every `every_ns` (if not 0) and on SIGUSR1.
+pub struct Stats {
+    every: u64,
+    next: u64,
+    prev: (u64, u64, u64),
+}
+
+impl Stats {
+    /// Starting at `t0`.
+    pub fn new(every_s: f64, t0: u64) -> Stats {
+        let every = (every_s * 1e9) as u64;
+        Stats {
+            every,
+            next: if every > 0 { t0 + every } else { u64::MAX },
+            prev: (0, 0, t0),
+        }
+    }
+
+    /// The next time a line is due.
+    pub fn due(&self) -> u64 {
+        self.next
+    }
+
+    /// Prints a line to stderr if one is due at `now`.
+    pub fn tick(
+        &mut self,
+        mode: Mode,
+        c: &Counters,
+        screen: Option<&ScreenEnd>,
+        extra: &str,
+        now: u64,
+    ) {
+        if now >= self.next || sys::signals::take_usr1() {
+            eprintln!("{}", live_line(mode, c, screen, extra, &mut self.prev, now));
+            if now >= self.next {
+                self.next += self.every;
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The rule language: parsing, first-match decisions, frames read into
+//! flows, and the nftables translation (checked by nft where installed).
+
+use super::*;
+use proptest::prelude::*;
+
+#[test]
+fn translates_to_an_nftables_ruleset() {
+    let r = Rules::parse(
+        "t",
+        "deny proto tcp dport 22\naccept proto udp from 198.18.0.0/24 to 198.19.0.1 sport 1-2\naccept\n",
+    )
+    .unwrap();
+    let nft = r.to_nft();
+    let lines: Vec<&str> = nft.lines().map(str::trim).collect();
+    assert_eq!(
+        lines[2],
+        "type filter hook forward priority 0; policy drop;"
+    );
+    assert_eq!(
+        lines[3],
+        "ip protocol 6 tcp dport 22 counter drop comment \"rule1_line1\""
+    );
+    assert_eq!(
+        lines[4],
+        "ip protocol 17 ip saddr 198.18.0.0/24 ip daddr 198.19.0.1/32 udp sport 1-2 counter accept comment \"rule2_line2\""
+    );
+    assert_eq!(lines[5], "counter accept comment \"rule3_line3\"");
+    // nft itself accepts it (check mode changes nothing).
+    if !crate::needs::tool("nft", "nftables") {
+        return;
+    }
+    let mut f = tempfile_in_tmp("rxsched-nft-test");
+    std::io::Write::write_all(&mut f.1, nft.as_bytes()).unwrap();
+    let o = std::process::Command::new("nft")
+        .args(["-c", "-f"])
+        .arg(&f.0)
+        .output()
+        .expect("run nft");
+    std::fs::remove_file(&f.0).ok();
+    assert!(
+        o.status.success(),
+        "nft -c refused it: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn tempfile_in_tmp(name: &str) -> (std::path::PathBuf, std::fs::File) {
+    let p = std::env::temp_dir().join(format!("{name}-{}.nft", std::process::id()));
+    let f = std::fs::File::create(&p).unwrap();
+    (p, f)
+}
+
+#[test]
+fn parses_and_decides_first_match() {
+    let r = Rules::parse(
+        "t.rules",
+        "# screening\n\naccept proto udp from 198.18.0.0/24 dport 9000-9100\ndeny proto udp\naccept from 198.18.0.1 # a host\n",
+    )
+    .unwrap();
+    assert_eq!(r.rules.len(), 3);
+    assert_eq!(r.rules[2].line, 5);
+    let udp = |src, dport| Flow {
+        ip: Some(IpFlow {
+            proto: UDP,
+            src,
+            dst: [198, 19, 0, 1],
+            ports: Some((1, dport)),
+        }),
+    };
+    assert_eq!(r.verdict(&udp([198, 18, 0, 7], 9050)).1, Decided::Rule(0));
+    assert_eq!(r.verdict(&udp([198, 18, 0, 7], 80)).0, Action::Deny);
+    let icmp = Flow {
+        ip: Some(IpFlow {
+            proto: ICMP,
+            src: [198, 18, 0, 1],
+            dst: [1, 2, 3, 4],
+            ports: None,
+        }),
+    };
+    assert_eq!(r.verdict(&icmp), (Action::Accept, Decided::Rule(2)));
+    assert_eq!(
+        r.verdict(&Flow::default()),
+        (Action::Deny, Decided::Default)
+    );
+    assert_eq!(r.label(Decided::Rule(2)), "rule3_line5");
+}
+
+#[test]
+fn bad_rules_name_the_file_and_line() {
+    for (text, line, what) in [
+        ("accept\npermit proto udp\n", 2, "starts with"),
+        ("accept proto xyz\n", 1, "proto"),
+        ("deny from 300.1.1.1\n", 1, "not an IPv4"),
+        ("deny proto udp dport 9-1\n", 1, "backwards"),
+        ("deny dport 22\n", 1, "needs `proto tcp`"),
+        ("deny proto tcp proto udp\n", 1, "twice"),
+        ("deny to\n", 1, "needs a value"),
+        ("\n\naccept via d0\n", 3, "unknown clause"),
+    ] {
+        let e = Rules::parse("bad.rules", text).unwrap_err();
+        assert_eq!(e.line, line, "{text:?}: {e}");
+        assert!(e.msg.contains(what), "{text:?}: {e}");
+        assert!(e.to_string().starts_with(&format!("bad.rules:{line}: ")));
+    }
+}
+
+#[test]
+fn reads_frames() {
+    let mut b = vec![0u8; 128];
+    let n = crate::wire::build_udp_frame(
+        &mut b,
+        64,
+        crate::wire::Mac([2; 6]),
+        crate::wire::Mac([4; 6]),
+        [198, 18, 0, 1],
+        [198, 19, 0, 1],
+        (4000, 9000),
+        0,
+        0,
+    );
+    let f = Flow::of_frame(&b[..n]);
+    assert_eq!(
+        f.ip,
+        Some(IpFlow {
+            proto: UDP,
+            src: [198, 18, 0, 1],
+            dst: [198, 19, 0, 1],
+            ports: Some((4000, 9000))
+        })
+    );
+    assert_eq!(Flow::of_frame(&b[..10]), Flow::default());
+}
+
+/// A matcher written the simple way, for the property test: masks and
+/// comparisons, no prefix library.
+fn reference(rules: &[Rule], f: &Flow) -> Action {
+    for r in rules {
+        let clauses = r.proto.is_some()
+            || r.from.is_some()
+            || r.to.is_some()
+            || r.sport.is_some()
+            || r.dport.is_some();
+        let ok = match f.ip {
+            None => !clauses,
+            Some(ip) => {
+                let inside = |net: Option<Ipv4Net>, a: [u8; 4]| match net {
+                    None => true,
+                    Some(n) => {
+                        let len = n.prefix_len() as u32;
+                        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+                        u32::from_be_bytes(a) & mask == u32::from(n.network()) & mask
+                    }
+                };
+                let port = |want: Option<Ports>, got: Option<u16>| match want {
+                    None => true,
+                    Some(p) => got.is_some_and(|g| p.lo <= g && g <= p.hi),
+                };
+                (r.proto.is_none() || r.proto == Some(ip.proto))
+                    && inside(r.from, ip.src)
+                    && inside(r.to, ip.dst)
+                    && port(r.sport, ip.ports.map(|p| p.0))
+                    && port(r.dport, ip.ports.map(|p| p.1))
+            }
+        };
+        if ok {
+            return r.action;
+        }
+    }
+    Action::Deny
+}
+
+fn addr() -> impl Strategy<Value = [u8; 4]> {
+    // A small space, so that random rules and packets meet often.
+    (0u8..4, 0u8..4).prop_map(|(a, b)| [198, 18 + (a & 1), b, a])
+}
+
+fn rule() -> impl Strategy<Value = Rule> {
+    let net = || (addr(), 22u8..=32).prop_map(|(a, l)| Ipv4Net::new(a.into(), l).unwrap().trunc());
+    let ports = || {
+        (0u16..8, 0u16..8).prop_map(|(a, b)| Ports {
+            lo: 9000 + a.min(b),
+            hi: 9000 + a.max(b),
+        })
+    };
+    (
+        any::<bool>(),
+        prop::option::of(prop::sample::select(vec![TCP, UDP, ICMP])),
+        prop::option::of(net()),
+        prop::option::of(net()),
+        prop::option::of(ports()),
+        prop::option::of(ports()),
+    )
+        .prop_map(|(acc, proto, from, to, sport, dport)| {
+            let tcpudp = matches!(proto, Some(TCP | UDP));
+            Rule {
+                action: if acc { Action::Accept } else { Action::Deny },
+                proto,
+                from,
+                to,
+                sport: sport.filter(|_| tcpudp),
+                dport: dport.filter(|_| tcpudp),
+                line: 0,
+            }
+        })
+}
+
+fn flow() -> impl Strategy<Value = Flow> {
+    let ip = (
+        prop::sample::select(vec![TCP, UDP, ICMP, 47]),
+        addr(),
+        addr(),
+        (9000u16..9010, 9000u16..9010),
+    )
+        .prop_map(|(proto, src, dst, p)| IpFlow {
+            proto,
+            src,
+            dst,
+            ports: matches!(proto, TCP | UDP).then_some(p),
+        });
+    prop::option::of(ip).prop_map(|ip| Flow { ip })
+}
+
+proptest! {
+    /// The rule set and the simple matcher agree on every packet, and
+    /// a rule set printed and read back decides the same way.
+    #[test]
+    fn agrees_with_a_simple_matcher(
+        rules in prop::collection::vec(rule(), 0..8),
+        flows in prop::collection::vec(flow(), 1..32),
+    ) {
+        let set = Rules { rules: rules.clone() };
+        let text: String = rules.iter().map(|r| format!("{r}\n")).collect();
+        let back = Rules::parse("printed", &text).unwrap();
+        for f in &flows {
+            prop_assert_eq!(set.verdict(f).0, reference(&rules, f));
+            prop_assert_eq!(back.verdict(f), set.verdict(f));
+        }
+    }
+}
