@@ -9,12 +9,14 @@
 
 use super::forward::{measure_dut, Dut};
 use super::proc::{run, start, Capture, CaptureForm, CycleLimit, Gen, Peer, Proc, Running};
-use super::report::{CaptureReport, GenReport, SpinReport};
 use super::sweep::{rates, Sweep};
 use super::{out_dir, result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile};
+use rxsched_linux::capture::CaptureReport;
 use rxsched_linux::lab::{Lab, ROUTER_MAC};
+use rxsched_linux::spin::SpinReport;
+use rxsched_linux::traffic::GenReport;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -66,7 +68,9 @@ impl Tool {
             let drops = r.drops.into_iter().filter(|(_, n)| *n > 0);
             return Ok(Captured {
                 written: r.written as f64,
-                drops: drops.map(|(k, n)| (k, Value::from(n))).collect(),
+                drops: drops
+                    .map(|(p, n)| (p.name().to_string(), Value::from(n)))
+                    .collect(),
                 inhibits: Some(r.inhibits.values().sum::<u64>() as f64),
             });
         }
@@ -260,18 +264,16 @@ mod tests {
     /// written is `not_written`, and a peer's losses are all that.
     #[test]
     fn every_frame_sent_is_written_or_dropped() {
-        let g = GenReport {
-            sent: 1000,
-            duration_s: 2.0,
-            achieved_pps: 500.0,
-            waits: 0,
-        };
-        let sp = SpinReport {
-            progress_rate: 500.0,
-            steal_s: 0.2,
-            duration_s: 2.0,
-            ..SpinReport::default()
-        };
+        let g: GenReport = serde_json::from_value(serde_json::json!({
+            "engine": "xdp", "sent": 1000, "duration_s": 2.0,
+            "requested_pps": 500.0, "achieved_pps": 500.0, "waits": 0
+        }))
+        .unwrap();
+        let sp: SpinReport = serde_json::from_value(serde_json::json!({
+            "duration_s": 2.0, "cpu_s": 1.0, "cpu_share": 0.5,
+            "iterations": 1000, "steal_s": 0.2, "progress_rate": 500.0
+        }))
+        .unwrap();
         let mut drops = Map::new();
         drops.insert("filter_queue".into(), Value::from(300u64));
         let ours = Captured {

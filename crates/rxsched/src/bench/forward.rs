@@ -3,11 +3,14 @@
 //! DUT's counters read before and after; then the point they make.
 
 use super::error::BenchError;
-use super::proc::{run, start, CycleLimit, Gen, Proc, Route, RouteMode, Running, Sink};
-use super::report::{GenReport, RouterReport, SinkReport, SpinReport, XdpFwdReport};
+use super::proc::{run, start, CycleLimit, Gen, Proc, Route, Running, Sink};
 use crate::result::Point;
 use rxsched_linux::lab::{self, Lab, Role, D0, D1, DUT_CPU, S0};
+use rxsched_linux::router::{Mode, RouterReport};
+use rxsched_linux::spin::SpinReport;
+use rxsched_linux::traffic::{GenReport, SinkReport};
 use rxsched_linux::wire::Mac;
+use rxsched_linux::xdpfwd::XdpFwdReport;
 use rxsched_sim::metrics::Latency;
 use rxsched_sim::Metrics;
 use std::time::Duration;
@@ -63,10 +66,10 @@ impl Forwarder {
         match self {
             Forwarder::Kernel => None,
             Forwarder::XdpFwd => Some(Proc::XdpFwd { secs }),
-            Forwarder::Interrupt => route(RouteMode::Interrupt, None),
-            Forwarder::Polling => route(RouteMode::Polling, None),
+            Forwarder::Interrupt => route(Mode::Interrupt, None),
+            Forwarder::Polling => route(Mode::Polling, None),
             Forwarder::PollingLimit50 => route(
-                RouteMode::Polling,
+                Mode::Polling,
                 Some(CycleLimit {
                     percent: 50,
                     wake_cost_ns,
@@ -171,7 +174,7 @@ pub fn measure_dut(lab: &Lab, secs: f64) -> Result<Dut, BenchError> {
 }
 
 /// What one forwarding trial saw: the reports, and the counters around it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Observed {
     gen: GenReport,
     sink: SinkReport,
@@ -293,10 +296,14 @@ pub fn metrics(g: &GenReport, sk: &SinkReport, rt: Option<&RouterReport>) -> Met
         if let Some(w) = r.wake_cost_ns {
             m.extra.insert("wake_cost_ns".into(), w as f64);
         }
-        m.inhibits = r.inhibits.clone();
-        for (k, &n) in &r.drops {
+        m.inhibits = r
+            .inhibits
+            .iter()
+            .map(|(c, &n)| (c.name().to_string(), n))
+            .collect();
+        for (p, &n) in &r.drops {
             if n > 0 {
-                m.drops.insert(k.clone(), n);
+                m.drops.insert(p.name().to_string(), n);
             }
         }
     }
@@ -351,29 +358,46 @@ pub fn idle_cpu(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::Point;
+    use rxsched_linux::traffic::LatencyUs;
+    use serde_json::json;
+
+    /// A report as its command prints it.
+    fn report<R: serde::de::DeserializeOwned>(v: serde_json::Value) -> R {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn router(drops: serde_json::Value, inhibits: serde_json::Value) -> RouterReport {
+        report(json!({
+            "mode": "polling", "duration_s": 2.0, "rx": 900, "forwarded": 900,
+            "drops": drops, "inhibits": inhibits, "mode_switches": 4,
+            "in_flight": 0, "cpu_s": 0.3, "wake_cost_ns": 900
+        }))
+    }
 
     fn observed(router: Option<RouterReport>, ours: bool) -> Observed {
+        let sink = SinkReport {
+            received: 900,
+            latency_us: LatencyUs {
+                p99: 40.0,
+                ..LatencyUs::default()
+            },
+            ..SinkReport::default()
+        };
         let mut r = Observed {
-            gen: GenReport {
-                sent: 1000,
-                duration_s: 2.0,
-                achieved_pps: 500.0,
-                waits: 3,
-            },
-            spin: SpinReport {
-                duration_s: 2.0,
-                cpu_share: 0.6,
-                iterations: 1200,
-                steal_s: 0.1,
-                progress_rate: 700.0,
-            },
+            gen: report(json!({
+                "engine": "xdp", "sent": 1000, "duration_s": 2.0,
+                "requested_pps": 600.0, "achieved_pps": 500.0, "waits": 3
+            })),
+            sink,
+            spin: report(json!({
+                "duration_s": 2.0, "cpu_s": 1.2, "cpu_share": 0.6,
+                "iterations": 1200, "steal_s": 0.1, "progress_rate": 700.0
+            })),
             router,
             ours,
-            ..Observed::default()
+            before: Counters::default(),
+            after: Counters::default(),
         };
-        r.sink.received = 900;
-        r.sink.latency_us.p99 = 40.0;
         r.before.d0_dropped = 10;
         r.after.d0_dropped = 60;
         r.after.d1_dropped = 5;
@@ -406,15 +430,11 @@ mod tests {
     /// Our router splits d0's drops itself; its CPU share is recorded.
     #[test]
     fn a_router_point_takes_the_routers_drops() {
-        let mut rt = RouterReport {
-            mode_switches: 4,
-            wake_cost_ns: Some(900),
-            ..RouterReport::default()
-        };
-        rt.drops.insert("nic_rx_ring".into(), 80);
-        rt.drops.insert("ipintrq".into(), 0);
-        rt.inhibits.insert("cycle_limit".into(), 2);
-        let p: Point = point(
+        let rt = router(
+            json!({"nic_rx_ring": 80, "ipintrq": 0}),
+            json!({"cycle_limit": 2}),
+        );
+        let p = point(
             &observed(Some(rt), true),
             Forwarder::PollingLimit50,
             600.0,

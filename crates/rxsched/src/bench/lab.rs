@@ -4,12 +4,12 @@
 //! Nothing forwards.
 
 use super::proc::{run, start, Gen, Sink, SinkAt};
-use super::report::{GenReport, SinkReport};
 use super::sweep::{median, TOP_RATE};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, D0};
+use rxsched_linux::traffic::{GenReport, SinkReport};
 use std::time::Duration;
 
 /// Trials of each lab measurement; the median (by delivered rate) is kept.

@@ -5,10 +5,10 @@
 //! A bench reads as data. What a result is and what its points must show
 //! live in its check file, `experiments/<id>.toml` ([`BenchFile`], judged
 //! by [`result`] with the same checks the simulator's figures use). The
-//! processes of a trial are described in [`proc`] and rendered there, once;
-//! their reports are read in [`report`], one function per kind; variants ×
-//! rates, with the retry of a point the hypervisor disturbed, are
-//! [`sweep`]'s. What is left in each bench is which variants, which
+//! processes of a trial are described in [`proc`] and rendered there, once,
+//! and their reports read back as the structs the commands print them
+//! from; variants × rates, with the retry of a point the hypervisor
+//! disturbed, are [`sweep`]'s. What is left in each bench is which variants, which
 //! trial, and which point a trial makes.
 
 pub mod capture;
@@ -18,7 +18,6 @@ mod fixed_points;
 pub mod forward;
 pub mod lab;
 pub mod proc;
-pub mod report;
 pub mod router;
 pub mod screen;
 pub mod soak;

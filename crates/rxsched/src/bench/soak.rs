@@ -5,14 +5,16 @@
 //! left on its devices).
 
 use super::forward::{dut_drops, metrics, Counters};
-use super::proc::{start, Gen, Route, RouteMode, Sink};
-use super::report::{GenReport, RouterReport, SinkReport};
+use super::proc::{start, Gen, Route, Sink};
 use super::sweep::TOP_RATE;
 use super::{result, BenchError, BenchOpts};
 use crate::checks::Rule;
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
+use rxsched_core::DropPoint;
 use rxsched_linux::lab::{Lab, Role, D0, D1, S0};
+use rxsched_linux::router::{Mode, RouterReport};
+use rxsched_linux::traffic::{GenReport, SinkReport};
 use std::time::{Duration, Instant};
 
 /// The resident set of process `pid`, in KiB, if it still runs.
@@ -31,7 +33,7 @@ fn unaccounted(r: &RouterReport) -> f64 {
     let inside: f64 = r
         .drops
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "nic_rx_ring" | "xsk_rx_ring"))
+        .filter(|(p, _)| !matches!(p, DropPoint::NicRxRing | DropPoint::XskRxRing))
         .map(|(_, &n)| n as f64)
         .sum();
     (r.rx as f64 - r.forwarded as f64 - inside - r.in_flight as f64).abs()
@@ -71,7 +73,7 @@ fn flood(l: &Lab, minutes: f64, progress: &dyn Fn(&str)) -> Result<Soaked, Bench
     let secs = minutes * 60.0;
     l.reset_dut_receive()?;
     l.set_kernel_forwarding(false)?;
-    let route = start(l, Route::new(RouteMode::Polling, secs + 30.0))?;
+    let route = start(l, Route::new(Mode::Polling, secs + 30.0))?;
     let sink = start(l, Sink::new(secs + 20.0, 2.0))?;
     std::thread::sleep(Duration::from_millis(700));
     let before = Counters::read(l, Some(&route))?;
@@ -179,15 +181,12 @@ mod tests {
     /// Drops at the rings come before `rx`; the rest must add up.
     #[test]
     fn the_routers_own_counters_account_for_its_frames() {
-        let mut r = RouterReport {
-            rx: 100,
-            forwarded: 80,
-            in_flight: 5,
-            ..RouterReport::default()
-        };
-        r.drops.insert("nic_rx_ring".into(), 1000);
-        r.drops.insert("xsk_rx_ring".into(), 7);
-        r.drops.insert("output_queue".into(), 15);
+        let mut r: RouterReport = serde_json::from_value(serde_json::json!({
+            "mode": "polling", "duration_s": 60.0, "rx": 100, "forwarded": 80,
+            "drops": {"nic_rx_ring": 1000, "xsk_rx_ring": 7, "output_queue": 15},
+            "inhibits": {}, "mode_switches": 0, "in_flight": 5, "cpu_s": 59.0
+        }))
+        .unwrap();
         assert_eq!(unaccounted(&r), 0.0);
         r.forwarded = 70;
         assert_eq!(unaccounted(&r), 10.0);

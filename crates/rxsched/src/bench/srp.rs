@@ -6,13 +6,17 @@
 //! (`rxsched udp-recv`), whose protocol work the kernel does in its
 //! receive path for every datagram before it knows whose it is.
 
-use super::proc::{run, start, Gen, Proc, Route, RouteMode, Running, Sink};
-use super::report::{GenReport, RouterReport, ServeReport, SinkReport, SpinReport, UdpRecvReport};
+use super::proc::{run, start, Gen, Proc, Route, Running, Sink};
 use super::sweep::{rates, Measured, Sweep};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role, D0, D1, ROUTER_MAC};
+use rxsched_linux::router::{Mode, RouterReport};
+use rxsched_linux::serve::ServeReport;
+use rxsched_linux::spin::SpinReport;
+use rxsched_linux::traffic::{GenReport, SinkReport};
+use rxsched_linux::udprecv::UdpRecvReport;
 use std::time::Duration;
 
 /// The modest consumer's offered rate.
@@ -104,7 +108,9 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
             std::thread::sleep(Duration::from_millis(300));
             srv.interrupt();
             let r: ServeReport = srv.finish()?;
-            (g, (r.received(0), r.received(1)))
+            // Its consumers report in the order of `--consumer`.
+            let got = |i: usize| r.consumers.get(i).map_or(0, |c| c.received);
+            (g, (got(0), got(1)))
         }
         Receiver::Linux => {
             let recv = |port| {
@@ -221,7 +227,7 @@ fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<P
     l.reset_dut_receive()?;
     let route = Route {
         time_shared: true,
-        ..Route::new(RouteMode::Polling, secs + 6.0)
+        ..Route::new(Mode::Polling, secs + 6.0)
     };
     let route = start(l, route)?;
     let sink = start(l, Sink::new(secs + 5.0, 0.5))?;

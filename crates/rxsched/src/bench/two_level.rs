@@ -5,13 +5,14 @@
 //! one (latency), at high load, once it has switched, as productive as the
 //! polling one (throughput), and it should switch once each way.
 
-use super::proc::{run, start, Gen, Route, RouteMode, Sink};
-use super::report::{GenReport, RouterReport, SinkReport};
+use super::proc::{run, start, Gen, Route, Sink};
 use super::sweep::TOP_RATE;
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::Lab;
+use rxsched_linux::router::{Mode, RouterReport};
+use rxsched_linux::traffic::{GenReport, SinkReport};
 use std::time::Duration;
 
 /// A load step: offered rate, seconds offered, and seconds at its end the
@@ -47,14 +48,10 @@ fn steps(quick: bool) -> Vec<Step> {
 }
 
 /// The modes, in the order of the series.
-const MODES: [RouteMode; 3] = [
-    RouteMode::Interrupt,
-    RouteMode::Polling,
-    RouteMode::TwoLevel,
-];
+const MODES: [Mode; 3] = [Mode::Interrupt, Mode::Polling, Mode::TwoLevel];
 
 /// One mode through every step: a point per step, and the router's switches.
-fn trial(l: &Lab, mode: RouteMode, steps: &[Step]) -> Result<(Vec<Point>, u64), BenchError> {
+fn trial(l: &Lab, mode: Mode, steps: &[Step]) -> Result<(Vec<Point>, u64), BenchError> {
     l.reset_dut_receive()?;
     let total: f64 = steps.iter().map(|s| s.secs + 1.0).sum::<f64>() + 4.0;
     let route = start(l, Route::new(mode, total))?;
@@ -96,7 +93,7 @@ pub fn two_level(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<Result
         let (points, switches) = trial(&opts.lab, mode, &st)?;
         let mut s = Series::new(mode.name());
         s.points = points;
-        if mode == RouteMode::TwoLevel {
+        if mode == Mode::TwoLevel {
             for p in &mut s.points {
                 p.set("two_level_switches", switches as f64);
             }
