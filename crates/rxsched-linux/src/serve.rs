@@ -13,7 +13,7 @@
 //! get through, and the work on them is theirs.
 
 use crate::backend::{RxBackend, Wait};
-use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
+use crate::runtime::{App, Poller, RunConfig};
 use crate::stage::{StageFds, StageProcess, StageQueue};
 use crate::sys::{self, SysResult};
 use crate::wire::{checksum, EthernetFrame, Ipv4Packet, UdpPacket, ETHERTYPE_IPV4};
@@ -286,16 +286,10 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
         Ok(Server { poll })
     }
 
-    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
-    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
-        self.poll = self.poll.with_gate(gate)?;
-        Ok(self)
-    }
-
-    /// Watches the interface's link (see [`crate::links::LinkWatch`]).
-    pub fn with_links(mut self, links: crate::links::LinkWatch) -> Self {
-        self.poll = self.poll.with_links(links);
-        self
+    /// The polling thread (to attach the real device's gate and link
+    /// watch).
+    pub fn poller_mut(&mut self) -> &mut Poller<R, C, W, Demux> {
+        &mut self.poll
     }
 
     /// Carries out one unit of work, or sleeps once. Returns true if it slept.
@@ -406,18 +400,10 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     }
     let pids: Vec<u32> = procs.iter().map(|p| p.pid()).collect();
     let queues: Vec<Arc<StageQueue>> = demux.queues().to_vec();
-    let ifaces = std::slice::from_ref(&cfg.iface);
-    let (mut ports, gate, prio) = {
-        let o = cfg.run.backend.open(ifaces, Servicing::Polling)?;
-        (o.ports, o.gate, o.thread_prio)
-    };
-    let rx = ports.remove(0).rx;
-    let links = crate::links::LinkWatch::new("serve", ifaces, sys::mono_ns())?;
-    let wait = crate::backend::packet::EpollWait::new()?;
-    let mut srv = Server::new(rx, demux, cfg, sys::MonoClock, wait)?
-        .with_gate(gate)?
-        .with_links(links);
-    crate::runtime::take_priority(prio)?;
+    let dev = cfg.run.open_one("serve", &cfg.iface)?;
+    let mut srv = Server::new(dev.rx, demux, cfg, sys::MonoClock, dev.wait)?;
+    srv.poller_mut().attach(dev.gate, dev.links)?;
+    crate::runtime::take_priority(dev.prio)?;
     let (d, c) = srv.run(cfg)?;
     let exits: Vec<Option<i32>> = procs
         .into_iter()
@@ -431,24 +417,18 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
 mod tests {
     use super::*;
     use crate::backend::mem::{self, FakeClock, FakeWait};
-    use crate::wire::{build_udp_frame, Mac};
+    use crate::wire::UdpProbe;
     use rxsched_core::MS;
 
     fn frame(dport: u16, seq: u64) -> Vec<u8> {
-        let mut b = vec![0u8; 256];
-        let n = build_udp_frame(
-            &mut b,
-            100,
-            Mac([2, 0, 0, 0, 0, 1]),
-            Mac([2, 0, 0, 0, 0, 2]),
-            [198, 18, 0, 1],
-            [198, 18, 0, 2],
-            (9000, dport),
+        UdpProbe {
+            frame_len: 100,
+            dst_ip: [198, 18, 0, 2],
+            ports: (9000, dport),
             seq,
-            0,
-        );
-        b.truncate(n);
-        b
+            ..UdpProbe::default()
+        }
+        .to_vec()
     }
 
     fn cfg() -> ServeConfig {

@@ -306,52 +306,100 @@ pub const PROBE_MAGIC: u32 = 0x5258_5343; // "RXSC"
 /// Bytes of probe data: magic, sequence number, send time.
 pub const PROBE_LEN: usize = 4 + 8 + 8;
 
-/// Writes a complete Ethernet/IPv4/UDP frame of `frame_len` bytes
-/// (at least 60, padded) into `buf`, with the probe (sequence and send time
-/// in ns) at the start of the UDP payload. Returns the frame length.
-#[allow(clippy::too_many_arguments)]
-pub fn build_udp_frame(
-    buf: &mut [u8],
-    frame_len: usize,
-    src_mac: Mac,
-    dst_mac: Mac,
-    src_ip: [u8; 4],
-    dst_ip: [u8; 4],
-    ports: (u16, u16),
-    seq: u64,
-    sent_ns: u64,
-) -> usize {
-    let frame_len = frame_len.clamp(ETH_LEN + IPV4_MIN_LEN + UDP_LEN + PROBE_LEN, buf.len());
-    let b = &mut buf[..frame_len];
-    b.fill(0);
-    b[0..6].copy_from_slice(&dst_mac.0);
-    b[6..12].copy_from_slice(&src_mac.0);
-    b[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-    let ip_len = (frame_len - ETH_LEN) as u16;
-    let ip = &mut b[ETH_LEN..];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[6] = 0x40; // don't fragment
-    ip[8] = 64;
-    ip[9] = 17; // UDP
-    ip[12..16].copy_from_slice(&src_ip);
-    ip[16..20].copy_from_slice(&dst_ip);
-    let c = checksum(&ip[..IPV4_MIN_LEN]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let udp = &mut ip[IPV4_MIN_LEN..];
-    udp[0..2].copy_from_slice(&ports.0.to_be_bytes());
-    udp[2..4].copy_from_slice(&ports.1.to_be_bytes());
-    udp[4..6].copy_from_slice(&(ip_len - IPV4_MIN_LEN as u16).to_be_bytes());
-    // UDP checksum 0: none (allowed for IPv4); the probe carries its own identity.
-    let p = &mut udp[UDP_LEN..];
-    p[0..4].copy_from_slice(&PROBE_MAGIC.to_be_bytes());
-    p[4..12].copy_from_slice(&seq.to_be_bytes());
-    p[12..20].copy_from_slice(&sent_ns.to_be_bytes());
-    frame_len
+/// An Ethernet/IPv4/UDP frame carrying a probe (a sequence number and a
+/// send time) at the start of its UDP payload: what the generator sends and
+/// what tests feed the dataplane. Fields not given take the lab's forms
+/// ([`UdpProbe::default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpProbe {
+    /// Frame length in bytes, without CRC (at least 62, padded).
+    pub frame_len: usize,
+    /// Source MAC.
+    pub src_mac: Mac,
+    /// Destination MAC.
+    pub dst_mac: Mac,
+    /// Source address.
+    pub src_ip: [u8; 4],
+    /// Destination address.
+    pub dst_ip: [u8; 4],
+    /// UDP source and destination ports.
+    pub ports: (u16, u16),
+    /// IPv4 time to live.
+    pub ttl: u8,
+    /// The probe's sequence number.
+    pub seq: u64,
+    /// The probe's send time, in ns.
+    pub sent_ns: u64,
 }
 
-/// Reads the probe (sequence, send time) from a frame built by
-/// [`build_udp_frame`], if it is one.
+impl Default for UdpProbe {
+    /// 64 bytes from the lab's generator (198.18.0.1) to its sink
+    /// (198.19.0.1), UDP 9000 to 9001, TTL 64, sequence 0.
+    fn default() -> Self {
+        UdpProbe {
+            frame_len: 64,
+            src_mac: Mac([2, 0, 0, 0, 0, 1]),
+            dst_mac: Mac([2, 0, 0, 0, 0, 2]),
+            src_ip: [198, 18, 0, 1],
+            dst_ip: [198, 19, 0, 1],
+            ports: (9000, 9001),
+            ttl: 64,
+            seq: 0,
+            sent_ns: 0,
+        }
+    }
+}
+
+impl UdpProbe {
+    /// Writes the frame into `buf` (cut to `buf`'s length if shorter);
+    /// returns its length.
+    pub fn write(&self, buf: &mut [u8]) -> usize {
+        let frame_len = self
+            .frame_len
+            .clamp(ETH_LEN + IPV4_MIN_LEN + UDP_LEN + PROBE_LEN, buf.len());
+        let b = &mut buf[..frame_len];
+        b.fill(0);
+        b[0..6].copy_from_slice(&self.dst_mac.0);
+        b[6..12].copy_from_slice(&self.src_mac.0);
+        b[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        let ip_len = (frame_len - ETH_LEN) as u16;
+        let ip = &mut b[ETH_LEN..];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+        ip[6] = 0x40; // don't fragment
+        ip[8] = self.ttl;
+        ip[9] = 17; // UDP
+        ip[12..16].copy_from_slice(&self.src_ip);
+        ip[16..20].copy_from_slice(&self.dst_ip);
+        let c = checksum(&ip[..IPV4_MIN_LEN]);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let udp = &mut ip[IPV4_MIN_LEN..];
+        udp[0..2].copy_from_slice(&self.ports.0.to_be_bytes());
+        udp[2..4].copy_from_slice(&self.ports.1.to_be_bytes());
+        udp[4..6].copy_from_slice(&(ip_len - IPV4_MIN_LEN as u16).to_be_bytes());
+        // UDP checksum 0: none (allowed for IPv4); the probe carries its own identity.
+        let p = &mut udp[UDP_LEN..];
+        p[0..4].copy_from_slice(&PROBE_MAGIC.to_be_bytes());
+        p[4..12].copy_from_slice(&self.seq.to_be_bytes());
+        p[12..20].copy_from_slice(&self.sent_ns.to_be_bytes());
+        frame_len
+    }
+
+    /// The frame, in a buffer of its own.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut b = vec![
+            0u8;
+            self.frame_len
+                .max(ETH_LEN + IPV4_MIN_LEN + UDP_LEN + PROBE_LEN)
+        ];
+        let n = self.write(&mut b);
+        b.truncate(n);
+        b
+    }
+}
+
+/// Reads the probe (sequence, send time) from a frame [`UdpProbe`] wrote,
+/// if it is one.
 pub fn parse_probe(frame: &[u8]) -> Option<(u64, u64)> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != ETHERTYPE_IPV4 {
@@ -425,17 +473,12 @@ mod tests {
     #[test]
     fn ttl_decrement_keeps_checksum_valid() {
         let mut buf = [0u8; 128];
-        let n = build_udp_frame(
-            &mut buf,
-            64,
-            Mac([2; 6]),
-            Mac([3; 6]),
-            [198, 18, 0, 1],
-            [198, 19, 0, 1],
-            (9, 9),
-            7,
-            99,
-        );
+        let n = UdpProbe {
+            seq: 7,
+            sent_ns: 99,
+            ..UdpProbe::default()
+        }
+        .write(&mut buf);
         assert_eq!(n, 64);
         let mut ip = Ipv4Packet::new_checked(&mut buf[ETH_LEN..n]).unwrap();
         assert!(ip.verify_checksum());

@@ -11,7 +11,7 @@ use rxsched_linux::lab::{self, Lab, Role, D1, ROUTER_MAC, SINK_TAP_MAC};
 use rxsched_linux::router::RouterReport;
 use rxsched_linux::serve::ServeReport;
 use rxsched_linux::traffic::{GenReport, SinkReport};
-use rxsched_linux::wire::{build_udp_frame, Ipv4Packet, Mac, ETH_LEN};
+use rxsched_linux::wire::{Mac, UdpProbe, ETH_LEN};
 use serde::de::DeserializeOwned;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -569,24 +569,16 @@ fn malformed_frames_are_counted_by_reason() {
     let Some(t) = TestLab::new("m") else { return };
     let l = &t.0;
     let good = |ttl: u8| {
-        let mut b = vec![0u8; 2048];
-        let n = build_udp_frame(
-            &mut b,
-            64,
-            Mac([2, 0, 0, 0, 0, 9]),
-            ROUTER_MAC,
-            lab::G0.ip,
-            lab::S0.ip,
-            (1, 2),
-            0,
-            0,
-        );
-        b.truncate(n);
-        b[ETH_LEN + 8] = ttl;
-        Ipv4Packet::new_checked(&mut b[ETH_LEN..])
-            .unwrap()
-            .fill_checksum();
-        b
+        UdpProbe {
+            src_mac: Mac([2, 0, 0, 0, 0, 9]),
+            dst_mac: ROUTER_MAC,
+            src_ip: lab::G0.ip,
+            dst_ip: lab::S0.ip,
+            ports: (1, 2),
+            ttl,
+            ..UdpProbe::default()
+        }
+        .to_vec()
     };
     let mut frames = Vec::new();
     for _ in 0..5 {

@@ -17,7 +17,7 @@ mod writer;
 
 use crate::backend::{RxBackend, Wait};
 use crate::rules::{Action, Flow, Rules};
-use crate::runtime::{App, Gate, Poller, RunConfig, Servicing};
+use crate::runtime::{App, Poller, RunConfig};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
 use rxsched_core::{Clock, DropPoint, InhibitCause, Nanos, PollLoop, QueueFeedback};
@@ -166,17 +166,10 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         })
     }
 
-    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP).
-    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
-        self.poll = self.poll.with_gate(gate)?;
-        Ok(self)
-    }
-
-    /// Watches the interface's link: reported when it goes down or comes
-    /// back, and the capture ends (with its file complete) if it disappears.
-    pub fn with_links(mut self, links: crate::links::LinkWatch) -> Self {
-        self.poll = self.poll.with_links(links);
-        self
+    /// The polling thread (to attach the real device's gate and link
+    /// watch: the capture ends, with its file complete, if it disappears).
+    pub fn poller_mut(&mut self) -> &mut Poller<R, C, W, CaptureStage> {
+        &mut self.poll
     }
 
     /// Frames written so far.
@@ -306,19 +299,11 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
-    let ifaces = std::slice::from_ref(&cfg.iface);
-    let (mut ports, gate, prio) = {
-        let o = cfg.run.backend.open(ifaces, Servicing::Polling)?;
-        (o.ports, o.gate, o.thread_prio)
-    };
-    let rx = ports.remove(0).rx;
-    let links = crate::links::LinkWatch::new("capture", ifaces, sys::mono_ns())?;
-    let wait = crate::backend::packet::EpollWait::new()?;
+    let dev = cfg.run.open_one("capture", &cfg.iface)?;
     // The writer thread starts in `new`, before this thread's priority.
-    let cap = Capture::new(rx, out, cfg, sys::MonoClock, wait)?
-        .with_gate(gate)?
-        .with_links(links);
-    crate::runtime::take_priority(prio)?;
+    let mut cap = Capture::new(dev.rx, out, cfg, sys::MonoClock, dev.wait)?;
+    cap.poller_mut().attach(dev.gate, dev.links)?;
+    crate::runtime::take_priority(dev.prio)?;
     cap.run(cfg)
 }
 

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::backend::mem::{self, FakeClock, FakeWait};
-use crate::wire::{build_udp_frame, Mac};
+use crate::wire::UdpProbe;
 use rxsched_core::MS;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -40,20 +40,13 @@ impl Write for MemFile {
 }
 
 fn frame(size: usize, dport: u16, seq: u64) -> Vec<u8> {
-    let mut b = vec![0u8; 2048];
-    let n = build_udp_frame(
-        &mut b,
-        size,
-        Mac([2, 0, 0, 0, 0, 1]),
-        Mac([2, 0, 0, 0, 0, 2]),
-        [198, 18, 0, 1],
-        [198, 19, 0, 1],
-        (4000, dport),
+    UdpProbe {
+        frame_len: size,
+        ports: (4000, dport),
         seq,
-        0,
-    );
-    b.truncate(n);
-    b
+        ..UdpProbe::default()
+    }
+    .to_vec()
 }
 
 fn cfg(queue: usize, min_free: Option<u32>, filter: Option<Rules>) -> CaptureConfig {

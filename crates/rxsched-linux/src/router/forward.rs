@@ -228,7 +228,7 @@ pub fn forward_one(
 #[cfg(test)]
 mod parse_tests {
     use super::*;
-    use crate::wire::build_udp_frame;
+    use crate::wire::UdpProbe;
 
     fn table() -> (Vec<Route>, Vec<Mac>) {
         let ports = vec!["d0".to_string(), "d1".to_string()];
@@ -240,26 +240,14 @@ mod parse_tests {
     }
 
     fn frame(ttl: u8, dst: [u8; 4]) -> Vec<u8> {
-        let mut b = vec![0u8; 128];
-        let n = build_udp_frame(
-            &mut b,
-            64,
-            Mac([2; 6]),
-            Mac([2, 0, 0, 0, 0, 2]),
-            [198, 18, 0, 1],
-            dst,
-            (1, 2),
-            0,
-            0,
-        );
-        b.truncate(n);
-        b[ETH_TTL] = ttl;
-        let mut ip = Ipv4Packet::new_checked(&mut b[14..]).unwrap();
-        ip.fill_checksum();
-        b
+        UdpProbe {
+            src_mac: Mac([2; 6]),
+            dst_ip: dst,
+            ttl,
+            ..UdpProbe::default()
+        }
+        .to_vec()
     }
-
-    const ETH_TTL: usize = 14 + 8;
 
     #[test]
     fn forwards_and_rewrites() {

@@ -228,9 +228,8 @@ fn forward(cfg: &RouterConfig, screen: Option<ScreenEnd>) -> SysResult<RouterRep
         c.feedback = None;
         c.run.cycle_limit = None;
     }
-    let router = polling::PollingRouter::new(opened.ports, &c, screen, sys::MonoClock, wait)?
-        .with_gate(opened.gate)?
-        .with_links(links);
+    let mut router = polling::PollingRouter::new(opened.ports, &c, screen, sys::MonoClock, wait)?;
+    router.attach(opened.gate, links)?;
     crate::runtime::take_priority(opened.thread_prio)?;
     if cfg.mode != Mode::TwoLevel {
         return { router }.run(&c);

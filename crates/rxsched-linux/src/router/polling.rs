@@ -129,13 +129,6 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         })
     }
 
-    /// Watches the ports' links (see [`LinkWatch`]): changes are reported,
-    /// and the run ends with its report if a port disappears.
-    pub fn with_links(mut self, links: LinkWatch) -> Self {
-        self.poller = self.poller.with_links(links);
-        self
-    }
-
     /// Tells the two-level switch's monitor, through `polls`, whether
     /// polling finds work, how often the thread is woken and what the
     /// rings hold.
@@ -144,11 +137,10 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         self
     }
 
-    /// Drives `gate` with the loop's input inhibits, and (with M4) charges
-    /// the CPU time of the receive work behind it.
-    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
-        self.poller = self.poller.with_gate(gate)?;
-        Ok(self)
+    /// Attaches the real ports' gate and link watch (see [`Poller::attach`]):
+    /// the run ends with its report if a port disappears.
+    pub fn attach(&mut self, gate: Box<dyn Gate>, links: LinkWatch) -> SysResult<()> {
+        self.poller.attach(gate, links)
     }
 
     /// The counters.

@@ -108,17 +108,11 @@ fn bad_rules_name_the_file_and_line() {
 #[test]
 fn reads_frames() {
     let mut b = vec![0u8; 128];
-    let n = crate::wire::build_udp_frame(
-        &mut b,
-        64,
-        crate::wire::Mac([2; 6]),
-        crate::wire::Mac([4; 6]),
-        [198, 18, 0, 1],
-        [198, 19, 0, 1],
-        (4000, 9000),
-        0,
-        0,
-    );
+    let n = crate::wire::UdpProbe {
+        ports: (4000, 9000),
+        ..Default::default()
+    }
+    .write(&mut b);
     let f = Flow::of_frame(&b[..n]);
     assert_eq!(
         f.ip,

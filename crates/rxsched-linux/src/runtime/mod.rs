@@ -15,7 +15,9 @@ pub mod poller;
 pub use input::{At, Gate, InputCtl, NoGate};
 pub use poller::{App, Poller, Polls};
 
+use crate::backend::packet::EpollWait;
 use crate::backend::{RxBackend, TxBackend};
+use crate::links::LinkWatch;
 use crate::sys::{self, SysResult};
 use crate::wire::Mac;
 use rxsched_core::{CycleLimit, PollLoop, PollingFacility, Quota, MS};
@@ -118,6 +120,23 @@ impl Backend {
     }
 }
 
+/// One device a receive-only command (`capture`, `serve`) opened: its
+/// receive side, the gate on its receive work, its link watch, the way to
+/// wait on it, and the priority the polling thread takes once the
+/// command's helpers have started.
+pub struct Device {
+    /// The receive side.
+    pub rx: AnyRx,
+    /// The gate on its receive work.
+    pub gate: Box<dyn Gate>,
+    /// Its link, watched.
+    pub links: LinkWatch,
+    /// Waiting on it (and on a stage's kick).
+    pub wait: EpollWait,
+    /// See [`Opened::thread_prio`].
+    pub prio: Option<i32>,
+}
+
 /// The calling thread takes `prio` (the thread that takes frames, once
 /// its helpers have started: [`Opened::thread_prio`]).
 pub fn take_priority(prio: Option<i32>) -> SysResult<()> {
@@ -182,6 +201,21 @@ impl RunConfig {
             c.wake_cost_ns = Some(crate::wakecost::measure(c.cpu.unwrap_or(here))?);
         }
         Ok(c)
+    }
+
+    /// Opens `iface` for a receive-only command named `who`, its receive
+    /// work owned by the polling thread.
+    pub fn open_one(&self, who: &'static str, iface: &str) -> SysResult<Device> {
+        let ifaces = [iface.to_string()];
+        let o = self.backend.open(&ifaces, Servicing::Polling)?;
+        let rx = o.ports.into_iter().next().expect("one port opened").rx;
+        Ok(Device {
+            rx,
+            gate: o.gate,
+            links: LinkWatch::new(who, &ifaces, sys::mono_ns())?,
+            wait: EpollWait::new()?,
+            prio: o.thread_prio,
+        })
     }
 
     /// The polling facility: the quota, and M4 over 10 ms periods if on.

@@ -125,18 +125,14 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         })
     }
 
-    /// Watches the ports' links (see [`LinkWatch`]): changes are reported,
-    /// and the run ends if a port disappears.
-    pub fn with_links(mut self, links: LinkWatch) -> Self {
-        self.links = Some(links);
-        self
-    }
-
-    /// Drives `gate` with the loop's inhibits (threaded NAPI with XDP), and
-    /// (with M4) charges the CPU time of the receive work behind it.
-    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> SysResult<Self> {
+    /// Attaches the real devices' controls: drives `gate` with the loop's
+    /// inhibits (threaded NAPI with XDP), and (with M4) charges the CPU time
+    /// of the receive work behind it; watches the ports' `links` (changes
+    /// are reported, and the run ends if a port disappears).
+    pub fn attach(&mut self, gate: Box<dyn Gate>, links: LinkWatch) -> SysResult<()> {
         self.input.set_gate(gate, &self.clock)?;
-        Ok(self)
+        self.links = Some(links);
+        Ok(())
     }
 
     /// Tells the two-level switch's monitor, through `polls`, what the

@@ -163,24 +163,20 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
 /// The frame a generator sends: a probe of `cfg.frame_bytes` with sequence
 /// number and send time 0 (the engine stamps them).
 pub fn template(cfg: &GenConfig, src_mac: Mac) -> Vec<u8> {
-    let mut b = vec![0u8; cfg.frame_bytes.max(64)];
-    let n = probe(&mut b, cfg, src_mac, 0, 0);
-    b.truncate(n);
-    b
+    probe(cfg, src_mac, 0, 0).to_vec()
 }
 
-/// Builds the generator's probe number `seq`, sent at `now`, into `buf`;
-/// returns its length.
-pub fn probe(buf: &mut [u8], cfg: &GenConfig, src_mac: Mac, seq: u64, now: u64) -> usize {
-    crate::wire::build_udp_frame(
-        buf,
-        cfg.frame_bytes,
+/// The generator's probe number `seq`, sent at `now`.
+pub fn probe(cfg: &GenConfig, src_mac: Mac, seq: u64, now: u64) -> crate::wire::UdpProbe {
+    crate::wire::UdpProbe {
+        frame_len: cfg.frame_bytes,
         src_mac,
-        cfg.dst_mac,
-        cfg.src_ip,
-        cfg.dst_ip,
-        (9000, cfg.dst_port),
+        dst_mac: cfg.dst_mac,
+        src_ip: cfg.src_ip,
+        dst_ip: cfg.dst_ip,
+        ports: (9000, cfg.dst_port),
+        ttl: 64,
         seq,
-        now,
-    )
+        sent_ns: now,
+    }
 }

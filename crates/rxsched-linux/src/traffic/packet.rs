@@ -57,7 +57,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
             n = n.min((cfg.count - seq) as usize);
         }
         let lens: Vec<usize> = (0..n)
-            .map(|i| super::probe(&mut bufs[i], cfg, src_mac, seq + i as u64, now))
+            .map(|i| super::probe(cfg, src_mac, seq + i as u64, now).write(&mut bufs[i]))
             .collect();
         let mut done = 0;
         while done < n {

@@ -164,9 +164,8 @@ mod tests {
             cpu: None,
             engine: rxsched_linux::traffic::Engine::Packet,
         };
-        let mut b = vec![0u8; 128];
-        let n = rxsched_linux::traffic::probe(&mut b, &cfg, G0.mac, 1, 0);
-        let (action, by) = rules.verdict(&Flow::of_frame(&b[..n]));
+        let f = rxsched_linux::traffic::probe(&cfg, G0.mac, 1, 0).to_vec();
+        let (action, by) = rules.verdict(&Flow::of_frame(&f));
         assert_eq!(action, Action::Accept);
         assert_eq!(by, Decided::Rule(4));
     }

@@ -10,7 +10,7 @@ use crate::backend::mem::{self, FakeClock, FakeWait, Feed, Sink};
 use crate::backend::{RxBackend, TxBackend};
 use crate::rules::Rules;
 use crate::runtime::RunConfig;
-use crate::wire::{build_udp_frame, EthernetFrame, Ipv4Packet, Mac};
+use crate::wire::{EthernetFrame, Ipv4Packet, Mac, UdpProbe};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::Clock;
@@ -53,23 +53,16 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
 }
 
 fn frame(ttl: u8, dst: [u8; 4], seq: u64) -> Vec<u8> {
-    let mut b = vec![0u8; 128];
-    let n = build_udp_frame(
-        &mut b,
-        64,
-        GEN_MAC,
-        PORT_MACS[0],
-        [198, 18, 0, 1],
-        dst,
-        (1, 2),
+    UdpProbe {
+        src_mac: GEN_MAC,
+        dst_mac: PORT_MACS[0],
+        dst_ip: dst,
+        ports: (1, 2),
+        ttl,
         seq,
-        0,
-    );
-    b.truncate(n);
-    b[ETH_TTL] = ttl;
-    let mut ip = Ipv4Packet::new_checked(&mut b[14..]).unwrap();
-    ip.fill_checksum();
-    b
+        ..UdpProbe::default()
+    }
+    .to_vec()
 }
 
 /// Two in-memory ports: the test feeds port 0 and reads port 1's sink.

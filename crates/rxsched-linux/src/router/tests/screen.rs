@@ -5,20 +5,14 @@ use super::*;
 
 /// Frames to the sink's network on UDP port `dport`.
 fn to_port(dport: u16, seq: u64) -> Vec<u8> {
-    let mut b = vec![0u8; 128];
-    let n = build_udp_frame(
-        &mut b,
-        64,
-        GEN_MAC,
-        PORT_MACS[0],
-        [198, 18, 0, 1],
-        [198, 19, 0, 1],
-        (1, dport),
+    UdpProbe {
+        src_mac: GEN_MAC,
+        dst_mac: PORT_MACS[0],
+        ports: (1, dport),
         seq,
-        0,
-    );
-    b.truncate(n);
-    b
+        ..UdpProbe::default()
+    }
+    .to_vec()
 }
 
 const SCREEN_RULES: &str = "accept proto udp dport 9000\ndeny proto udp dport 80\n";
