@@ -1,5 +1,6 @@
-//! Parsers for flag values that are more than one number: `--vary`.
-//! (`--set` is the scenario loader's own, `rxsched_sim::scenario::parse_set`.)
+//! What flags become when they are more than a number: `--vary`'s values
+//! and the worker pool `--jobs` sizes. (`--set` is the scenario loader's own,
+//! `rxsched_sim::scenario::parse_set`.)
 
 use crate::error::{Error, Result};
 
@@ -43,6 +44,18 @@ pub fn parse_vary(vary: &str) -> Result<(String, Vec<f64>)> {
         return Err(bad("more than 10,000 points"));
     }
     Ok((k.trim().to_string(), values))
+}
+
+/// The worker pool `--jobs` asks for (default: one thread per core).
+pub fn pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = jobs {
+        if n == 0 {
+            return Err(Error::flag("jobs", "must be at least 1"));
+        }
+        b = b.num_threads(n);
+    }
+    b.build().map_err(|e| Error::Run(e.to_string()))
 }
 
 /// A flag's value cut to a readable length for an error message.

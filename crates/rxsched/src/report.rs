@@ -1,6 +1,7 @@
 //! Writing results: JSON, CSV, an SVG plot per figure, and `index.html`.
 
 use crate::result::{Axis, Claim, ResultFile, SCHEMA};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -133,6 +134,12 @@ fn extent(r: &ResultFile, curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64, f6
     (x0, x1, y1, integral)
 }
 
+/// A figure's drawing area, in our units.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// What drawing can fail with.
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
 /// Draws a result: our curves as lines with dots, the published points as
 /// hollow squares of the same colour.
 pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
@@ -172,62 +179,83 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             .y_label_formatter(&fy)
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
-        let n = curves.len() as f64;
         for (i, (label, c)) in curves.iter().enumerate() {
             let col = PALETTE[i % PALETTE.len()];
             if r.scatter {
                 // Runs as dots; each series a little aside, so none hides another.
-                let dx = (i as f64 - (n - 1.0) / 2.0) * 0.008 * (x1 - x0);
-                chart
-                    .draw_series(
-                        c.iter()
-                            .map(|p| Circle::new((p.0 + dx, p.1), 3, col.filled())),
-                    )?
-                    .label(label.clone())
-                    .legend(move |(x, y)| Circle::new((x + 9, y), 3, col.filled()));
-                continue;
-            }
-            chart
-                .draw_series(LineSeries::new(c.iter().copied(), col.stroke_width(2)))?
-                .label(label.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2))
-                });
-            if c.len() <= 60 {
-                chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
-            }
-            let refs: Vec<(f64, f64)> = r
-                .reference
-                .iter()
-                .filter(|rf| &rf.series == label)
-                .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1])))
-                .collect();
-            if !refs.is_empty() {
-                chart
-                    .draw_series(refs.iter().map(|p| {
-                        EmptyElement::at(*p)
-                            + Rectangle::new([(-5, -5), (5, 5)], col.stroke_width(2))
-                    }))?
-                    .label(format!("{label} (published)"))
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x + 4, y - 5), (x + 14, y + 5)], col.stroke_width(2))
-                    });
+                let dx = (i as f64 - (curves.len() as f64 - 1.0) / 2.0) * 0.008 * (x1 - x0);
+                draw_runs(&mut chart, label, c, col, dx)?;
+            } else {
+                draw_curve(&mut chart, r, label, c, col)?;
             }
         }
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(match r.legend.as_deref() {
-                Some("upper-left") => SeriesLabelPosition::UpperLeft,
-                Some("lower-right") => SeriesLabelPosition::LowerRight,
-                Some("lower-left") => SeriesLabelPosition::LowerLeft,
-                _ => SeriesLabelPosition::UpperRight,
-            })
+            .position(legend_position(r.legend.as_deref()))
             .draw()?;
         root.present()?;
     }
     Ok(svg)
+}
+
+/// A series whose points are runs of their own: dots, shifted by `dx`.
+fn draw_runs(
+    chart: &mut Chart,
+    label: &str,
+    c: &[(f64, f64)],
+    col: RGBColor,
+    dx: f64,
+) -> DrawResult {
+    chart
+        .draw_series(
+            c.iter()
+                .map(|p| Circle::new((p.0 + dx, p.1), 3, col.filled())),
+        )?
+        .label(label)
+        .legend(move |(x, y)| Circle::new((x + 9, y), 3, col.filled()));
+    Ok(())
+}
+
+/// A series as a line (with dots where there are few points), and the
+/// published points of the same series as hollow squares.
+fn draw_curve(
+    chart: &mut Chart,
+    r: &ResultFile,
+    label: &str,
+    c: &[(f64, f64)],
+    col: RGBColor,
+) -> DrawResult {
+    chart
+        .draw_series(LineSeries::new(c.iter().copied(), col.stroke_width(2)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+    if c.len() <= 60 {
+        chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
+    }
+    let refs = r.reference_points(label);
+    if !refs.is_empty() {
+        chart
+            .draw_series(refs.iter().map(|p| {
+                EmptyElement::at(*p) + Rectangle::new([(-5, -5), (5, 5)], col.stroke_width(2))
+            }))?
+            .label(format!("{label} (published)"))
+            .legend(move |(x, y)| {
+                Rectangle::new([(x + 4, y - 5), (x + 14, y + 5)], col.stroke_width(2))
+            });
+    }
+    Ok(())
+}
+
+/// Where a result's `legend` puts the legend (upper right unless it says).
+fn legend_position(legend: Option<&str>) -> SeriesLabelPosition {
+    match legend {
+        Some("upper-left") => SeriesLabelPosition::UpperLeft,
+        Some("lower-right") => SeriesLabelPosition::LowerRight,
+        Some("lower-left") => SeriesLabelPosition::LowerLeft,
+        _ => SeriesLabelPosition::UpperRight,
+    }
 }
 
 /// Tick labels with as many decimals as the axis span needs.

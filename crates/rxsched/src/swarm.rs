@@ -73,99 +73,119 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic".into())
 }
 
+/// What the workers share: which case each runs and since when (for the
+/// watchdog), and what the cases add up to.
+struct Shared {
+    running: Mutex<Vec<Option<(u64, Instant)>>>,
+    done: AtomicBool,
+    packets: AtomicU64,
+    events: AtomicU64,
+    redraws: AtomicU64,
+    covers: Mutex<BTreeMap<String, u64>>,
+    failures: Mutex<Vec<Failure>>,
+}
+
 /// Runs the cases. `tick` is called once per finished case (a progress
 /// bar). A case that outlives the timeout is written out and reported, and
 /// the process exits 1: a hung simulation cannot be stopped from outside
 /// its thread.
 pub fn run(cfg: &Config, tick: &(dyn Fn() + Sync)) -> Result<Summary> {
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = cfg.jobs {
-        if n == 0 {
-            return Err(Error::flag("jobs", "must be at least 1"));
-        }
-        b = b.num_threads(n);
-    }
-    let pool = b.build().map_err(|e| Error::Run(e.to_string()))?;
-    let running: Mutex<Vec<Option<(u64, Instant)>>> =
-        Mutex::new(vec![None; pool.current_num_threads()]);
-    let done = AtomicBool::new(false);
-    let (packets, events, redraws) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let covers: Mutex<BTreeMap<String, u64>> = Mutex::default();
-    let failures: Mutex<Vec<Failure>> = Mutex::default();
+    let pool = crate::flags::pool(cfg.jobs)?;
+    let shared = Shared {
+        running: Mutex::new(vec![None; pool.current_num_threads()]),
+        done: AtomicBool::new(false),
+        packets: AtomicU64::new(0),
+        events: AtomicU64::new(0),
+        redraws: AtomicU64::new(0),
+        covers: Mutex::default(),
+        failures: Mutex::default(),
+    };
     let t0 = Instant::now();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(200));
-                let late = running
-                    .lock()
-                    .expect("watchdog lock")
-                    .iter()
-                    .flatten()
-                    .find(|(_, t)| t.elapsed() > cfg.timeout)
-                    .copied();
-                if let Some((seed, _)) = late {
-                    let case = swarm::case(seed);
-                    let file = write_case(&cfg.out, &case)
-                        .map_or_else(|e| e.to_string(), |p| p.display().to_string());
-                    eprintln!(
-                        "rxsched swarm: seed {seed} ran longer than {:?} (a hang); the case: {file}",
-                        cfg.timeout
-                    );
-                    std::process::exit(1);
-                }
-            }
-        });
+        s.spawn(|| watchdog(cfg, &shared));
         pool.install(|| {
             (0..cfg.runs).into_par_iter().for_each(|i| {
-                let seed = cfg.seed.wrapping_add(i);
-                let slot = rayon::current_thread_index().unwrap_or(0);
-                running.lock().expect("slot lock")[slot] = Some((seed, Instant::now()));
-                let result = catch_unwind(AssertUnwindSafe(|| {
-                    let case = swarm::case(seed);
-                    let r = swarm::check(&case);
-                    (case, r)
-                }));
-                running.lock().expect("slot lock")[slot] = None;
-                let (case, what) = match result {
-                    Ok((case, Ok(o))) => {
-                        packets.fetch_add(o.packets, Ordering::Relaxed);
-                        events.fetch_add(o.events, Ordering::Relaxed);
-                        redraws.fetch_add(u64::from(case.redraws), Ordering::Relaxed);
-                        let mut c = covers.lock().expect("covers lock");
-                        for k in &case.covers {
-                            *c.entry(k.clone()).or_default() += 1;
-                        }
-                        tick();
-                        return;
-                    }
-                    Ok((case, Err(what))) => (Some(case), what),
-                    Err(p) => (
-                        catch_unwind(|| swarm::case(seed)).ok(),
-                        format!("panicked: {}", panic_text(&*p)),
-                    ),
-                };
-                let file = case
-                    .and_then(|c| write_case(&cfg.out, &c).ok())
-                    .unwrap_or_default();
-                failures
-                    .lock()
-                    .expect("failures lock")
-                    .push(Failure { seed, what, file });
+                one_case(cfg, &shared, cfg.seed.wrapping_add(i));
                 tick();
             });
         });
-        done.store(true, Ordering::Relaxed);
+        shared.done.store(true, Ordering::Relaxed);
     });
-    let mut failures = failures.into_inner().expect("failures");
+    let mut failures = shared.failures.into_inner().expect("failures");
     failures.sort_by_key(|f| f.seed);
     Ok(Summary {
         runs: cfg.runs,
         failures,
-        packets: packets.into_inner(),
-        events: events.into_inner(),
-        redraws: redraws.into_inner(),
+        packets: shared.packets.into_inner(),
+        events: shared.events.into_inner(),
+        redraws: shared.redraws.into_inner(),
         wall: t0.elapsed(),
-        covers: covers.into_inner().expect("covers"),
+        covers: shared.covers.into_inner().expect("covers"),
     })
+}
+
+/// Until the cases are done: a case running longer than the timeout is
+/// written out, and the process exits 1.
+fn watchdog(cfg: &Config, shared: &Shared) {
+    while !shared.done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(200));
+        let late = shared
+            .running
+            .lock()
+            .expect("watchdog lock")
+            .iter()
+            .flatten()
+            .find(|(_, t)| t.elapsed() > cfg.timeout)
+            .copied();
+        if let Some((seed, _)) = late {
+            let case = swarm::case(seed);
+            let file = write_case(&cfg.out, &case)
+                .map_or_else(|e| e.to_string(), |p| p.display().to_string());
+            eprintln!(
+                "rxsched swarm: seed {seed} ran longer than {:?} (a hang); the case: {file}",
+                cfg.timeout
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Runs case `seed` on this worker and adds what it did, or its failure
+/// (with the case written out), to `shared`.
+fn one_case(cfg: &Config, shared: &Shared, seed: u64) {
+    let slot = rayon::current_thread_index().unwrap_or(0);
+    shared.running.lock().expect("slot lock")[slot] = Some((seed, Instant::now()));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let case = swarm::case(seed);
+        let r = swarm::check(&case);
+        (case, r)
+    }));
+    shared.running.lock().expect("slot lock")[slot] = None;
+    let (case, what) = match result {
+        Ok((case, Ok(o))) => {
+            shared.packets.fetch_add(o.packets, Ordering::Relaxed);
+            shared.events.fetch_add(o.events, Ordering::Relaxed);
+            shared
+                .redraws
+                .fetch_add(u64::from(case.redraws), Ordering::Relaxed);
+            let mut c = shared.covers.lock().expect("covers lock");
+            for k in &case.covers {
+                *c.entry(k.clone()).or_default() += 1;
+            }
+            return;
+        }
+        Ok((case, Err(what))) => (Some(case), what),
+        Err(p) => (
+            catch_unwind(|| swarm::case(seed)).ok(),
+            format!("panicked: {}", panic_text(&*p)),
+        ),
+    };
+    let file = case
+        .and_then(|c| write_case(&cfg.out, &c).ok())
+        .unwrap_or_default();
+    shared
+        .failures
+        .lock()
+        .expect("failures lock")
+        .push(Failure { seed, what, file });
 }

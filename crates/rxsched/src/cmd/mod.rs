@@ -26,17 +26,6 @@ pub fn parse_sets(sets: &[String]) -> Result<Vec<(String, toml::Value)>> {
         .collect::<std::result::Result<_, _>>()?)
 }
 
-fn pool(jobs: Option<usize>) -> Result<rayon::ThreadPool> {
-    let mut b = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = jobs {
-        if n == 0 {
-            return Err(Error::flag("jobs", "must be at least 1"));
-        }
-        b = b.num_threads(n);
-    }
-    b.build().map_err(|e| Error::Run(e.to_string()))
-}
-
 /// A progress bar on a terminal, nothing otherwise.
 pub fn bar(len: u64, what: &str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
@@ -54,7 +43,7 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
 /// on a terminal, and assembles the results in plan order, each with the
 /// simulation wall time it took.
 pub fn run_plans(plans: &[Plan], jobs: Option<usize>) -> Result<Vec<(ResultFile, f64)>> {
-    let pool = pool(jobs)?;
+    let pool = rxsched::flags::pool(jobs)?;
     let work: Vec<(usize, usize)> = plans
         .iter()
         .enumerate()
