@@ -1,7 +1,9 @@
-//! The pieces behind the `rxsched` command: the experiments it knows, how a
-//! scenario becomes a figure (sweeps, distributions, bursts, RFC 2544
-//! throughput searches), the checks computed from the points, the result
-//! format, and the report (JSON, CSV, SVG, HTML).
+//! The pieces behind the `rxsched` command: the files under `experiments/`
+//! (the simulated figures and the real benches' results, with their
+//! checks), how a scenario becomes a figure (sweeps, distributions, bursts,
+//! RFC 2544 throughput searches), how a real bench measures its points in
+//! the lab, the checks computed from the points, the result format, and
+//! the report (JSON, CSV, SVG, HTML).
 //!
 //! Dependencies inside the crate point one way: `result` is at the bottom;
 //! `checks` reads results; `experiments` holds the files that describe

@@ -13,32 +13,22 @@ use std::fmt::Display;
 #[error("{0}")]
 pub struct BenchError(pub String);
 
-impl From<LabError> for BenchError {
-    fn from(e: LabError) -> Self {
-        BenchError(e.to_string())
-    }
+/// Errors that say all there is to say, taken by `?` as they read.
+macro_rules! as_they_read {
+    ($($t:ty),*) => {
+        $(impl From<$t> for BenchError {
+            fn from(e: $t) -> Self {
+                BenchError(e.to_string())
+            }
+        })*
+    };
 }
 
-impl From<SysError> for BenchError {
-    fn from(e: SysError) -> Self {
-        BenchError(e.to_string())
-    }
-}
-
-/// A check file that does not load (only a build with a malformed one, whose
-/// own test fails first).
-impl From<InputError> for BenchError {
-    fn from(e: InputError) -> Self {
-        BenchError(e.to_string())
-    }
-}
-
-/// The screening bench's own rules, refused.
-impl From<RuleError> for BenchError {
-    fn from(e: RuleError) -> Self {
-        BenchError(e.to_string())
-    }
-}
+// The lab's and the system's (they name the command or syscall and the
+// interface), a check file's (file, line and key: only a build with a
+// malformed one, whose own test fails first) and the screening bench's
+// rules.
+as_they_read!(LabError, SysError, InputError, RuleError);
 
 /// An error with what was being done: `what: error`.
 pub trait Context<T> {
