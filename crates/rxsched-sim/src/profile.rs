@@ -1,6 +1,7 @@
 //! Machine cost profiles: one per testbed, each cost with its source.
 
 use crate::error::{from_toml, InputError};
+use crate::scenario::KernelKind;
 use serde::{Deserialize, Serialize};
 
 /// The profiles that ship with rxsched, by name.
@@ -353,6 +354,27 @@ impl Profile {
             ));
         }
         Ok(p)
+    }
+
+    /// Checks that the profile has the costs kernel `kind` needs (`[linux]`
+    /// for Linux, `[nt]` for NT); `name` is the scenario's name for it.
+    pub fn check_kernel(&self, kind: KernelKind, name: &str) -> Result<(), InputError> {
+        let (table, has, example) = match kind {
+            KernelKind::Linux => ("linux", self.linux.is_some(), "mpc8250-linux"),
+            KernelKind::Nt => ("nt", self.nt.is_some(), "dual-p133-nt4"),
+            _ => return Ok(()),
+        };
+        if has {
+            return Ok(());
+        }
+        Err(InputError {
+            file: "scenario".into(),
+            line: None,
+            key: Some("kernel.kind".into()),
+            msg: format!(
+                "\"{table}\" needs a profile with [{table}] costs; profile {name:?} has none (try \"{example}\")"
+            ),
+        })
     }
 
     /// A built-in profile by name, or a profile file by path.

@@ -13,8 +13,9 @@
 //! accounting covers the measured interval exactly, and a second run from
 //! the same seed gives the same record, byte for byte.
 
+use crate::error::SimError;
+use crate::metrics::Metrics;
 use crate::scenario::{Loaded, VARIANTS};
-use crate::{Metrics, SimError};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -8,26 +8,33 @@
 //! the two-level switch between them (`rxsched_core::TwoLevel`, M11).
 //!
 //! The uniprocessor kernels of the other papers keep their own host
-//! (`crate::host`), which this one shares its traffic, meter, packets and
-//! events with: their published systems had one CPU, and their results do
-//! not change. Work is cut into jobs as there; a job that an interrupt
-//! preempts resumes later, on the same CPU (interrupt levels) or on
-//! whichever CPU the thread is next placed on (threads), with exactly its
-//! remaining time. Every nanosecond of every CPU is accounted to one
-//! bucket, and each CPU's buckets must cover the measured interval.
+//! (`crate::host`): their published systems had one CPU, and their results
+//! do not change. Both run on the engine (`crate::engine`): its traffic,
+//! echo client, meter, record, socket buffer, jobs with their completion
+//! events and preemption, and the ledger that accounts every nanosecond of
+//! every CPU to one bucket and demands that each CPU's buckets cover the
+//! measured interval. A job that an interrupt preempts resumes later, on
+//! the same CPU (interrupt levels) or on whichever CPU the thread is next
+//! placed on (threads), with exactly its remaining time.
 
 pub mod lock;
 pub mod sched;
 
-use crate::host::echo::EchoClient;
-use crate::host::event::{Ev, Events};
-use crate::host::meter::Meter;
-use crate::host::step::Packet;
-use crate::host::traffic::Traffic;
+use crate::engine::echo::{EchoClient, EchoEv};
+use crate::engine::events::Events;
+use crate::engine::interval::Interval;
+use crate::engine::job::{per_byte, Done, Job as EngineJob, Runner, COMPUTE_SLICE};
+use crate::engine::ledger::Ledger;
+use crate::engine::meter::Meter;
+use crate::engine::packet::Packet;
+use crate::engine::record::{Outside, Record};
+use crate::engine::socket::Socket;
+use crate::engine::traffic::{Arrival, Traffic};
+use crate::engine::Model;
+use crate::error::SimError;
 use crate::metrics::{Metrics, Samples};
 use crate::profile::{NtCosts, Profile};
 use crate::scenario::{ProcessKind, Scenario, SmpCfg, SmpDetector, SmpService};
-use crate::SimError;
 use lock::Lock;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -38,17 +45,19 @@ use std::collections::{BTreeMap, VecDeque};
 /// An on-off thread's CPU time per wake-up and its sleep, by default (ms).
 const ONOFF_ON_MS: f64 = 11.0;
 const ONOFF_OFF_MS: f64 = 5.0;
-/// A compute thread runs in slices of this length between scheduling points.
-const COMPUTE_SLICE: Nanos = 500 * US;
 /// A polling thread that finds nothing while the switch keeps it polling
 /// (an idle grace) looks again after this long.
 const POLL_IDLE: Nanos = 100 * US;
 
 /// Events of the multiprocessor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SmpEv {
-    /// The job CPU `cpu` started as generation `gen` ends.
-    Done { cpu: u16, gen: u64 },
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    /// Traffic source `s` delivers a frame's last bit.
+    Arrive(u8),
+    /// An event of the ping-pong client.
+    Echo(EchoEv),
+    /// A CPU's job ends (stale if the CPU switched since).
+    Done(Done),
     /// The two-level detector's window closes.
     Window,
     /// The polling thread, idle in its grace period, looks again.
@@ -88,18 +97,32 @@ enum JobKind {
     Compute,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Job {
-    kind: JobKind,
-    remaining: Nanos,
-}
+type Job = EngineJob<JobKind>;
 
-impl Job {
+impl JobKind {
     fn packet(&self) -> Option<Packet> {
-        match self.kind {
+        match *self {
             JobKind::Receive(p) | JobKind::Recv(p) => Some(p),
             _ => None,
         }
+    }
+}
+
+impl From<Arrival> for Ev {
+    fn from(a: Arrival) -> Ev {
+        Ev::Arrive(a.0)
+    }
+}
+
+impl From<Done> for Ev {
+    fn from(d: Done) -> Ev {
+        Ev::Done(d)
+    }
+}
+
+impl From<EchoEv> for Ev {
+    fn from(e: EchoEv) -> Ev {
+        Ev::Echo(e)
     }
 }
 
@@ -120,11 +143,8 @@ struct Cpu {
     dpc_start: Nanos,
     dpc_told: Nanos,
     running: Level,
-    since: Nanos,
-    job_end: Nanos,
-    gen: u64,
+    runner: Runner,
     last_thread: Option<Tid>,
-    busy_w: Vec<Nanos>,
     /// Threads made ready that preempt this CPU's thread, waiting for it to
     /// drop below DPC level: NT's dispatcher runs only there.
     deferred: Vec<Tid>,
@@ -200,28 +220,26 @@ const DPC: usize = 2;
 const LOCKING: usize = 3;
 
 /// The host.
-struct Smp {
+#[derive(Debug)]
+pub struct Smp {
     now: Nanos,
-    w0: Nanos,
-    end: Nanos,
-    events: Events,
+    w: Interval,
+    events: Events<Ev>,
     rng: ChaCha8Rng,
     c: NtCosts,
     wire: crate::profile::Wire,
     cfg: SmpCfg,
     cpus: Vec<Cpu>,
+    ledger: Ledger,
     sched: Sched,
     threads: Vec<Thread>,
-    buckets: Vec<String>,
     quantum: Nanos,
     // The adapter.
     ring: VecDeque<Packet>,
     ring_cap: usize,
     intr_enabled: bool,
     // The consumer's socket.
-    sock: VecDeque<Packet>,
-    sock_bytes: u32,
-    sock_cap: (usize, u32),
+    sock: Socket,
     waiting: VecDeque<Tid>,
     lock: Lock,
     lock_us: Nanos,
@@ -243,19 +261,20 @@ struct Smp {
     meter: Meter,
 }
 
-/// Runs a scenario of `kernel.kind = "nt"`.
-pub fn run(s: &Scenario, p: Profile) -> Result<(Metrics, Samples), SimError> {
-    let mut h = Smp::new(s, p);
-    h.run()?;
-    h.finish()
+impl Model for Smp {
+    fn run(mut self: Box<Self>) -> Result<(Metrics, Samples), SimError> {
+        self.run_events()?;
+        (*self).finish()
+    }
 }
 
 impl Smp {
-    fn new(s: &Scenario, p: Profile) -> Smp {
+    /// Builds the host of a scenario of `kernel.kind = "nt"`, with its
+    /// process counts spelled out ([`Scenario::expanded`]).
+    pub fn new(s: &Scenario, p: Profile) -> Smp {
         let cfg = s.smp.clone().unwrap_or_default();
         let n = cfg.cpus as usize;
-        let w0 = (s.run.warmup_ms * 1e6) as Nanos;
-        let end = w0 + (s.run.duration_ms * 1e6) as Nanos;
+        let w = Interval::of(&s.run);
         let mut rng = ChaCha8Rng::seed_from_u64(s.run.seed);
         let mut sched = Sched::new(n);
         let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
@@ -266,8 +285,7 @@ impl Smp {
         let mut threads = Vec::new();
         let mut reader_rt = false;
         let (mut lock_us, mut work_us) = (0, 0);
-        let ex = s.expanded();
-        for q in &ex.process {
+        for q in &s.process {
             let name = q.name.clone().unwrap_or_else(|| q.kind.name().to_string());
             let rt = q.realtime.unwrap_or(false);
             let prio = match q.nt_priority {
@@ -345,34 +363,28 @@ impl Smp {
                 dpc_start: 0,
                 dpc_told: 0,
                 running: Level::Idle,
-                since: 0,
-                job_end: 0,
-                gen: 0,
+                runner: Runner::default(),
                 last_thread: None,
-                busy_w: vec![0; buckets.len()],
                 deferred: Vec::new(),
             })
             .collect();
         let c = p.nt.clone().unwrap_or_default();
         Smp {
             now: 0,
-            w0,
-            end,
+            w,
             events: Events::default(),
             rng,
             c,
             wire: p.wire.clone(),
             cpus,
+            ledger: Ledger::new(buckets, n, w),
             sched,
             threads,
-            buckets,
             quantum: ((s.run.quantum_ms * 1e6) as Nanos).max(1),
             ring: VecDeque::new(),
             ring_cap: p.nic.rx_ring as usize,
             intr_enabled: true,
-            sock: VecDeque::new(),
-            sock_bytes: 0,
-            sock_cap: (s.kernel.socket_packets as usize, s.kernel.socket_bytes),
+            sock: Socket::new(s.kernel.socket_packets, s.kernel.socket_bytes),
             waiting: VecDeque::new(),
             lock: Lock::default(),
             lock_us,
@@ -386,15 +398,15 @@ impl Smp {
             to_polling: false,
             pass: 0,
             traffic: Traffic::new(&s.traffic),
-            echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w0)),
-            meter: Meter::new(w0),
+            echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
+            meter: Meter::new(w.w0),
             cfg,
         }
     }
 
     // ------------------------------------------------------------ the loop
 
-    fn run(&mut self) -> Result<(), SimError> {
+    fn run_events(&mut self) -> Result<(), SimError> {
         for s in 0..self.traffic.len() {
             self.traffic
                 .schedule(s, &self.wire, &mut self.rng, &mut self.events);
@@ -404,7 +416,7 @@ impl Smp {
         }
         if self.two.is_some() {
             let w = ((self.cfg.window_ms * 1e6) as Nanos).max(1);
-            self.events.push(w, Ev::Smp(SmpEv::Window));
+            self.events.push(w, Ev::Window);
         }
         // Compute threads are ready from the start; readers wait for data.
         for t in 0..self.threads.len() {
@@ -416,22 +428,19 @@ impl Smp {
         }
         self.reschedule_all()?;
         while let Some((t, ev)) = self.events.pop() {
-            if t > self.end {
+            if t > self.w.end {
                 break;
             }
             self.now = t;
             self.meter.events += 1;
             match ev {
                 Ev::Arrive(s) => {
-                    if let Some(t2) = self.traffic.busy_until(s as usize, t) {
-                        self.events.push(t2, Ev::Arrive(s));
-                        self.reschedule_all()?;
-                        continue;
+                    let s = s as usize;
+                    if let Some(p) = self.traffic.due(s, t, &mut self.events) {
+                        self.enter(p);
+                        self.traffic
+                            .schedule(s, &self.wire, &mut self.rng, &mut self.events);
                     }
-                    let p = self.traffic.packet(s as usize, t);
-                    self.enter(p);
-                    self.traffic
-                        .schedule(s as usize, &self.wire, &mut self.rng, &mut self.events);
                 }
                 Ev::Echo(e) => {
                     let c = self.echo.as_mut().expect("an echo event has a client");
@@ -439,36 +448,31 @@ impl Smp {
                         self.enter(p);
                     }
                 }
-                Ev::Smp(SmpEv::Done { cpu, gen }) => self.done(cpu as usize, gen),
-                Ev::Smp(SmpEv::Window) => {
+                Ev::Done(d) => self.done(d),
+                Ev::Window => {
                     self.tell_dpc_time();
                     let svc = self.two.as_mut().map(|tl| tl.tick(t));
                     self.follow(svc);
                     let w = ((self.cfg.window_ms * 1e6) as Nanos).max(1);
-                    self.events.push(t + w, Ev::Smp(SmpEv::Window));
+                    self.events.push(t + w, Ev::Window);
                 }
-                Ev::Smp(SmpEv::Wake(t)) => {
+                Ev::Wake(t) => {
                     let t = t as usize;
                     if self.sched.threads[t].state == sched::State::Blocked {
                         self.wake(t);
                     }
                 }
-                Ev::Smp(SmpEv::PollAgain) => {
+                Ev::PollAgain => {
                     if let Some(pt) = self.poll {
                         if self.polling && self.sched.threads[pt].state == sched::State::Blocked {
                             self.wake(pt);
                         }
                     }
                 }
-                other => {
-                    return Err(SimError::Invariant(format!(
-                        "the nt host got an event of another host: {other:?}"
-                    )))
-                }
             }
             self.reschedule_all()?;
         }
-        self.now = self.end;
+        self.now = self.w.end;
         Ok(())
     }
 
@@ -543,7 +547,7 @@ impl Smp {
 
     fn stop_polling(&mut self) {
         self.polling = false;
-        self.polling_w += clip(self.polling_since, self.now, self.w0, self.end);
+        self.polling_w += self.w.clip(self.polling_since, self.now);
         self.enable_interrupts();
     }
 
@@ -609,14 +613,10 @@ impl Smp {
     /// A datagram for the consumer: into its socket (or dropped there), and
     /// a waiting reader thread woken. Returns whether one was woken.
     fn socket_in(&mut self, p: Packet) -> bool {
-        let fits =
-            self.sock.len() < self.sock_cap.0 && self.sock_bytes + p.bytes <= self.sock_cap.1;
-        if !fits {
+        if !self.sock.offer(p) {
             self.meter.drop(DropPoint::SocketBuffer);
             return false;
         }
-        self.sock_bytes += p.bytes;
-        self.sock.push_back(p);
         match self.waiting.pop_front() {
             Some(t) => {
                 self.wake(t);
@@ -638,8 +638,7 @@ impl Smp {
                 if self.threads[t].left == 0 {
                     // Its time is used: it sleeps, then wants `on` again.
                     self.threads[t].left = on;
-                    self.events
-                        .push(self.now + off, Ev::Smp(SmpEv::Wake(t as u32)));
+                    self.events.push(self.now + off, Ev::Wake(t as u32));
                     return None;
                 }
                 let slice = self.threads[t].left.min(COMPUTE_SLICE);
@@ -648,12 +647,10 @@ impl Smp {
             }
             Role::Reader => match self.threads[t].phase {
                 Phase::Recv => {
-                    let p = self.sock.pop_front();
-                    let Some(p) = p else {
+                    let Some(p) = self.sock.pop() else {
                         self.waiting.push_back(t);
                         return None;
                     };
-                    self.sock_bytes -= p.bytes;
                     let mut cost = c.recv + per_byte(p.bytes, c.recv_per_byte);
                     if p.echo {
                         cost += c.send + per_byte(p.bytes, c.send_per_byte);
@@ -706,8 +703,7 @@ impl Smp {
                 match svc {
                     Some(Service::Polling) => {
                         // Still polling (a grace period): look again shortly.
-                        self.events
-                            .push(self.now + POLL_IDLE, Ev::Smp(SmpEv::PollAgain));
+                        self.events.push(self.now + POLL_IDLE, Ev::PollAgain);
                     }
                     _ => self.stop_polling(),
                 }
@@ -719,7 +715,7 @@ impl Smp {
 
     /// Thread `t`'s job ended on `cpu`.
     fn thread_done(&mut self, t: Tid, cpu: usize, j: Job) {
-        match j.kind {
+        match j.work {
             JobKind::Recv(p) => {
                 self.meter.deliver(p, self.now);
                 if p.echo {
@@ -842,8 +838,9 @@ impl Smp {
     }
 
     /// The job `cpu` was running ended.
-    fn done(&mut self, cpu: usize, gen: u64) {
-        if self.cpus[cpu].gen != gen {
+    fn done(&mut self, d: Done) {
+        let cpu = d.cpu as usize;
+        if !self.cpus[cpu].runner.current(d) {
             return;
         }
         let level = self.cpus[cpu].running;
@@ -858,7 +855,7 @@ impl Smp {
             }
             Level::Dpc => {
                 let j = self.cpus[cpu].dpc_job.take().expect("a DPC job ran");
-                if let JobKind::Receive(p) = j.kind {
+                if let JobKind::Receive(p) = j.work {
                     if self.socket_in(p) {
                         self.cpus[cpu].dpc_job = Some(job(JobKind::Wake, self.c.wake));
                     }
@@ -908,38 +905,28 @@ impl Smp {
             }
             // Preempt what runs: it keeps its remaining time.
             self.account(k);
-            let rem = self.cpus[k].job_end.saturating_sub(self.now);
-            match cur {
-                Level::Isr => set_rem(&mut self.cpus[k].isr, rem),
-                Level::Dpc => set_rem(&mut self.cpus[k].dpc_job, rem),
-                Level::Thread(t) => set_rem(&mut self.threads[t].job, rem),
-                Level::Idle => {}
-            }
-            let rem = match want {
-                Level::Isr => self.cpus[k].isr.map(|j| j.remaining),
-                Level::Dpc => self.cpus[k].dpc_job.map(|j| j.remaining),
-                Level::Thread(t) => self.threads[t].job.map(|j| j.remaining),
+            let cpu = &mut self.cpus[k];
+            let running = match cur {
+                Level::Isr => cpu.isr.as_mut(),
+                Level::Dpc => cpu.dpc_job.as_mut(),
+                Level::Thread(t) => self.threads[t].job.as_mut(),
                 Level::Idle => None,
             };
-            let cpu = &mut self.cpus[k];
+            cpu.runner.preempt(self.now, running);
+            let next = match want {
+                Level::Isr => cpu.isr.as_ref(),
+                Level::Dpc => cpu.dpc_job.as_ref(),
+                Level::Thread(t) => self.threads[t].job.as_ref(),
+                Level::Idle => None,
+            };
             cpu.running = want;
-            cpu.gen += 1;
-            match rem {
-                Some(r) => {
-                    cpu.job_end = self.now + r;
-                    self.events.push(
-                        self.now + r,
-                        Ev::Smp(SmpEv::Done {
-                            cpu: k as u16,
-                            gen: cpu.gen,
-                        }),
-                    );
+            match next {
+                Some(j) => {
+                    let (t, done) = cpu.runner.start(k as u16, self.now, j);
+                    self.events.push(t, done);
                     true
                 }
-                None => {
-                    cpu.job_end = self.now;
-                    cur != Level::Idle
-                }
+                None => cur != Level::Idle,
             }
         }
     }
@@ -1023,10 +1010,7 @@ impl Smp {
             Level::Idle if self.lock.contended_now() => LOCKING,
             Level::Idle => IDLE,
         };
-        let ns = clip(cpu.since, self.now, self.w0, self.end);
-        let cpu = &mut self.cpus[k];
-        cpu.busy_w[bucket] += ns;
-        cpu.since = self.now;
+        self.ledger.account(k, bucket, self.now);
     }
 
     // ------------------------------------------------------------ results
@@ -1036,24 +1020,16 @@ impl Smp {
             self.account(k);
         }
         if self.polling {
-            self.polling_w += clip(self.polling_since, self.now, self.w0, self.end);
+            self.polling_w += self.w.clip(self.polling_since, self.now);
         }
-        let window = self.end - self.w0;
+        let cpu = self.ledger.shares().map_err(SimError::Invariant)?;
+        let window = self.w.len();
         let n = self.cpus.len();
-        let mut cpu = BTreeMap::new();
         let mut extra = BTreeMap::new();
-        for (k, c) in self.cpus.iter().enumerate() {
-            let total: Nanos = c.busy_w.iter().sum();
-            if total != window {
-                return Err(SimError::Invariant(format!(
-                    "CPU {k}'s accounting covers {total} ns of a {window} ns interval"
-                )));
-            }
-            for (name, ns) in self.buckets.iter().zip(&c.busy_w) {
-                let share = *ns as f64 / window as f64;
-                *cpu.entry(name.clone()).or_insert(0.0) += share / n as f64;
+        for k in 0..n {
+            for (name, ns) in self.ledger.names().iter().zip(self.ledger.busy(k)) {
                 if *ns > 0 || ["idle", "dpc", "isr"].contains(&name.as_str()) {
-                    extra.insert(format!("cpu{k}.{name}"), share);
+                    extra.insert(format!("cpu{k}.{name}"), *ns as f64 / window as f64);
                 }
             }
         }
@@ -1063,18 +1039,9 @@ impl Smp {
             .flat_map(|c| [c.isr, c.dpc_job])
             .chain(self.threads.iter().flat_map(|t| [t.job, t.resume]))
             .flatten()
-            .filter_map(|j| j.packet())
+            .filter_map(|j| j.work.packet())
             .count() as u64;
         let in_flight = self.ring.len() as u64 + self.sock.len() as u64 + held;
-        let meter = &self.meter;
-        let dropped = meter.drops.total();
-        if meter.arrived != meter.delivered + dropped + in_flight {
-            return Err(SimError::Invariant(format!(
-                "conservation violated: arrived {} != delivered {} + dropped {} + in flight {}",
-                meter.arrived, meter.delivered, dropped, in_flight
-            )));
-        }
-        let secs = window as f64 / 1e9;
         let user: f64 = cpu
             .iter()
             .filter(|(k, _)| k.starts_with("user:"))
@@ -1115,37 +1082,21 @@ impl Smp {
                 break;
             }
         }
-        if let Some(e) = &self.echo {
-            let (rounds, mean) = e.rtt();
-            extra.insert("rtt_us".into(), mean);
-            extra.insert("round_trips".into(), rounds as f64);
-        }
-        let parts = crate::host::meter::RecordParts {
+        let record = Record {
             in_flight,
             cpu,
             mode_switches: self.two.as_ref().map_or(0, |t| t.switches()),
             inhibits: BTreeMap::new(),
             extra,
         };
-        Ok(self.meter.into_record(secs, parts))
+        let outside = Outside {
+            echo: self.echo.as_ref(),
+            tcp: None,
+        };
+        record.close(self.meter, self.w, outside)
     }
 }
 
-fn job(kind: JobKind, remaining: Nanos) -> Job {
-    Job { kind, remaining }
-}
-
-fn set_rem(j: &mut Option<Job>, rem: Nanos) {
-    if let Some(j) = j {
-        j.remaining = rem;
-    }
-}
-
-fn per_byte(bytes: u32, ns: f64) -> Nanos {
-    (bytes as f64 * ns).round() as Nanos
-}
-
-/// The part of `[a, b)` inside the measured interval `[w0, end)`.
-fn clip(a: Nanos, b: Nanos, w0: Nanos, end: Nanos) -> Nanos {
-    b.min(end).saturating_sub(a.max(w0))
+fn job(work: JobKind, remaining: Nanos) -> Job {
+    Job { work, remaining }
 }

@@ -1,13 +1,17 @@
 //! Traffic sources: constant, Poisson and bursty arrivals, serialised on
 //! each input wire at line rate.
 
-use super::event::{Ev, Events};
-use super::step::Packet;
+use super::events::Events;
+use super::packet::Packet;
 use crate::profile::Wire;
 use crate::scenario::{TrafficCfg, TrafficKind};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::Nanos;
+
+/// Source `s`'s next frame is due (its last bit reaches the host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival(pub u8);
 
 #[derive(Debug)]
 struct Source {
@@ -87,7 +91,13 @@ impl Traffic {
     }
 
     /// Schedules source `s`'s next arrival, if it has one.
-    pub fn schedule(&mut self, s: usize, wire: &Wire, rng: &mut ChaCha8Rng, ev: &mut Events) {
+    pub fn schedule<E: From<Arrival>>(
+        &mut self,
+        s: usize,
+        wire: &Wire,
+        rng: &mut ChaCha8Rng,
+        ev: &mut Events<E>,
+    ) {
         let src = &mut self.sources[s];
         if (src.count > 0 && src.sent >= src.count) || !src.gap_ns.is_finite() {
             return;
@@ -126,14 +136,31 @@ impl Traffic {
                 }
             }
         }
-        ev.push(done, Ev::Arrive(s as u8));
+        ev.push(done, Arrival(s as u8));
     }
 
-    /// Source `s`'s frame is due at `now`: `None` if its wire was free when
-    /// it would have started (it arrives now, and holds the wire until
-    /// now), else the time it arrives instead, after the frame that held
-    /// the wire (schedule `Arrive(s)` again for then).
-    pub fn busy_until(&mut self, s: usize, now: Nanos) -> Option<Nanos> {
+    /// Source `s`'s frame is due at `now`: the packet that arrives, if its
+    /// wire was free when it would have started (it holds the wire until
+    /// now; schedule the source's next frame after entering it); else its
+    /// arrival is scheduled again, after the frame that held the wire.
+    pub fn due<E: From<Arrival>>(
+        &mut self,
+        s: usize,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) -> Option<Packet> {
+        match self.busy_until(s, now) {
+            Some(t) => {
+                ev.push(t, Arrival(s as u8));
+                None
+            }
+            None => Some(self.packet(s, now)),
+        }
+    }
+
+    /// `None` if source `s`'s wire was free when its frame due at `now`
+    /// would have started, else the time it arrives instead.
+    fn busy_until(&mut self, s: usize, now: Nanos) -> Option<Nanos> {
         let src = &mut self.sources[s];
         let port = src.port as usize;
         if self.wire_free[port] > now.saturating_sub(src.frame) {
@@ -146,7 +173,7 @@ impl Traffic {
     }
 
     /// The packet source `s` delivers at `now`.
-    pub fn packet(&mut self, s: usize, now: Nanos) -> Packet {
+    fn packet(&mut self, s: usize, now: Nanos) -> Packet {
         let src = &self.sources[s];
         let p = Packet {
             id: self.next_id,
