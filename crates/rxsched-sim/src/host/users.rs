@@ -8,7 +8,7 @@ use super::step::user::Step;
 use crate::engine::job::COMPUTE_SLICE;
 use crate::engine::packet::Packet;
 use crate::engine::socket::Socket;
-use crate::scenario::{CaptureOutput, ProcessKind, Scenario, Scheduler};
+use crate::scenario::{CaptureOutput, ProcessCfg, ProcessKind, Scenario, Scheduler};
 use rxsched_core::{Nanos, PropShare, MS};
 use std::collections::VecDeque;
 
@@ -91,11 +91,7 @@ impl Users {
     /// The processes of a scenario, and their names.
     pub fn new(s: &Scenario) -> (Users, Vec<String>) {
         let consumer = Consumer::of(s);
-        let names: Vec<String> = s
-            .process
-            .iter()
-            .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
-            .collect();
+        let names: Vec<String> = s.process.iter().map(ProcessCfg::label).collect();
         let procs = s
             .process
             .iter()
@@ -108,9 +104,8 @@ impl Users {
                 blocked: true,
                 switch_pending: false,
                 ready: false,
-                // Brustoloni et al. 2000 §6: onoff runs 11 ms, then sleeps 5 ms.
-                on_ns: (q.on_ms.unwrap_or(11.0) * 1e6) as Nanos,
-                off_ns: (q.off_ms.unwrap_or(5.0) * 1e6) as Nanos,
+                on_ns: q.onoff_ns().0,
+                off_ns: q.onoff_ns().1,
                 used: 0,
                 sleeping: false,
                 switched_in: false,

@@ -11,7 +11,7 @@ mod validate;
 
 pub use load::{parse_set, set_path, Loaded};
 
-use rxsched_core::Quota;
+use rxsched_core::{Nanos, Quota};
 use serde::{Deserialize, Serialize};
 
 /// Which receive architecture the kernel uses.
@@ -417,6 +417,22 @@ pub struct ProcessCfg {
     pub cpu: Option<u32>,
 }
 
+impl ProcessCfg {
+    /// Its name in `cpu.user:<name>`: its own, else its kind's.
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| self.kind.name().to_string())
+    }
+
+    /// An `onoff` process's CPU time per run and its sleep, in ns.
+    pub fn onoff_ns(&self) -> (Nanos, Nanos) {
+        // Brustoloni et al. 2000 §6: onoff runs 11 ms, then sleeps 5 ms.
+        let ms = |v: Option<f64>, default: f64| (v.unwrap_or(default) * 1e6) as Nanos;
+        (ms(self.on_ms, 11.0), ms(self.off_ms, 5.0))
+    }
+}
+
 /// How user processes share the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -654,7 +670,7 @@ impl Scenario {
         self.expanded()
             .process
             .iter()
-            .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
+            .map(ProcessCfg::label)
             .collect()
     }
 
