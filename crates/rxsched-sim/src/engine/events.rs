@@ -66,3 +66,20 @@ impl<E> Events<E> {
         self.heap.pop().map(|Reverse(e)| (e.t, e.ev))
     }
 }
+
+/// Lets a host's event type carry the engine's events: `From` each engine
+/// event (an arrival, a job's end, an outside endpoint's event) into the
+/// variant of the host's type that wraps it, so the engine can schedule it.
+macro_rules! carries {
+    ($ev:ident { $($from:ty => $variant:ident),+ $(,)? }) => {
+        $(
+            impl From<$from> for $ev {
+                fn from(e: $from) -> $ev {
+                    $ev::$variant(e)
+                }
+            }
+        )+
+    };
+}
+
+pub(crate) use carries;

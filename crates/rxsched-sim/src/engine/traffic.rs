@@ -38,7 +38,7 @@ struct Source {
 /// A source's frames follow each other on the wire; frames of different
 /// sources on one wire are serialised when they arrive, in time order: a
 /// frame whose wire was still busy with another source's when it would have
-/// started arrives that much later ([`Traffic::busy_until`]). (Booking the
+/// started arrives that much later ([`Traffic::due`]). (Booking the
 /// wire when a frame is scheduled would let a source that starts late, or
 /// sends rarely, hold the wire for the others until then.)
 #[derive(Debug)]

@@ -3,6 +3,7 @@
 //! host's own (the wire, the clock, the kernels' timers, sleepers waking).
 
 use crate::engine::echo::EchoEv;
+use crate::engine::events::carries;
 use crate::engine::job::Done;
 use crate::engine::tcp::TcpEv;
 use crate::engine::traffic::Arrival;
@@ -10,8 +11,8 @@ use crate::engine::traffic::Arrival;
 /// Something that happens at a point in virtual time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
-    /// Traffic source `s` delivers a frame's last bit.
-    Arrive(u8),
+    /// A traffic source delivers a frame's last bit.
+    Arrive(Arrival),
     /// The frame on port `n`'s wire has left.
     TxWireDone(u8),
     /// The CPU's job ends (stale if the CPU switched since).
@@ -37,26 +38,9 @@ pub enum Timer {
     BreakerEnd(u8),
 }
 
-impl From<Arrival> for Ev {
-    fn from(a: Arrival) -> Ev {
-        Ev::Arrive(a.0)
-    }
-}
-
-impl From<Done> for Ev {
-    fn from(d: Done) -> Ev {
-        Ev::Done(d)
-    }
-}
-
-impl From<TcpEv> for Ev {
-    fn from(e: TcpEv) -> Ev {
-        Ev::Tcp(e)
-    }
-}
-
-impl From<EchoEv> for Ev {
-    fn from(e: EchoEv) -> Ev {
-        Ev::Echo(e)
-    }
-}
+carries!(Ev {
+    Arrival => Arrive,
+    Done => Done,
+    TcpEv => Tcp,
+    EchoEv => Echo,
+});

@@ -34,7 +34,7 @@ use crate::engine::meter::Meter;
 use crate::engine::packet::Packet;
 use crate::engine::record::{Outside, Record};
 use crate::engine::tcp::TcpFlow;
-use crate::engine::traffic::Traffic;
+use crate::engine::traffic::{Arrival, Traffic};
 use crate::engine::Model;
 use crate::error::SimError;
 use crate::metrics::{Metrics, Samples, TraceEvent};
@@ -135,7 +135,7 @@ impl Model for Host {
                     };
                     self.complete(c, step);
                 }
-                Ev::Arrive(s) => self.arrive(s as usize),
+                Ev::Arrive(Arrival(s)) => self.arrive(s as usize),
                 Ev::TxWireDone(n) => self.tx_wire_done(n as usize),
                 Ev::Timer(timer) => self.k.timer(&mut self.m, timer),
                 Ev::UserWake(u) => self.m.users.wake(u as usize),

@@ -3,14 +3,15 @@
 //! thread's second look, a sleeping thread waking).
 
 use crate::engine::echo::EchoEv;
+use crate::engine::events::carries;
 use crate::engine::job::Done;
 use crate::engine::traffic::Arrival;
 
 /// Events of the multiprocessor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
-    /// Traffic source `s` delivers a frame's last bit.
-    Arrive(u8),
+    /// A traffic source delivers a frame's last bit.
+    Arrive(Arrival),
     /// An event of the ping-pong client.
     Echo(EchoEv),
     /// A CPU's job ends (stale if the CPU switched since).
@@ -23,20 +24,8 @@ pub enum Ev {
     Wake(u32),
 }
 
-impl From<Arrival> for Ev {
-    fn from(a: Arrival) -> Ev {
-        Ev::Arrive(a.0)
-    }
-}
-
-impl From<Done> for Ev {
-    fn from(d: Done) -> Ev {
-        Ev::Done(d)
-    }
-}
-
-impl From<EchoEv> for Ev {
-    fn from(e: EchoEv) -> Ev {
-        Ev::Echo(e)
-    }
-}
+carries!(Ev {
+    Arrival => Arrive,
+    Done => Done,
+    EchoEv => Echo,
+});

@@ -7,12 +7,12 @@
 //! interrupt-initiated polling (the DPC only wakes a polling thread), and
 //! the two-level switch between them (`rxsched_core::TwoLevel`, M11).
 //!
-//! The host is cut by concern: [`cpu`] (a CPU's interrupt levels and the
-//! DPC), [`dispatch`] (giving each CPU its level, the ledger, waking and
-//! placing threads), [`thread`] and [`jobs`] (the threads and what they
-//! do), [`adapter`] and [`service`] (the adapter, its interrupt, the
-//! polling thread and the switch), [`consumer`] (the socket and the
-//! lock), [`work`] (the jobs CPUs run), [`event`] and [`record`]. This
+//! The host is cut by concern: `cpu` (a CPU's interrupt levels and the
+//! DPC), `dispatch` (giving each CPU its level, the ledger, waking and
+//! placing threads), `thread` and `jobs` (the threads and what they
+//! do), `adapter` and `service` (the adapter, its interrupt, the
+//! polling thread and the switch), `consumer` (the socket and the
+//! lock), `work` (the jobs CPUs run), `event` and `record`. This
 //! module builds the host and runs its event loop.
 //!
 //! The uniprocessor kernels of the other papers keep their own host
@@ -43,7 +43,7 @@ use crate::engine::events::Events;
 use crate::engine::interval::Interval;
 use crate::engine::ledger::Ledger;
 use crate::engine::meter::Meter;
-use crate::engine::traffic::Traffic;
+use crate::engine::traffic::{Arrival, Traffic};
 use crate::engine::Model;
 use crate::error::SimError;
 use crate::metrics::{Metrics, Samples};
@@ -152,7 +152,7 @@ impl Smp {
             self.now = t;
             self.meter.events += 1;
             match ev {
-                Ev::Arrive(s) => {
+                Ev::Arrive(Arrival(s)) => {
                     let s = s as usize;
                     if let Some(p) = self.traffic.due(s, t, &mut self.events) {
                         self.enter(p);
