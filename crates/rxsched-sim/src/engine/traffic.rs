@@ -90,6 +90,18 @@ impl Traffic {
         self.sources.is_empty()
     }
 
+    /// Schedules every source's first arrival, in source order.
+    pub fn start<E: From<Arrival>>(
+        &mut self,
+        wire: &Wire,
+        rng: &mut ChaCha8Rng,
+        ev: &mut Events<E>,
+    ) {
+        for s in 0..self.sources.len() {
+            self.schedule(s, wire, rng, ev);
+        }
+    }
+
     /// Schedules source `s`'s next arrival, if it has one.
     pub fn schedule<E: From<Arrival>>(
         &mut self,

@@ -27,7 +27,7 @@ const IDLE_BUCKET: usize = 0;
 #[derive(Debug, Default)]
 pub struct Ctx {
     /// The step it is running or was preempted in.
-    pub chunk: Option<Job<Step>>,
+    pub job: Option<Job<Step>>,
     /// A step that follows at once in the same context (process to completion).
     pub carry: Option<Step>,
     /// BSD's `if_start`: the port whose output queue this context is loading.
@@ -97,19 +97,19 @@ impl Cpu {
             return false;
         };
         self.account(now, Some(r));
-        self.runner.preempt(now, self.ctx[r].chunk.as_mut());
+        self.runner.preempt(now, self.ctx[r].job.as_mut());
         true
     }
 
-    /// Gives the CPU to `c`, whose chunk is ready. Returns when that chunk
+    /// Gives the CPU to `c`, whose job is ready. Returns when that job
     /// ends and the event that says so.
     pub fn start(&mut self, now: Nanos, c: CtxId) -> (Nanos, Done) {
         self.running = Some(c);
-        let chunk = self.ctx[c].chunk.as_ref().expect("a context starts ready");
-        self.runner.start(0, now, chunk)
+        let job = self.ctx[c].job.as_ref().expect("a context starts ready");
+        self.runner.start(0, now, job)
     }
 
-    /// A chunk ended at `now`: if it is the current one, the running
+    /// A job ended at `now`: if it is the current one, the running
     /// context gives up the CPU and its finished step is returned.
     pub fn complete(&mut self, now: Nanos, done: Done) -> Option<(CtxId, Step)> {
         if !self.runner.current(done) {
@@ -118,12 +118,12 @@ impl Cpu {
         let c = self
             .running
             .take()
-            .expect("a chunk completed with nothing running");
+            .expect("a job completed with nothing running");
         self.account(now, Some(c));
         let step = self.ctx[c]
-            .chunk
+            .job
             .take()
-            .expect("running context has a chunk")
+            .expect("running context has a job")
             .work;
         Some((c, step))
     }
@@ -131,7 +131,7 @@ impl Cpu {
     /// Whether context `c` has work under way.
     pub fn busy(&self, c: CtxId) -> bool {
         let x = &self.ctx[c];
-        x.chunk.is_some() || x.carry.is_some() || x.loading.is_some()
+        x.job.is_some() || x.carry.is_some() || x.loading.is_some()
     }
 
     /// Packets held by steps in progress or carried.
@@ -139,7 +139,7 @@ impl Cpu {
         self.ctx
             .iter()
             .map(|c| {
-                c.chunk.and_then(|ch| ch.work.packet()).is_some() as u64
+                c.job.and_then(|j| j.work.packet()).is_some() as u64
                     + c.carry.and_then(|s| s.packet()).is_some() as u64
             })
             .sum()

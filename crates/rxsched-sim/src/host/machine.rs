@@ -44,8 +44,6 @@ pub struct Machine {
     pub echo: Option<EchoClient>,
     /// Counters and samples.
     pub meter: Meter,
-    /// The end of the run.
-    pub end: Nanos,
 }
 
 impl Machine {

@@ -98,7 +98,6 @@ impl Host {
             echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
             users,
             meter: Meter::new(w.w0),
-            end: w.end,
             p,
         };
         Host { m, k, w }
@@ -107,9 +106,8 @@ impl Host {
 
 impl Model for Host {
     fn run(mut self: Box<Self>) -> Result<(Metrics, Samples), SimError> {
-        for s in 0..self.m.traffic.len() {
-            self.schedule_source(s);
-        }
+        let m = &mut self.m;
+        m.traffic.start(&m.p.wire, &mut m.rng, &mut m.events);
         if let Some(t) = &mut self.m.tcp {
             t.start(0, &mut self.m.events);
         }
@@ -123,7 +121,7 @@ impl Model for Host {
             self.m.push(t, Ev::Tick);
         }
         while let Some((t, ev)) = self.m.events.pop() {
-            if t > self.m.end {
+            if t > self.w.end {
                 break;
             }
             self.m.now = t;
@@ -161,7 +159,7 @@ impl Model for Host {
             }
             self.reschedule();
         }
-        self.m.now = self.m.end;
+        self.m.now = self.w.end;
         (*self).finish()
     }
 }
@@ -197,10 +195,10 @@ impl Host {
         }
     }
 
-    /// The context that should hold the CPU now, with its next chunk ready.
+    /// The context that should hold the CPU now, with its next job ready.
     fn pick(&mut self) -> Option<CtxId> {
         for c in [INTR, SOFT, KTHREAD] {
-            if self.ensure_chunk(c) {
+            if self.ensure_job(c) {
                 return Some(c);
             }
         }
@@ -208,15 +206,15 @@ impl Host {
         // (it goes back to sleep, and the kernel marks it so): pick again.
         for _ in 0..=self.m.users.len() {
             let u = self.m.users.pick(self.m.now, &self.m.cpu)?;
-            if self.ensure_chunk(USER0 + u) {
+            if self.ensure_job(USER0 + u) {
                 return Some(USER0 + u);
             }
         }
         None
     }
 
-    fn ensure_chunk(&mut self, c: CtxId) -> bool {
-        if self.m.cpu.ctx[c].chunk.is_some() {
+    fn ensure_job(&mut self, c: CtxId) -> bool {
+        if self.m.cpu.ctx[c].job.is_some() {
             return true;
         }
         let Some(step) = self.next_step(c) else {
@@ -227,7 +225,7 @@ impl Host {
             s => self.k.cost(&self.m, s),
         };
         self.trace(step.name(), step.packet(), false);
-        self.m.cpu.ctx[c].chunk = Some(Job {
+        self.m.cpu.ctx[c].job = Some(Job {
             work: step,
             remaining,
         });

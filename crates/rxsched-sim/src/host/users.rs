@@ -180,7 +180,7 @@ impl Users {
         if let Some(cur) = self.cur {
             let keep = self.runnable(cur, cpu)
                 && self.procs[cur].prio == prio
-                && (cpu.ctx[USER0 + cur].chunk.is_some() || now - self.since < self.quantum);
+                && (cpu.ctx[USER0 + cur].job.is_some() || now - self.since < self.quantum);
             if keep {
                 u = cur;
             }
@@ -221,7 +221,7 @@ impl Users {
         let u = match self.cur {
             Some(c)
                 if runnable[c]
-                    && (cpu.ctx[USER0 + c].chunk.is_some() || self.procs[c].switched_in) =>
+                    && (cpu.ctx[USER0 + c].job.is_some() || self.procs[c].switched_in) =>
             {
                 c
             }
@@ -296,7 +296,7 @@ impl Users {
     /// holding the CPU, mid-step) is the reader: the one whose packets it is.
     pub fn interrupted_is_reader(&self, cpu: &Cpu) -> bool {
         self.cur.is_some_and(|u| {
-            self.procs[u].kind == ProcessKind::Reader && cpu.ctx[USER0 + u].chunk.is_some()
+            self.procs[u].kind == ProcessKind::Reader && cpu.ctx[USER0 + u].job.is_some()
         })
     }
 

@@ -126,10 +126,8 @@ impl Smp {
 
     /// Runs the event loop to the end of the run.
     fn run_events(&mut self) -> Result<(), SimError> {
-        for s in 0..self.traffic.len() {
-            self.traffic
-                .schedule(s, &self.wire, &mut self.rng, &mut self.events);
-        }
+        self.traffic
+            .start(&self.wire, &mut self.rng, &mut self.events);
         if let Some(e) = &mut self.echo {
             e.start(0, &mut self.events);
         }
