@@ -9,7 +9,8 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::Nanos;
 
-/// Source `s`'s next frame is due (its last bit reaches the host).
+/// A traffic source's next frame is due (its last bit reaches the host);
+/// it holds the source's index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arrival(pub u8);
 

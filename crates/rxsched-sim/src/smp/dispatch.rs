@@ -34,37 +34,35 @@ impl Smp {
     /// Gives CPU `k` to its highest level with work. Returns whether the
     /// CPU started something new.
     fn reschedule(&mut self, k: usize) -> bool {
-        {
-            let want = self.want(k);
-            let cur = self.cpus[k].running;
-            if want == cur {
-                return false;
+        let want = self.want(k);
+        let cur = self.cpus[k].running;
+        if want == cur {
+            return false;
+        }
+        // Preempt what runs: it keeps its remaining time.
+        self.account(k);
+        let cpu = &mut self.cpus[k];
+        let running = match cur {
+            Level::Isr => cpu.isr.as_mut(),
+            Level::Dpc => cpu.dpc_job.as_mut(),
+            Level::Thread(t) => self.threads[t].job.as_mut(),
+            Level::Idle => None,
+        };
+        cpu.runner.preempt(self.now, running);
+        let next = match want {
+            Level::Isr => cpu.isr.as_ref(),
+            Level::Dpc => cpu.dpc_job.as_ref(),
+            Level::Thread(t) => self.threads[t].job.as_ref(),
+            Level::Idle => None,
+        };
+        cpu.running = want;
+        match next {
+            Some(j) => {
+                let (t, done) = cpu.runner.start(k as u16, self.now, j);
+                self.events.push(t, done);
+                true
             }
-            // Preempt what runs: it keeps its remaining time.
-            self.account(k);
-            let cpu = &mut self.cpus[k];
-            let running = match cur {
-                Level::Isr => cpu.isr.as_mut(),
-                Level::Dpc => cpu.dpc_job.as_mut(),
-                Level::Thread(t) => self.threads[t].job.as_mut(),
-                Level::Idle => None,
-            };
-            cpu.runner.preempt(self.now, running);
-            let next = match want {
-                Level::Isr => cpu.isr.as_ref(),
-                Level::Dpc => cpu.dpc_job.as_ref(),
-                Level::Thread(t) => self.threads[t].job.as_ref(),
-                Level::Idle => None,
-            };
-            cpu.running = want;
-            match next {
-                Some(j) => {
-                    let (t, done) = cpu.runner.start(k as u16, self.now, j);
-                    self.events.push(t, done);
-                    true
-                }
-                None => cur != Level::Idle,
-            }
+            None => cur != Level::Idle,
         }
     }
 
