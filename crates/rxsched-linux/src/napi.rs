@@ -411,3 +411,12 @@ mod genl {
         }
     }
 }
+
+impl crate::backend::Gate for NapiGate {
+    fn set(&mut self, open: bool) -> SysResult<()> {
+        NapiGate::set(self, open)
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        NapiGate::cpu_ns(self)
+    }
+}

@@ -1,6 +1,6 @@
 //! The metrics record of one run (CONTRACT.md).
 
-use rxsched_core::{DropPoint, InhibitCause};
+use rxsched_core::{DropPoint, InhibitCause, Nanos};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -128,7 +128,20 @@ pub struct Samples {
     /// each started onto the output wire, in ns, in packet order.
     pub to_device_ns: Vec<u64>,
     /// The first step starts and ends of the run, as a kernel trace.
-    pub trace: Vec<crate::host::meter::TraceEvent>,
+    pub trace: Vec<TraceEvent>,
+}
+
+/// One traced step boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// When, from the start of the run.
+    pub t: Nanos,
+    /// The step's name.
+    pub step: &'static str,
+    /// The packet it carries, by arrival order.
+    pub packet: Option<u32>,
+    /// Its end rather than its start.
+    pub end: bool,
 }
 
 impl Default for Samples {

@@ -1,6 +1,7 @@
 //! Machine cost profiles: one per testbed, each cost with its source.
 
 use crate::error::{from_toml, InputError};
+use crate::scenario::KernelKind;
 use serde::{Deserialize, Serialize};
 
 /// The profiles that ship with rxsched, by name.
@@ -250,34 +251,104 @@ pub struct NtCosts {
     pub lock: u64,
 }
 
+impl NtCosts {
+    /// Checks the costs' ranges; on failure returns the dotted key and the reason.
+    fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        for (key, v) in [
+            ("nt.isr", self.isr),
+            ("nt.dpc_entry", self.dpc_entry),
+            ("nt.dpc_packet", self.dpc_packet),
+            ("nt.monitor", self.monitor),
+            ("nt.wake", self.wake),
+            ("nt.context_switch", self.context_switch),
+            ("nt.recv", self.recv),
+            ("nt.send", self.send),
+            ("nt.lock", self.lock),
+        ] {
+            if v > 1_000_000_000 {
+                return Err((key, "a cost must be at most 1e9 ns"));
+            }
+        }
+        if self.dpc_packet == 0 && self.dpc_per_byte == 0.0 {
+            return Err((
+                "nt.dpc_packet",
+                "the receive work must cost something (or no load could ever saturate)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Profile {
     /// Parses a profile from TOML text.
     pub fn parse(file: &str, src: &str) -> Result<Profile, InputError> {
         let p: Profile = toml::from_str(src).map_err(|e| from_toml(file, src, &e))?;
-        let bad = |key: &str, msg: &str| InputError {
+        p.check().map_err(|(key, msg)| InputError {
             file: file.to_string(),
             line: crate::error::line_of(src, key),
             key: Some(key.to_string()),
             msg: msg.to_string(),
-        };
-        if !(p.wire.bit_rate_bps.is_finite()
-            && p.wire.bit_rate_bps >= 1e3
-            && p.wire.bit_rate_bps <= 1e12)
+        })?;
+        Ok(p)
+    }
+
+    /// Checks ranges; on failure returns the dotted key and the reason.
+    fn check(&self) -> Result<(), (&'static str, &'static str)> {
+        self.check_link()?;
+        self.check_per_byte()?;
+        if self.wire.cell_payload_bytes > 0
+            && !(self.wire.cell_payload_bytes..=65_535).contains(&self.wire.cell_bytes)
         {
-            return Err(bad(
+            return Err((
+                "wire.cell_bytes",
+                "a cell is at least its payload and at most 65535 bytes",
+            ));
+        }
+        if let Some(n) = &self.nt {
+            n.check()?;
+        }
+        let c = &self.cost;
+        // A clock faster than 100 kHz, or whose tick costs its whole period,
+        // leaves the model nothing but clock interrupts.
+        if c.clock_hz > 100_000 {
+            return Err((
+                "cost.clock_hz",
+                "must be at most 100000 interrupts per second",
+            ));
+        }
+        if c.clock_hz > 0 && c.clock_tick.saturating_mul(c.clock_hz) >= 1_000_000_000 {
+            return Err((
+                "cost.clock_tick",
+                "the clock interrupt must cost less than its period",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The line rate and the rings.
+    fn check_link(&self) -> Result<(), (&'static str, &'static str)> {
+        let bps = self.wire.bit_rate_bps;
+        if !(bps.is_finite() && (1e3..=1e12).contains(&bps)) {
+            return Err((
                 "wire.bit_rate_bps",
                 "must be a rate from 1e3 to 1e12 bits per second",
             ));
         }
         for (key, v) in [
-            ("nic.rx_ring", p.nic.rx_ring),
-            ("nic.tx_ring", p.nic.tx_ring),
+            ("nic.rx_ring", self.nic.rx_ring),
+            ("nic.tx_ring", self.nic.tx_ring),
         ] {
             if !(1..=1 << 20).contains(&v) {
-                return Err(bad(key, "must be from 1 to 1048576 descriptors"));
+                return Err((key, "must be from 1 to 1048576 descriptors"));
             }
         }
-        let c = &p.cost;
+        Ok(())
+    }
+
+    /// Every per-byte cost, of every kernel's table.
+    fn check_per_byte(&self) -> Result<(), (&'static str, &'static str)> {
+        let c = &self.cost;
+        let nt = |f: fn(&NtCosts) -> f64| self.nt.as_ref().map_or(0.0, f);
         for (key, v) in [
             ("cost.rx_copy_per_byte", c.rx_copy_per_byte),
             ("cost.app_read_per_byte", c.app_read_per_byte),
@@ -285,74 +356,38 @@ impl Profile {
             ("cost.udp_send_per_byte", c.udp_send_per_byte),
             (
                 "linux.t_copy_per_byte",
-                p.linux.as_ref().map_or(0.0, |l| l.t_copy_per_byte),
+                self.linux.as_ref().map_or(0.0, |l| l.t_copy_per_byte),
             ),
-            (
-                "nt.dpc_per_byte",
-                p.nt.as_ref().map_or(0.0, |n| n.dpc_per_byte),
-            ),
-            (
-                "nt.recv_per_byte",
-                p.nt.as_ref().map_or(0.0, |n| n.recv_per_byte),
-            ),
-            (
-                "nt.send_per_byte",
-                p.nt.as_ref().map_or(0.0, |n| n.send_per_byte),
-            ),
+            ("nt.dpc_per_byte", nt(|n| n.dpc_per_byte)),
+            ("nt.recv_per_byte", nt(|n| n.recv_per_byte)),
+            ("nt.send_per_byte", nt(|n| n.send_per_byte)),
         ] {
             if !(v.is_finite() && (0.0..=1e6).contains(&v)) {
-                return Err(bad(
-                    key,
-                    "a per-byte cost must be a number from 0 to 1e6 ns",
-                ));
+                return Err((key, "a per-byte cost must be a number from 0 to 1e6 ns"));
             }
         }
-        if p.wire.cell_payload_bytes > 0
-            && !(p.wire.cell_payload_bytes..=65_535).contains(&p.wire.cell_bytes)
-        {
-            return Err(bad(
-                "wire.cell_bytes",
-                "a cell is at least its payload and at most 65535 bytes",
-            ));
+        Ok(())
+    }
+
+    /// Checks that the profile has the costs kernel `kind` needs (`[linux]`
+    /// for Linux, `[nt]` for NT); `name` is the scenario's name for it.
+    pub fn check_kernel(&self, kind: KernelKind, name: &str) -> Result<(), InputError> {
+        let (table, has, example) = match kind {
+            KernelKind::Linux => ("linux", self.linux.is_some(), "mpc8250-linux"),
+            KernelKind::Nt => ("nt", self.nt.is_some(), "dual-p133-nt4"),
+            _ => return Ok(()),
+        };
+        if has {
+            return Ok(());
         }
-        if let Some(n) = &p.nt {
-            for (key, v) in [
-                ("nt.isr", n.isr),
-                ("nt.dpc_entry", n.dpc_entry),
-                ("nt.dpc_packet", n.dpc_packet),
-                ("nt.monitor", n.monitor),
-                ("nt.wake", n.wake),
-                ("nt.context_switch", n.context_switch),
-                ("nt.recv", n.recv),
-                ("nt.send", n.send),
-                ("nt.lock", n.lock),
-            ] {
-                if v > 1_000_000_000 {
-                    return Err(bad(key, "a cost must be at most 1e9 ns"));
-                }
-            }
-            if n.dpc_packet == 0 && n.dpc_per_byte == 0.0 {
-                return Err(bad(
-                    "nt.dpc_packet",
-                    "the receive work must cost something (or no load could ever saturate)",
-                ));
-            }
-        }
-        // A clock faster than 100 kHz, or whose tick costs its whole period,
-        // leaves the model nothing but clock interrupts.
-        if c.clock_hz > 100_000 {
-            return Err(bad(
-                "cost.clock_hz",
-                "must be at most 100000 interrupts per second",
-            ));
-        }
-        if c.clock_hz > 0 && c.clock_tick.saturating_mul(c.clock_hz) >= 1_000_000_000 {
-            return Err(bad(
-                "cost.clock_tick",
-                "the clock interrupt must cost less than its period",
-            ));
-        }
-        Ok(p)
+        Err(InputError {
+            file: "scenario".into(),
+            line: None,
+            key: Some("kernel.kind".into()),
+            msg: format!(
+                "\"{table}\" needs a profile with [{table}] costs; profile {name:?} has none (try \"{example}\")"
+            ),
+        })
     }
 
     /// A built-in profile by name, or a profile file by path.

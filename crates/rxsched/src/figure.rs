@@ -4,8 +4,8 @@
 use crate::experiments::{ExperimentFile, FigureCfg, FigureKind, Milestone};
 use crate::result::{Meta, Point, Reference, ResultFile, Series};
 use crate::search;
-use rxsched_sim::host::meter::TraceEvent;
 use rxsched_sim::metrics::Histogram;
+use rxsched_sim::metrics::TraceEvent;
 use rxsched_sim::{InputError, Metrics, Samples, Scenario, SimError};
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -11,6 +11,11 @@
 //!
 //! How a thread waits for a receive "interrupt" is a backend matter too:
 //! [`Wait`] is `epoll` on real sockets and a step of fake time in memory.
+//!
+//! So is who does a device's receive work and at what priority: a real
+//! backend opens its devices for a command ([`Opened`]: the [`Port`]s, the
+//! [`Gate`] on their receive work, the priority the thread that takes
+//! their frames runs at) as the command's [`Servicing`] asks.
 
 pub mod fault;
 pub mod mem;
@@ -18,7 +23,102 @@ pub mod packet;
 pub mod xdp;
 
 use crate::sys::SysResult;
+use crate::wire::Mac;
 use std::os::fd::RawFd;
+
+/// Device priority: the interrupt mode's receive thread (M1's interrupt
+/// handler; with XDP, the devices' NAPI threads) preempts everything else
+/// on the CPU.
+pub const DEVICE_PRIO: i32 = 50;
+/// Kernel-thread priority for the polling thread on AF_PACKET: Mogul &
+/// Ramakrishnan's polling thread was a kernel thread, above every user
+/// process and below interrupts. The lowest real-time priority keeps that
+/// order: a compute-bound process gets the CPU only when the thread is
+/// idle, or when the M4 cycle limit makes it give the CPU up. (As a nice-0
+/// thread its wake-ups waited out a compute process's time slice: p99
+/// latency of 3-5 ms where the interrupt mode had under 1 ms.) The interrupt
+/// mode's forwarding thread stays a normal-priority thread, as the M1
+/// baseline is defined.
+pub const KTHREAD_PRIO: i32 = 1;
+/// With XDP the polling thread owns the devices' receive work: it runs at
+/// [`POLL_PRIO`], and their NAPI threads just below it at [`NAPI_PRIO`], so
+/// that they run only while the thread waits for input, and are held off
+/// (frames die on the device's ring) while it works.
+pub const POLL_PRIO: i32 = 50;
+/// See [`POLL_PRIO`].
+pub const NAPI_PRIO: i32 = 40;
+
+/// How a polling thread opens and closes a device's input beyond its own rings:
+/// with threaded NAPI, by the receive threads' priority
+/// ([`crate::napi::NapiGate`]). Also reports those threads' CPU time, which
+/// M4 charges to the loop.
+pub trait Gate {
+    /// Input allowed (true) or inhibited.
+    fn set(&mut self, open: bool) -> SysResult<()>;
+    /// CPU time the receive work outside this thread has used, in ns.
+    fn cpu_ns(&self) -> SysResult<u64>;
+}
+
+/// No gate: the rings are all there is (AF_PACKET, in-memory ports).
+pub struct NoGate;
+
+impl Gate for NoGate {
+    fn set(&mut self, _open: bool) -> SysResult<()> {
+        Ok(())
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        Ok(0)
+    }
+}
+
+/// Who does the devices' receive work, and at what priority against the
+/// thread that takes its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Servicing {
+    /// A polling thread owns the receive work (M2): the work runs while the
+    /// thread waits, and is held off while it works.
+    Polling,
+    /// As [`Servicing::Polling`], but the thread and the receive work are
+    /// time-shared like any process (SRP's gateway stage under a share).
+    TimeShared,
+    /// The receive work runs at device priority, above a normal thread
+    /// that drains what it fills (the M1 baseline).
+    Interrupt,
+}
+
+/// One device: its name, its two sides, and its MAC.
+pub struct Port<R, T> {
+    /// Its name.
+    pub name: String,
+    /// The receive side.
+    pub rx: R,
+    /// The transmit side.
+    pub tx: T,
+    /// Its MAC, the source of what it sends.
+    pub mac: Mac,
+}
+
+/// A receive side of whatever backend.
+pub type AnyRx = Box<dyn RxBackend + Send>;
+/// A transmit side of whatever backend.
+pub type AnyTx = Box<dyn TxBackend + Send>;
+
+/// Devices a backend opened for a command.
+pub struct Opened {
+    /// The devices, in the order asked for.
+    pub ports: Vec<Port<AnyRx, AnyTx>>,
+    /// The gate on their receive work.
+    pub gate: Box<dyn Gate>,
+    /// Whether their receive work runs in threads the gate schedules
+    /// (threaded NAPI): then the M1 baseline's "interrupt handler" is that
+    /// work itself, and the thread that takes frames drains the socket
+    /// rings; otherwise a receive thread of the command's own stands in.
+    pub threaded: bool,
+    /// The real-time priority the thread that takes their frames must run
+    /// at, if any (set it once every helper thread and process is started:
+    /// they would inherit it).
+    pub thread_prio: Option<i32>,
+}
 
 /// Receiving frames.
 pub trait RxBackend {

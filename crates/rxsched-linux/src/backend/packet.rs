@@ -2,8 +2,8 @@
 //! is full, and says how many), transmission by `sendmmsg`, and waiting for
 //! input with `epoll`.
 
+use super::{AnyRx, AnyTx, NoGate, Opened, Port, Servicing, KTHREAD_PRIO};
 use super::{RxBackend, TxBackend, Wait};
-use crate::runtime::{AnyRx, AnyTx, NoGate, Opened, Port, Servicing, KTHREAD_PRIO};
 use crate::sys::{check, packet_socket, setsockopt, Epoll, SysError, SysResult};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

@@ -2,40 +2,9 @@
 //! the devices' receive work (threaded NAPI with XDP), and M4's charging of
 //! everything the thread takes, its own CPU time and what runs for it.
 
+use crate::backend::{Gate, NoGate};
 use crate::sys::{self, SysResult};
 use rxsched_core::{Clock, Nanos, PollLoop};
-
-/// How a polling thread opens and closes a device's input beyond its own rings:
-/// with threaded NAPI, by the receive threads' priority
-/// ([`crate::napi::NapiGate`]). Also reports those threads' CPU time, which
-/// M4 charges to the loop.
-pub trait Gate {
-    /// Input allowed (true) or inhibited.
-    fn set(&mut self, open: bool) -> SysResult<()>;
-    /// CPU time the receive work outside this thread has used, in ns.
-    fn cpu_ns(&self) -> SysResult<u64>;
-}
-
-/// No gate: the rings are all there is (AF_PACKET, in-memory ports).
-pub struct NoGate;
-
-impl Gate for NoGate {
-    fn set(&mut self, _open: bool) -> SysResult<()> {
-        Ok(())
-    }
-    fn cpu_ns(&self) -> SysResult<u64> {
-        Ok(0)
-    }
-}
-
-impl Gate for crate::napi::NapiGate {
-    fn set(&mut self, open: bool) -> SysResult<()> {
-        crate::napi::NapiGate::set(self, open)
-    }
-    fn cpu_ns(&self) -> SysResult<u64> {
-        crate::napi::NapiGate::cpu_ns(self)
-    }
-}
 
 /// The time read once at the start of a turn. The loop's own per-callback
 /// charge is not used: the thread charges M4 itself (see [`CHARGE_EVERY`]).

@@ -2,9 +2,11 @@
 //! `serve`): what they are all configured with ([`RunConfig`]) and the
 //! launch they share ([`RunConfig::launch`]), backend selection ([`Backend`]:
 //! each backend opens its devices and schedules their receive work in one
-//! place), the priorities the threads take, input control and the gate on
-//! the devices' receive work ([`input`]), and the polling thread, generic
-//! over what takes each frame ([`poller`]).
+//! function of its own, `open_all`, behind one match here), input control
+//! beside the loop ([`input`]: the gate on the devices' receive work, M4's
+//! charging), and the polling thread, generic over what takes each frame
+//! ([`poller`]). The vocabulary of opened devices (ports, gates,
+//! priorities) is the backends' and is re-exported here.
 //!
 //! A command builds its [`App`] (what happens to a frame), opens its
 //! devices through its [`Backend`], and runs a [`Poller`] over them.
@@ -12,37 +14,18 @@
 pub mod input;
 pub mod poller;
 
-pub use input::{At, Gate, InputCtl, NoGate};
+pub use crate::backend::{
+    AnyRx, AnyTx, Gate, NoGate, Opened, Port, Servicing, DEVICE_PRIO, KTHREAD_PRIO, NAPI_PRIO,
+    POLL_PRIO,
+};
+pub use input::{At, InputCtl};
 pub use poller::{App, Poller, Polls};
 
 use crate::backend::packet::EpollWait;
-use crate::backend::{RxBackend, TxBackend};
+use crate::backend::RxBackend;
 use crate::links::LinkWatch;
 use crate::sys::{self, SysResult};
-use crate::wire::Mac;
 use rxsched_core::{CycleLimit, PollLoop, PollingFacility, Quota, MS};
-
-/// Device priority: the interrupt mode's receive thread (M1's interrupt
-/// handler; with XDP, the devices' NAPI threads) preempts everything else
-/// on the CPU.
-pub const DEVICE_PRIO: i32 = 50;
-/// Kernel-thread priority for the polling thread on AF_PACKET: Mogul &
-/// Ramakrishnan's polling thread was a kernel thread, above every user
-/// process and below interrupts. The lowest real-time priority keeps that
-/// order: a compute-bound process gets the CPU only when the thread is
-/// idle, or when the M4 cycle limit makes it give the CPU up. (As a nice-0
-/// thread its wake-ups waited out a compute process's time slice: p99
-/// latency of 3-5 ms where the interrupt mode had under 1 ms.) The interrupt
-/// mode's forwarding thread stays a normal-priority thread, as the M1
-/// baseline is defined.
-pub const KTHREAD_PRIO: i32 = 1;
-/// With XDP the polling thread owns the devices' receive work: it runs at
-/// [`POLL_PRIO`], and their NAPI threads just below it at [`NAPI_PRIO`], so
-/// that they run only while the thread waits for input, and are held off
-/// (frames die on the device's ring) while it works.
-pub const POLL_PRIO: i32 = 50;
-/// See [`POLL_PRIO`].
-pub const NAPI_PRIO: i32 = 40;
 
 /// How the dataplane reaches the devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,55 +34,6 @@ pub enum Backend {
     Xdp,
     /// AF_PACKET rings and `sendmmsg`, for devices without XDP.
     Packet,
-}
-
-/// Who does the devices' receive work, and at what priority against the
-/// thread that takes its frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Servicing {
-    /// A polling thread owns the receive work (M2): the work runs while the
-    /// thread waits, and is held off while it works.
-    Polling,
-    /// As [`Servicing::Polling`], but the thread and the receive work are
-    /// time-shared like any process (SRP's gateway stage under a share).
-    TimeShared,
-    /// The receive work runs at device priority, above a normal thread
-    /// that drains what it fills (the M1 baseline).
-    Interrupt,
-}
-
-/// One device: its name, its two sides, and its MAC.
-pub struct Port<R, T> {
-    /// Its name.
-    pub name: String,
-    /// The receive side.
-    pub rx: R,
-    /// The transmit side.
-    pub tx: T,
-    /// Its MAC, the source of what it sends.
-    pub mac: Mac,
-}
-
-/// A receive side of whatever backend.
-pub type AnyRx = Box<dyn RxBackend + Send>;
-/// A transmit side of whatever backend.
-pub type AnyTx = Box<dyn TxBackend + Send>;
-
-/// Devices a backend opened for a command.
-pub struct Opened {
-    /// The devices, in the order asked for.
-    pub ports: Vec<Port<AnyRx, AnyTx>>,
-    /// The gate on their receive work.
-    pub gate: Box<dyn Gate>,
-    /// Whether their receive work runs in threads the gate schedules
-    /// (threaded NAPI): then the M1 baseline's "interrupt handler" is that
-    /// work itself, and the thread that takes frames drains the socket
-    /// rings; otherwise a receive thread of the command's own stands in.
-    pub threaded: bool,
-    /// The real-time priority the thread that takes their frames must run
-    /// at, if any (set it once every helper thread and process is started:
-    /// they would inherit it).
-    pub thread_prio: Option<i32>,
 }
 
 impl Backend {

@@ -6,7 +6,8 @@
 //! ring operation, and sleeps on the devices (and on the kick of the stage
 //! whose queue M3 watches) when the loop goes idle.
 
-use super::input::{At, Gate, InputCtl};
+use super::input::{At, InputCtl};
+use crate::backend::Gate;
 use crate::backend::{RxBackend, Wait};
 use crate::links::LinkWatch;
 use crate::stage::StageQueue;

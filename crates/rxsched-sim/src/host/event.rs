@@ -1,21 +1,22 @@
-//! The event queue: ordered by virtual time, then by a sequence number, so
-//! that events at the same time keep the order they were scheduled in.
+//! What happens at a point in the uniprocessor host's virtual time: the
+//! engine's events (arrivals, job ends, the outside endpoints') and the
+//! host's own (the wire, the clock, the kernels' timers, sleepers waking).
 
-use super::kernel::Timer;
-use rxsched_core::Nanos;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::engine::echo::EchoEv;
+use crate::engine::events::carries;
+use crate::engine::job::Done;
+use crate::engine::tcp::TcpEv;
+use crate::engine::traffic::Arrival;
 
 /// Something that happens at a point in virtual time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
-    /// Traffic source `s` delivers a frame's last bit.
-    Arrive(u8),
+    /// A traffic source delivers a frame's last bit.
+    Arrive(Arrival),
     /// The frame on port `n`'s wire has left.
     TxWireDone(u8),
-    /// The chunk of work started as generation `g` ends (stale if the CPU
-    /// switched since).
-    ChunkDone(u64),
+    /// The CPU's job ends (stale if the CPU switched since).
+    Done(Done),
     /// A kernel's own timer.
     Timer(Timer),
     /// The periodic clock interrupt.
@@ -23,29 +24,23 @@ pub enum Ev {
     /// User process `u` wakes from a timed sleep.
     UserWake(u8),
     /// An event of the TCP connection through the host.
-    Tcp(super::tcp::TcpEv),
+    Tcp(TcpEv),
     /// An event of the ping-pong client.
-    Echo(super::echo::EchoEv),
-    /// An event of the multiprocessor host (`crate::smp`).
-    Smp(crate::smp::SmpEv),
+    Echo(EchoEv),
 }
 
-/// A min-heap of events by (time, sequence).
-#[derive(Debug, Default)]
-pub struct Events {
-    heap: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
-    seq: u64,
+/// A kernel's own timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// The polling thread looks again (an inhibit ends, or a timeout).
+    PollWake,
+    /// A port's circuit breaker may close.
+    BreakerEnd(u8),
 }
 
-impl Events {
-    /// Schedules `ev` at `t`.
-    pub fn push(&mut self, t: Nanos, ev: Ev) {
-        self.seq += 1;
-        self.heap.push(Reverse((t, self.seq, ev)));
-    }
-
-    /// The earliest event.
-    pub fn pop(&mut self) -> Option<(Nanos, Ev)> {
-        self.heap.pop().map(|Reverse((t, _, ev))| (t, ev))
-    }
-}
+carries!(Ev {
+    Arrival => Arrive,
+    Done => Done,
+    TcpEv => Tcp,
+    EchoEv => Echo,
+});

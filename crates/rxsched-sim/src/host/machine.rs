@@ -3,12 +3,16 @@
 //! the meters. A kernel works on a `Machine` it is handed.
 
 use super::cpu::{Cpu, CtxId};
-use super::event::{Ev, Events};
-use super::meter::Meter;
+use super::event::Ev;
 use super::nic::{IntrController, Nic};
-use super::step::{IntrSrc, Packet, Step};
-use super::traffic::Traffic;
+use super::step::{IntrSrc, Step};
 use super::users::Users;
+use crate::engine::echo::EchoClient;
+use crate::engine::events::Events;
+use crate::engine::meter::Meter;
+use crate::engine::packet::Packet;
+use crate::engine::tcp::TcpFlow;
+use crate::engine::traffic::Traffic;
 use crate::profile::Profile;
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::{DropPoint, Nanos};
@@ -21,7 +25,7 @@ pub struct Machine {
     /// Virtual time.
     pub now: Nanos,
     /// Pending events.
-    pub events: Events,
+    pub events: Events<Ev>,
     /// The run's one random number generator.
     pub rng: ChaCha8Rng,
     /// The CPU.
@@ -35,13 +39,11 @@ pub struct Machine {
     /// User processes.
     pub users: Users,
     /// A TCP connection through or into the host.
-    pub tcp: Option<super::tcp::TcpFlow>,
+    pub tcp: Option<TcpFlow>,
     /// A ping-pong client the reader answers.
-    pub echo: Option<super::echo::EchoClient>,
+    pub echo: Option<EchoClient>,
     /// Counters and samples.
     pub meter: Meter,
-    /// The end of the run.
-    pub end: Nanos,
 }
 
 impl Machine {

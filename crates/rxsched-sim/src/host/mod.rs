@@ -8,50 +8,72 @@
 //! ready preempts the running step, which later resumes with exactly its
 //! remaining time.
 //!
-//! The pieces live in their own modules: [`cpu`] (contexts, preemption,
-//! accounting), [`nic`] (rings, wire, interrupt lines), [`traffic`],
-//! [`users`] (processes and their scheduler), [`meter`], and one module per
-//! kernel under [`kernel`]. This module is the event loop that joins them.
+//! The pieces live in their own modules: [`cpu`] (contexts on the
+//! engine's jobs and ledger), [`event`] (the host's events and the
+//! kernels' timers), [`nic`] (rings, wire, interrupt lines), [`users`]
+//! (processes and their scheduler), [`step`] (what the CPU runs, each
+//! kernel's steps in a module of their own), [`machine`] (all a kernel
+//! works on), and one module per kernel under [`kernel`]. Traffic, the
+//! outside endpoints, the meter and the record are the engine's
+//! (`crate::engine`). This module builds the kernel a scenario asks for
+//! and is the event loop that joins them.
 
 pub mod cpu;
-pub mod echo;
 pub mod event;
 pub mod kernel;
 pub mod machine;
-pub mod meter;
 pub mod nic;
 pub mod step;
-pub mod tcp;
-pub mod traffic;
 pub mod users;
 
-use crate::metrics::{Metrics, Samples};
+use crate::engine::echo::EchoClient;
+use crate::engine::events::Events;
+use crate::engine::interval::Interval;
+use crate::engine::job::Job;
+use crate::engine::meter::Meter;
+use crate::engine::packet::Packet;
+use crate::engine::record::{Outside, Record};
+use crate::engine::tcp::TcpFlow;
+use crate::engine::traffic::{Arrival, Traffic};
+use crate::engine::Model;
+use crate::error::SimError;
+use crate::metrics::{Metrics, Samples, TraceEvent};
 use crate::profile::Profile;
-use crate::scenario::Scenario;
-use crate::SimError;
+use crate::scenario::{KernelKind, Scenario};
 use cpu::{Cpu, CtxId, INTR, KTHREAD, SOFT, USER0};
-use event::{Ev, Events};
+use event::Ev;
 use kernel::Kernel;
 use machine::Machine;
-use meter::{Meter, TraceEvent};
 use nic::{IntrController, Nic};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rxsched_core::Nanos;
-use step::{IntrSrc, Step};
-use traffic::Traffic;
+use step::{bsd, user, IntrSrc, Step};
 use users::{Consumer, Users};
+
+/// The kernel a scenario asks for, with `ports` interfaces.
+fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
+    match s.kernel.kind {
+        KernelKind::Bsd | KernelKind::Emulated => Box::new(kernel::bsd::Bsd::new(s, p, ports)),
+        KernelKind::Polling => Box::new(kernel::polling::Polling::new(s, p, ports)),
+        KernelKind::Linux => Box::new(kernel::linux::Linux::new(s, p, ports)),
+        KernelKind::Srp | KernelKind::Lrp => Box::new(kernel::srp::Srp::new(s, p, ports)),
+        KernelKind::Nt => {
+            unreachable!("kernel.kind = \"nt\" runs on the multiprocessor host (crate::smp)")
+        }
+    }
+}
 
 /// One simulated host, built from a scenario and a profile.
 #[derive(Debug)]
 pub struct Host {
     m: Machine,
     k: Box<dyn Kernel>,
-    w0: Nanos,
+    w: Interval,
 }
 
 impl Host {
-    /// Builds a host ready to run.
+    /// Builds a host ready to run, from a scenario with its process
+    /// counts spelled out ([`Scenario::expanded`]).
     pub fn new(s: &Scenario, p: Profile) -> Host {
         let (users, names) = Users::new(s);
         let ports = if matches!(users.consumer, Consumer::Reader | Consumer::Capture) {
@@ -59,9 +81,8 @@ impl Host {
         } else {
             2
         };
-        let k = kernel::build(s, &p, ports);
-        let w0 = (s.run.warmup_ms * 1e6) as Nanos;
-        let end = w0 + (s.run.duration_ms * 1e6) as Nanos;
+        let k = build(s, &p, ports);
+        let w = Interval::of(&s.run);
         let nics = (0..ports)
             .map(|_| Nic::new(p.nic.rx_ring, s.kernel.output_queue_limit, p.nic.tx_ring))
             .collect();
@@ -69,29 +90,24 @@ impl Host {
             now: 0,
             events: Events::default(),
             rng: ChaCha8Rng::seed_from_u64(s.run.seed),
-            cpu: Cpu::new(k.kthread_bucket(), &names, w0, end),
+            cpu: Cpu::new(k.kthread_bucket(), &names, w),
             nics,
             intr: IntrController::new(ports, p.nic.one_interrupt),
             traffic: Traffic::new(&s.traffic),
-            tcp: s.tcp.as_ref().map(|t| tcp::TcpFlow::new(t, &p.wire, w0)),
-            echo: s
-                .echo
-                .as_ref()
-                .map(|e| echo::EchoClient::new(e, &p.wire, w0)),
+            tcp: s.tcp.as_ref().map(|t| TcpFlow::new(t, &p.wire, w.w0)),
+            echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
             users,
-            meter: Meter::new(w0),
-            end,
+            meter: Meter::new(w.w0),
             p,
         };
-        Host { m, k, w0 }
+        Host { m, k, w }
     }
+}
 
-    /// Runs to the end and returns the metrics record (with `wall_ms` 0:
-    /// the model reads no clock) and samples.
-    pub fn run(mut self) -> Result<(Metrics, Samples), SimError> {
-        for s in 0..self.m.traffic.len() {
-            self.schedule_source(s);
-        }
+impl Model for Host {
+    fn run(mut self: Box<Self>) -> Result<(Metrics, Samples), SimError> {
+        let m = &mut self.m;
+        m.traffic.start(&m.p.wire, &mut m.rng, &mut m.events);
         if let Some(t) = &mut self.m.tcp {
             t.start(0, &mut self.m.events);
         }
@@ -105,19 +121,19 @@ impl Host {
             self.m.push(t, Ev::Tick);
         }
         while let Some((t, ev)) = self.m.events.pop() {
-            if t > self.m.end {
+            if t > self.w.end {
                 break;
             }
             self.m.now = t;
             self.m.meter.events += 1;
             match ev {
-                Ev::ChunkDone(g) => {
-                    let Some((c, step)) = self.m.cpu.complete(t, g) else {
+                Ev::Done(d) => {
+                    let Some((c, step)) = self.m.cpu.complete(t, d) else {
                         continue;
                     };
                     self.complete(c, step);
                 }
-                Ev::Arrive(s) => self.arrive(s as usize),
+                Ev::Arrive(Arrival(s)) => self.arrive(s as usize),
                 Ev::TxWireDone(n) => self.tx_wire_done(n as usize),
                 Ev::Timer(timer) => self.k.timer(&mut self.m, timer),
                 Ev::UserWake(u) => self.m.users.wake(u as usize),
@@ -135,8 +151,6 @@ impl Host {
                         self.enter(p);
                     }
                 }
-                // The multiprocessor host's own events never reach this one.
-                Ev::Smp(_) => {}
                 Ev::Tick => {
                     self.m.raise(IntrSrc::Clock);
                     let t = self.m.now + 1_000_000_000 / self.m.p.cost.clock_hz;
@@ -145,10 +159,12 @@ impl Host {
             }
             self.reschedule();
         }
-        self.m.now = self.m.end;
-        self.finish()
+        self.m.now = self.w.end;
+        (*self).finish()
     }
+}
 
+impl Host {
     // ---------------------------------------------------------- scheduling
 
     /// Gives the CPU to the context that should hold it, preempting the
@@ -165,8 +181,8 @@ impl Host {
             }
             match want {
                 Some(c) => {
-                    let (t, gen) = self.m.cpu.start(now, c);
-                    self.m.push(t, Ev::ChunkDone(gen));
+                    let (t, done) = self.m.cpu.start(now, c);
+                    self.m.push(t, Ev::Done(done));
                     if c >= USER0 {
                         self.m.users.cur = Some(c - USER0);
                     }
@@ -179,10 +195,10 @@ impl Host {
         }
     }
 
-    /// The context that should hold the CPU now, with its next chunk ready.
+    /// The context that should hold the CPU now, with its next job ready.
     fn pick(&mut self) -> Option<CtxId> {
         for c in [INTR, SOFT, KTHREAD] {
-            if self.ensure_chunk(c) {
+            if self.ensure_job(c) {
                 return Some(c);
             }
         }
@@ -190,15 +206,15 @@ impl Host {
         // (it goes back to sleep, and the kernel marks it so): pick again.
         for _ in 0..=self.m.users.len() {
             let u = self.m.users.pick(self.m.now, &self.m.cpu)?;
-            if self.ensure_chunk(USER0 + u) {
+            if self.ensure_job(USER0 + u) {
                 return Some(USER0 + u);
             }
         }
         None
     }
 
-    fn ensure_chunk(&mut self, c: CtxId) -> bool {
-        if self.m.cpu.ctx[c].chunk.is_some() {
+    fn ensure_job(&mut self, c: CtxId) -> bool {
+        if self.m.cpu.ctx[c].job.is_some() {
             return true;
         }
         let Some(step) = self.next_step(c) else {
@@ -209,14 +225,17 @@ impl Host {
             s => self.k.cost(&self.m, s),
         };
         self.trace(step.name(), step.packet(), false);
-        self.m.cpu.ctx[c].chunk = Some(cpu::Chunk { remaining, step });
+        self.m.cpu.ctx[c].job = Some(Job {
+            work: step,
+            remaining,
+        });
         true
     }
 
     /// What context `c` does next; `None` if it has nothing to do.
     fn next_step(&mut self, c: CtxId) -> Option<Step> {
         if let Some(s) = self.m.cpu.ctx[c].carry.take() {
-            if let Step::Bsd(kernel::bsd::Step::IpInput(p)) = s {
+            if let Step::Bsd(bsd::Step::IpInput(p)) = s {
                 self.m.meter.ip_input_begins(p, self.m.now);
             }
             return Some(s);
@@ -233,7 +252,7 @@ impl Host {
                 let u = c - USER0;
                 let step = if self.k.owns_user(u) {
                     if self.m.users.take_switch(u) {
-                        Some(Step::User(users::Step::CtxSwitch))
+                        Some(Step::User(user::Step::CtxSwitch))
                     } else {
                         self.k.user_step(&mut self.m, u)
                     }
@@ -244,7 +263,7 @@ impl Host {
                     }
                     step.map(Step::User)
                 };
-                let switch = matches!(step, Some(Step::User(users::Step::CtxSwitch)));
+                let switch = matches!(step, Some(Step::User(user::Step::CtxSwitch)));
                 self.m.users.stepped(u, switch);
                 step
             }
@@ -281,7 +300,7 @@ impl Host {
 
     /// Records a step's start or end (or a handler's exit) in the kernel
     /// trace, which keeps only the run's first events.
-    fn trace(&mut self, step: &'static str, packet: Option<step::Packet>, end: bool) {
+    fn trace(&mut self, step: &'static str, packet: Option<Packet>, end: bool) {
         self.m.meter.trace(TraceEvent {
             t: self.m.now,
             step,
@@ -294,21 +313,21 @@ impl Host {
     fn complete(&mut self, c: CtxId, step: Step) {
         self.trace(step.name(), step.packet(), true);
         match step {
-            Step::User(users::Step::Screen(p)) => {
+            Step::User(user::Step::Screen(p)) => {
                 if let Some(next) = self.k.screened(p) {
                     self.m.carry(c, next);
                 }
             }
-            Step::User(users::Step::AppRead(p)) => {
+            Step::User(user::Step::AppRead(p)) => {
                 self.m.deliver(p);
                 let m = &mut self.m;
                 if let (true, Some(e)) = (p.echo, m.echo.as_mut()) {
                     e.reply(p, m.now, &mut m.events);
                 }
             }
-            Step::User(users::Step::Capture(p, _)) => self.m.deliver(p),
-            Step::User(users::Step::CtxSwitch) => self.m.meter.switch(self.m.now),
-            Step::User(users::Step::Run(ns)) => {
+            Step::User(user::Step::Capture(p, _)) => self.m.deliver(p),
+            Step::User(user::Step::CtxSwitch) => self.m.meter.switch(self.m.now),
+            Step::User(user::Step::Run(ns)) => {
                 if let Some(t) = self.m.users.ran(c - USER0, ns, self.m.now) {
                     self.m.push(t, Ev::UserWake((c - USER0) as u8));
                 }
@@ -326,18 +345,16 @@ impl Host {
     }
 
     fn arrive(&mut self, s: usize) {
-        if let Some(t) = self.m.traffic.busy_until(s, self.m.now) {
-            self.m.events.push(t, Ev::Arrive(s as u8));
-            return;
+        let m = &mut self.m;
+        if let Some(p) = m.traffic.due(s, m.now, &mut m.events) {
+            self.enter(p);
+            self.schedule_source(s);
         }
-        let p = self.m.traffic.packet(s, self.m.now);
-        self.enter(p);
-        self.schedule_source(s);
     }
 
     /// A frame's last bit reached its port: onto the receive ring, or
     /// dropped if the ring is full.
-    fn enter(&mut self, p: step::Packet) {
+    fn enter(&mut self, p: Packet) {
         let now = self.m.now;
         self.m.meter.arrival(now);
         let nic = &mut self.m.nics[p.port as usize];
@@ -365,32 +382,9 @@ impl Host {
 
     fn finish(mut self) -> Result<(Metrics, Samples), SimError> {
         let in_flight = self.m.packets_held() + self.k.in_flight();
-        let meter = &self.m.meter;
-        let dropped = meter.drops.total();
-        if meter.arrived != meter.delivered + dropped + in_flight {
-            return Err(SimError::Invariant(format!(
-                "conservation violated: arrived {} != delivered {} + dropped {} + in flight {}",
-                meter.arrived, meter.delivered, dropped, in_flight
-            )));
-        }
         let cpu = self.m.cpu.shares().map_err(SimError::Invariant)?;
-        let secs = (self.m.end - self.w0) as f64 / 1e9;
+        let secs = self.w.secs();
         let mut kr = self.k.report();
-        if let Some(e) = &self.m.echo {
-            let (rounds, mean) = e.rtt();
-            kr.extra.insert("rtt_us".into(), mean);
-            kr.extra.insert("round_trips".into(), rounds as f64);
-        }
-        if let Some(t) = &self.m.tcp {
-            let st = t.stats();
-            kr.extra.insert(
-                "tcp_mbps".into(),
-                st.goodput_bytes as f64 * 8.0 / 1e6 / secs,
-            );
-            kr.extra
-                .insert("tcp_retransmits".into(), st.retransmits as f64);
-            kr.extra.insert("tcp_timeouts".into(), st.timeouts as f64);
-        }
         let compute: f64 = cpu
             .iter()
             .filter(|(k, _)| self.m.users.is_compute_bucket(k))
@@ -412,13 +406,17 @@ impl Host {
                 meter.switches_w as f64 / meter.delivered_w.max(1) as f64,
             );
         }
-        let parts = meter::RecordParts {
+        let record = Record {
             in_flight,
             cpu,
             mode_switches: kr.mode_switches,
             inhibits: kr.inhibits,
             extra: kr.extra,
         };
-        Ok(self.m.meter.into_record(secs, parts))
+        let outside = Outside {
+            echo: self.m.echo.as_ref(),
+            tcp: self.m.tcp.as_ref(),
+        };
+        record.close(self.m.meter, self.w, outside)
     }
 }

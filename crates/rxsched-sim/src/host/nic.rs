@@ -2,7 +2,8 @@
 //! when full, output queues, transmit rings and the wire, and interrupt
 //! lines that are raised at most once until serviced.
 
-use super::step::{IntrSrc, Packet};
+use super::step::IntrSrc;
+use crate::engine::packet::Packet;
 use std::collections::VecDeque;
 
 /// One interface.

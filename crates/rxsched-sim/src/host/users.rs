@@ -4,70 +4,13 @@
 //! priority and round robin within a priority with a time quantum.
 
 use super::cpu::{Cpu, USER0};
-use super::step::Packet;
-use crate::profile::Costs;
-use crate::scenario::{CaptureOutput, ProcessKind, Scenario, Scheduler};
-use rxsched_core::{Nanos, PropShare, MS, US};
+use super::step::user::Step;
+use crate::engine::job::COMPUTE_SLICE;
+use crate::engine::packet::Packet;
+use crate::engine::socket::Socket;
+use crate::scenario::{CaptureOutput, ProcessCfg, ProcessKind, Scenario, Scheduler};
+use rxsched_core::{Nanos, PropShare, MS};
 use std::collections::VecDeque;
-
-/// A compute-bound process runs in slices of this length between scheduling decisions.
-const COMPUTE_SLICE: Nanos = 500 * US;
-
-/// A user process's own work.
-#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum Step {
-    /// Switching to this process.
-    CtxSwitch,
-    /// screend reads, checks and writes back one packet (two system calls).
-    Screen(Packet),
-    /// The application's receive call for one packet.
-    AppRead(Packet),
-    /// tcpdump reads one packet and writes it out.
-    Capture(Packet, CaptureOutput),
-    /// A slice of computation.
-    Compute,
-    /// A slice of an `onoff` process's computation, of this many ns.
-    Run(Nanos),
-}
-
-impl Step {
-    /// The packet the step carries.
-    pub fn packet(&self) -> Option<Packet> {
-        match *self {
-            Step::Screen(p) | Step::AppRead(p) | Step::Capture(p, _) => Some(p),
-            Step::CtxSwitch | Step::Compute | Step::Run(_) => None,
-        }
-    }
-
-    /// Its CPU cost.
-    pub fn cost(&self, c: &Costs) -> Nanos {
-        match *self {
-            Step::CtxSwitch => c.context_switch,
-            Step::Screen(_) => c.screend,
-            Step::AppRead(p) if p.tcp.is_some() => c.tcp_read,
-            // The ping-pong reader also sends the datagram back.
-            Step::AppRead(p) if p.echo => {
-                c.app_read
-                    + c.udp_send
-                    + (p.bytes as f64 * (c.app_read_per_byte + c.udp_send_per_byte)).round()
-                        as Nanos
-            }
-            Step::AppRead(p) => {
-                c.app_read + (p.bytes as f64 * c.app_read_per_byte).round() as Nanos
-            }
-            Step::Capture(_, out) => {
-                c.capture_read
-                    + match out {
-                        CaptureOutput::Null => 0,
-                        CaptureOutput::File => c.capture_file,
-                    }
-            }
-            Step::Compute => COMPUTE_SLICE,
-            Step::Run(ns) => ns,
-        }
-    }
-}
 
 /// Where received packets end up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,10 +79,7 @@ pub struct Users {
     pub filter_q: VecDeque<Packet>,
     filter_cap: usize,
     /// The reader's socket receive buffer.
-    pub sock_q: VecDeque<Packet>,
-    sock_bytes: u32,
-    sock_cap_pkts: usize,
-    sock_cap_bytes: u32,
+    pub socket: Socket,
     /// Under the proportional-share scheduler: its state, and the CPU time
     /// each process has been charged with so far.
     share: Option<(PropShare, Vec<Nanos>)>,
@@ -151,11 +91,7 @@ impl Users {
     /// The processes of a scenario, and their names.
     pub fn new(s: &Scenario) -> (Users, Vec<String>) {
         let consumer = Consumer::of(s);
-        let names: Vec<String> = s
-            .process
-            .iter()
-            .map(|q| q.name.clone().unwrap_or_else(|| q.kind.name().to_string()))
-            .collect();
+        let names: Vec<String> = s.process.iter().map(ProcessCfg::label).collect();
         let procs = s
             .process
             .iter()
@@ -168,9 +104,8 @@ impl Users {
                 blocked: true,
                 switch_pending: false,
                 ready: false,
-                // Brustoloni et al. 2000 §6: onoff runs 11 ms, then sleeps 5 ms.
-                on_ns: (q.on_ms.unwrap_or(11.0) * 1e6) as Nanos,
-                off_ns: (q.off_ms.unwrap_or(5.0) * 1e6) as Nanos,
+                on_ns: q.onoff_ns().0,
+                off_ns: q.onoff_ns().1,
                 used: 0,
                 sleeping: false,
                 switched_in: false,
@@ -194,10 +129,7 @@ impl Users {
             screen_cap: k.screen_queue_limit as usize,
             filter_q: VecDeque::new(),
             filter_cap: k.filter_queue_limit as usize,
-            sock_q: VecDeque::new(),
-            sock_bytes: 0,
-            sock_cap_pkts: k.socket_packets as usize,
-            sock_cap_bytes: k.socket_bytes,
+            socket: Socket::new(k.socket_packets, k.socket_bytes),
             share,
             compute_names: s
                 .process
@@ -215,7 +147,7 @@ impl Users {
             || self.procs[u].ready
             || match self.procs[u].kind {
                 ProcessKind::Screend => !self.screen_q.is_empty(),
-                ProcessKind::Reader => !self.sock_q.is_empty(),
+                ProcessKind::Reader => !self.socket.is_empty(),
                 ProcessKind::Tcpdump => !self.filter_q.is_empty(),
                 ProcessKind::Compute => true,
                 ProcessKind::Onoff => !self.procs[u].sleeping,
@@ -248,7 +180,7 @@ impl Users {
         if let Some(cur) = self.cur {
             let keep = self.runnable(cur, cpu)
                 && self.procs[cur].prio == prio
-                && (cpu.ctx[USER0 + cur].chunk.is_some() || now - self.since < self.quantum);
+                && (cpu.ctx[USER0 + cur].job.is_some() || now - self.since < self.quantum);
             if keep {
                 u = cur;
             }
@@ -289,7 +221,7 @@ impl Users {
         let u = match self.cur {
             Some(c)
                 if runnable[c]
-                    && (cpu.ctx[USER0 + c].chunk.is_some() || self.procs[c].switched_in) =>
+                    && (cpu.ctx[USER0 + c].job.is_some() || self.procs[c].switched_in) =>
             {
                 c
             }
@@ -348,11 +280,8 @@ impl Users {
                 Some(p) => (Some(Step::Screen(p)), true),
                 None => (None, false),
             },
-            ProcessKind::Reader => match self.sock_q.pop_front() {
-                Some(p) => {
-                    self.sock_bytes -= p.bytes;
-                    (Some(Step::AppRead(p)), false)
-                }
+            ProcessKind::Reader => match self.socket.pop() {
+                Some(p) => (Some(Step::AppRead(p)), false),
                 None => (None, false),
             },
             ProcessKind::Tcpdump => match self.filter_q.pop_front() {
@@ -367,7 +296,7 @@ impl Users {
     /// holding the CPU, mid-step) is the reader: the one whose packets it is.
     pub fn interrupted_is_reader(&self, cpu: &Cpu) -> bool {
         self.cur.is_some_and(|u| {
-            self.procs[u].kind == ProcessKind::Reader && cpu.ctx[USER0 + u].chunk.is_some()
+            self.procs[u].kind == ProcessKind::Reader && cpu.ctx[USER0 + u].job.is_some()
         })
     }
 
@@ -398,20 +327,6 @@ impl Users {
         std::mem::take(&mut self.procs[u].switch_pending)
     }
 
-    /// Puts a packet on the reader's socket receive queue; the caller has
-    /// done the buffering check.
-    pub fn socket_push(&mut self, p: Packet) {
-        self.sock_bytes += p.bytes;
-        self.sock_q.push_back(p);
-    }
-
-    /// Takes the next packet off the reader's socket receive queue.
-    pub fn socket_pop(&mut self) -> Option<Packet> {
-        let p = self.sock_q.pop_front()?;
-        self.sock_bytes -= p.bytes;
-        Some(p)
-    }
-
     /// The length of the queue queue-state feedback watches (screend's or
     /// the packet filter's).
     pub fn watched_len(&self) -> usize {
@@ -439,23 +354,8 @@ impl Users {
         true
     }
 
-    /// Whether the reader's socket has room for `p`.
-    pub fn socket_fits(&self, p: Packet) -> bool {
-        self.sock_q.len() < self.sock_cap_pkts && self.sock_bytes + p.bytes <= self.sock_cap_bytes
-    }
-
-    /// Offers a packet to the reader's socket; false if its buffer is full.
-    pub fn to_socket(&mut self, p: Packet) -> bool {
-        if !self.socket_fits(p) {
-            return false;
-        }
-        self.sock_bytes += p.bytes;
-        self.sock_q.push_back(p);
-        true
-    }
-
     /// Packets waiting in the processes' queues.
     pub fn packets(&self) -> u64 {
-        (self.screen_q.len() + self.sock_q.len() + self.filter_q.len()) as u64
+        (self.screen_q.len() + self.socket.len() + self.filter_q.len()) as u64
     }
 }

@@ -2,7 +2,8 @@
 //! key and says what is wanted.
 
 use super::{
-    KernelCfg, KernelKind, ProcessKind, RunCfg, Scenario, TrafficCfg, TrafficKind, VARIANTS,
+    KernelCfg, KernelKind, ProcessCfg, ProcessKind, RunCfg, Scenario, Scheduler, SmpCfg,
+    SmpDetector, TcpCfg, TcpReceiver, TrafficCfg, TrafficKind, VARIANTS,
 };
 
 /// A bad value: its dotted key and what is wrong.
@@ -37,18 +38,36 @@ impl Scenario {
     /// Checks ranges; on failure returns the dotted key and the reason.
     pub fn validate(&self) -> Result<(), Bad> {
         self.kernel.validate()?;
+        let reader = self
+            .process
+            .iter()
+            .any(|p| matches!(p.kind, ProcessKind::Reader | ProcessKind::Tcpdump));
+        self.validate_traffic(reader)?;
+        self.validate_processes()?;
+        if let Some(t) = &self.tcp {
+            t.validate(reader)?;
+        }
+        self.validate_echo(reader)?;
+        self.validate_kinds(reader)?;
+        self.validate_nt()?;
+        self.run.validate()
+    }
+
+    /// The traffic sources; `reader`: the host receives (one port).
+    fn validate_traffic(&self, reader: bool) -> Result<(), Bad> {
         need(
             self.traffic.len() <= 16,
             "traffic",
             "at most 16 traffic sources",
         )?;
-        let reader = self
-            .process
-            .iter()
-            .any(|p| matches!(p.kind, ProcessKind::Reader | ProcessKind::Tcpdump));
         for (i, t) in self.traffic.iter().enumerate() {
             t.validate(&format!("traffic.{i}"), reader)?;
         }
+        Ok(())
+    }
+
+    /// The processes: one consumer at most, each one's keys, their counts.
+    fn validate_processes(&self) -> Result<(), Bad> {
         let consumers = self
             .process
             .iter()
@@ -65,33 +84,7 @@ impl Scenario {
             "at most one screend, reader or tcpdump process",
         )?;
         for (i, p) in self.process.iter().enumerate() {
-            need(
-                p.output.is_none() || p.kind == ProcessKind::Tcpdump,
-                &format!("process.{i}.output"),
-                "only a tcpdump process has an output",
-            )?;
-            let at = |k: &str| format!("process.{i}.{k}");
-            need(
-                p.reservation.is_none()
-                    || (p.reservation.is_some_and(|r| r > 0.0 && r < 1.0)
-                        && self.run.scheduler == super::Scheduler::Proportional),
-                &at("reservation"),
-                "a reservation is a share in (0, 1), under run.scheduler = \"proportional\"",
-            )?;
-            for (k, v) in [("on_ms", p.on_ms), ("off_ms", p.off_ms)] {
-                need(
-                    v.is_none()
-                        || (p.kind == ProcessKind::Onoff && v.is_some_and(|v| positive(v * 1e3))),
-                    &at(k),
-                    "an onoff process's positive time of at most 1e6 ms",
-                )?;
-            }
-            need(
-                p.disposition.is_none()
-                    || (p.kind == ProcessKind::Reader && self.kernel.kind == KernelKind::Srp),
-                &format!("process.{i}.disposition"),
-                "only a reader under kernel.kind = \"srp\" has a SIGUIQ disposition",
-            )?;
+            self.validate_process(i, p)?;
         }
         for (i, p) in self.process.iter().enumerate() {
             need(
@@ -106,57 +99,72 @@ impl Scenario {
             self.expanded().process.len() <= 64,
             "process",
             "at most 64 processes",
+        )
+    }
+
+    /// Process `i`'s keys that only some kinds, kernels or schedulers have.
+    fn validate_process(&self, i: usize, p: &ProcessCfg) -> Result<(), Bad> {
+        let at = |k: &str| format!("process.{i}.{k}");
+        need(
+            p.output.is_none() || p.kind == ProcessKind::Tcpdump,
+            &at("output"),
+            "only a tcpdump process has an output",
         )?;
-        if let Some(t) = &self.tcp {
+        need(
+            p.reservation.is_none()
+                || (p.reservation.is_some_and(|r| r > 0.0 && r < 1.0)
+                    && self.run.scheduler == Scheduler::Proportional),
+            &at("reservation"),
+            "a reservation is a share in (0, 1), under run.scheduler = \"proportional\"",
+        )?;
+        for (k, v) in [("on_ms", p.on_ms), ("off_ms", p.off_ms)] {
             need(
-                (1..=9000).contains(&t.mss),
-                "tcp.mss",
-                "must be 1 to 9000 bytes",
-            )?;
-            need(
-                t.window_bytes >= t.mss && t.window_bytes <= 1 << 30,
-                "tcp.window_bytes",
-                "must hold at least one segment, and at most 1 GiB",
-            )?;
-            for (k, v) in [
-                ("tcp.sender_segment_us", t.sender_segment_us),
-                ("tcp.sender_ack_us", t.sender_ack_us),
-                ("tcp.receiver_segment_us", t.receiver_segment_us),
-            ] {
-                need(
-                    v.is_finite() && (0.0..=MAX_US).contains(&v),
-                    k,
-                    "must be a time from 0 to 1e9 µs",
-                )?;
-            }
-            time_us(t.rto_min_ms * 1e3, "tcp.rto_min_ms")?;
-            let host = t.receiver == super::TcpReceiver::Host;
-            need(
-                reader == host,
-                "tcp.receiver",
-                "\"host\" needs a reader (the host receives); \"endpoint\" needs none (the host forwards)",
+                v.is_none()
+                    || (p.kind == ProcessKind::Onoff && v.is_some_and(|v| positive(v * 1e3))),
+                &at(k),
+                "an onoff process's positive time of at most 1e6 ms",
             )?;
         }
-        if let Some(e) = &self.echo {
-            // An Ethernet frame, or under nt a Classical IP datagram over
-            // ATM (RFC 1626's 9,180-byte MTU plus LLC/SNAP).
-            let (lo, hi, what) = if self.kernel.kind == KernelKind::Nt {
-                (36, 9188, "must be 36 to 9188 bytes (a Classical IP datagram with LLC/SNAP, no IP fragments)")
-            } else {
-                (60, 1518, "must be 60 to 1518 bytes (no IP fragments)")
-            };
-            need((lo..=hi).contains(&e.frame_bytes), "echo.frame_bytes", what)?;
-            need(
-                e.client_us.is_finite() && (0.0..=MAX_US).contains(&e.client_us),
-                "echo.client_us",
-                "must be a time from 0 to 1e9 µs",
-            )?;
-            need(
-                reader,
-                "echo",
-                "the host's reader answers the client: add one",
-            )?;
-        }
+        need(
+            p.disposition.is_none()
+                || (p.kind == ProcessKind::Reader && self.kernel.kind == KernelKind::Srp),
+            &at("disposition"),
+            "only a reader under kernel.kind = \"srp\" has a SIGUIQ disposition",
+        )
+    }
+
+    /// The ping-pong client; `reader`: the host has a reader to answer it.
+    fn validate_echo(&self, reader: bool) -> Result<(), Bad> {
+        let Some(e) = &self.echo else {
+            return Ok(());
+        };
+        // An Ethernet frame, or under nt a Classical IP datagram over
+        // ATM (RFC 1626's 9,180-byte MTU plus LLC/SNAP).
+        let (lo, hi, what) = if self.kernel.kind == KernelKind::Nt {
+            (
+                36,
+                9188,
+                "must be 36 to 9188 bytes (a Classical IP datagram with LLC/SNAP, no IP fragments)",
+            )
+        } else {
+            (60, 1518, "must be 60 to 1518 bytes (no IP fragments)")
+        };
+        need((lo..=hi).contains(&e.frame_bytes), "echo.frame_bytes", what)?;
+        need(
+            e.client_us.is_finite() && (0.0..=MAX_US).contains(&e.client_us),
+            "echo.client_us",
+            "must be a time from 0 to 1e9 µs",
+        )?;
+        need(
+            reader,
+            "echo",
+            "the host's reader answers the client: add one",
+        )
+    }
+
+    /// What the kernel kinds and the processes ask of each other, and the
+    /// reservations' sum; `reader`: a reader or tcpdump is there.
+    fn validate_kinds(&self, reader: bool) -> Result<(), Bad> {
         let reserved: f64 = self.process.iter().filter_map(|p| p.reservation).sum();
         need(
             reserved < 1.0,
@@ -182,13 +190,9 @@ impl Scenario {
             !(reader && self.kernel.kind == KernelKind::Linux),
             "kernel.kind",
             "the linux kernel forwards; a reader or tcpdump needs bsd, emulated or polling",
-        )?;
-        self.validate_nt()?;
-        self.run.validate()
+        )
     }
-}
 
-impl Scenario {
     /// The `nt` host and its keys, which only it has.
     fn validate_nt(&self) -> Result<(), Bad> {
         let nt = self.kernel.kind == KernelKind::Nt;
@@ -198,70 +202,7 @@ impl Scenario {
             "[smp] describes the multiprocessor of kernel.kind = \"nt\"",
         )?;
         for (i, p) in self.process.iter().enumerate() {
-            let at = |k: &str| format!("process.{i}.{k}");
-            for (k, set) in [
-                ("threads", p.threads.is_some()),
-                ("lock_us", p.lock_us.is_some()),
-                ("work_us", p.work_us.is_some()),
-                ("realtime", p.realtime.is_some()),
-                ("cpu", p.cpu.is_some()),
-                ("nt_priority", p.nt_priority.is_some()),
-                ("affinity", p.affinity.is_some()),
-            ] {
-                need(
-                    !set || nt,
-                    &at(k),
-                    "only a process of kernel.kind = \"nt\" has this",
-                )?;
-            }
-            if !nt {
-                continue;
-            }
-            need(
-                matches!(
-                    p.kind,
-                    ProcessKind::Reader | ProcessKind::Compute | ProcessKind::Onoff
-                ),
-                &at("kind"),
-                "an nt host runs reader, compute and onoff processes",
-            )?;
-            need(
-                p.nt_priority.is_none_or(|v| (1..=31).contains(&v)),
-                &at("nt_priority"),
-                "NT priorities run from 1 to 31 (normal 8, real-time 24)",
-            )?;
-            need(
-                p.priority.is_none(),
-                &at("priority"),
-                "an nt thread's priority is its class: say `realtime = true` or nothing",
-            )?;
-            need(
-                p.threads.is_none_or(|n| (1..=64).contains(&n))
-                    && (p.threads.is_none() || p.kind == ProcessKind::Reader),
-                &at("threads"),
-                "a reader has 1 to 64 threads",
-            )?;
-            for (k, v) in [("lock_us", p.lock_us), ("work_us", p.work_us)] {
-                need(
-                    v.is_none_or(|v| v.is_finite() && (0.0..=1e6).contains(&v))
-                        && (v.is_none() || p.kind == ProcessKind::Reader),
-                    &at(k),
-                    "a reader's time per datagram, from 0 to 1e6 µs",
-                )?;
-            }
-            let cpus = self.smp.as_ref().map_or(2, |c| c.cpus);
-            need(
-                p.affinity
-                    .as_ref()
-                    .is_none_or(|a| !a.is_empty() && a.iter().all(|&c| c < cpus)),
-                &at("affinity"),
-                "a list of the host's CPUs (0 to smp.cpus - 1), at least one",
-            )?;
-            need(
-                p.cpu.is_none_or(|c| c < cpus),
-                &at("cpu"),
-                "must be one of the host's CPUs (0 to smp.cpus - 1)",
-            )?;
+            self.validate_nt_process(i, p, nt)?;
         }
         if !nt {
             return Ok(());
@@ -272,7 +213,7 @@ impl Scenario {
             "the nt host has no TCP model; use UDP traffic or [echo]",
         )?;
         need(
-            self.run.scheduler == super::Scheduler::Priority,
+            self.run.scheduler == Scheduler::Priority,
             "run.scheduler",
             "an nt host schedules threads by priority",
         )?;
@@ -292,51 +233,158 @@ impl Scenario {
                 "an nt host has one adapter, port 0",
             )?;
         }
-        let c = self.smp.clone().unwrap_or_default();
+        self.smp.clone().unwrap_or_default().validate()
+    }
+
+    /// Process `i`'s keys of the `nt` host (`nt`: this is one).
+    fn validate_nt_process(&self, i: usize, p: &ProcessCfg, nt: bool) -> Result<(), Bad> {
+        let at = |k: &str| format!("process.{i}.{k}");
+        for (k, set) in [
+            ("threads", p.threads.is_some()),
+            ("lock_us", p.lock_us.is_some()),
+            ("work_us", p.work_us.is_some()),
+            ("realtime", p.realtime.is_some()),
+            ("cpu", p.cpu.is_some()),
+            ("nt_priority", p.nt_priority.is_some()),
+            ("affinity", p.affinity.is_some()),
+        ] {
+            need(
+                !set || nt,
+                &at(k),
+                "only a process of kernel.kind = \"nt\" has this",
+            )?;
+        }
+        if !nt {
+            return Ok(());
+        }
         need(
-            (1..=64).contains(&c.cpus),
+            matches!(
+                p.kind,
+                ProcessKind::Reader | ProcessKind::Compute | ProcessKind::Onoff
+            ),
+            &at("kind"),
+            "an nt host runs reader, compute and onoff processes",
+        )?;
+        need(
+            p.nt_priority.is_none_or(|v| (1..=31).contains(&v)),
+            &at("nt_priority"),
+            "NT priorities run from 1 to 31 (normal 8, real-time 24)",
+        )?;
+        need(
+            p.priority.is_none(),
+            &at("priority"),
+            "an nt thread's priority is its class: say `realtime = true` or nothing",
+        )?;
+        need(
+            p.threads.is_none_or(|n| (1..=64).contains(&n))
+                && (p.threads.is_none() || p.kind == ProcessKind::Reader),
+            &at("threads"),
+            "a reader has 1 to 64 threads",
+        )?;
+        for (k, v) in [("lock_us", p.lock_us), ("work_us", p.work_us)] {
+            need(
+                v.is_none_or(|v| v.is_finite() && (0.0..=1e6).contains(&v))
+                    && (v.is_none() || p.kind == ProcessKind::Reader),
+                &at(k),
+                "a reader's time per datagram, from 0 to 1e6 µs",
+            )?;
+        }
+        let cpus = self.smp.as_ref().map_or(2, |c| c.cpus);
+        need(
+            p.affinity
+                .as_ref()
+                .is_none_or(|a| !a.is_empty() && a.iter().all(|&c| c < cpus)),
+            &at("affinity"),
+            "a list of the host's CPUs (0 to smp.cpus - 1), at least one",
+        )?;
+        need(
+            p.cpu.is_none_or(|c| c < cpus),
+            &at("cpu"),
+            "must be one of the host's CPUs (0 to smp.cpus - 1)",
+        )
+    }
+}
+
+impl SmpCfg {
+    fn validate(&self) -> Result<(), Bad> {
+        need(
+            (1..=64).contains(&self.cpus),
             "smp.cpus",
             "must be from 1 to 64",
         )?;
         need(
-            c.interrupt_cpu < c.cpus,
+            self.interrupt_cpu < self.cpus,
             "smp.interrupt_cpu",
             "must be one of the host's CPUs (0 to smp.cpus - 1)",
         )?;
-        let share = c.detector == super::SmpDetector::Cpu;
+        let share = self.detector == SmpDetector::Cpu;
         need(
-            c.threshold.is_finite()
-                && c.threshold > 0.0
-                && (!share || c.threshold <= 1.0)
-                && c.threshold <= 1e9,
+            self.threshold.is_finite()
+                && self.threshold > 0.0
+                && (!share || self.threshold <= 1.0)
+                && self.threshold <= 1e9,
             "smp.threshold",
             "must be positive (a share of one CPU, at most 1, for detector = \"cpu\")",
         )?;
         need(
-            c.hold_ms.is_finite() && (0.0..=1e6).contains(&c.hold_ms),
+            self.hold_ms.is_finite() && (0.0..=1e6).contains(&self.hold_ms),
             "smp.hold_ms",
             "must be from 0 to 1e6 ms",
         )?;
         need(
-            c.window_ms.is_finite() && c.window_ms >= 0.01 && c.window_ms <= 1e5,
+            self.window_ms.is_finite() && self.window_ms >= 0.01 && self.window_ms <= 1e5,
             "smp.window_ms",
             "must be from 0.01 to 1e5 ms",
         )?;
         need(
-            c.idle_grace_ms.is_finite() && (0.0..=1e6).contains(&c.idle_grace_ms),
+            self.idle_grace_ms.is_finite() && (0.0..=1e6).contains(&self.idle_grace_ms),
             "smp.idle_grace_ms",
             "must be from 0 to 1e6 ms",
         )?;
         need(
-            c.return_below
+            self.return_below
                 .is_none_or(|f| f.is_finite() && f > 0.0 && f <= 1.0),
             "smp.return_below",
             "a share of one CPU, above 0 and at most 1",
         )?;
         need(
-            (1..=1_000_000).contains(&c.poll_quota),
+            (1..=1_000_000).contains(&self.poll_quota),
             "smp.poll_quota",
             "must be from 1 to 1000000 datagrams",
+        )
+    }
+}
+
+impl TcpCfg {
+    /// `reader`: the host has a reader (it receives the connection).
+    fn validate(&self, reader: bool) -> Result<(), Bad> {
+        need(
+            (1..=9000).contains(&self.mss),
+            "tcp.mss",
+            "must be 1 to 9000 bytes",
+        )?;
+        need(
+            self.window_bytes >= self.mss && self.window_bytes <= 1 << 30,
+            "tcp.window_bytes",
+            "must hold at least one segment, and at most 1 GiB",
+        )?;
+        for (k, v) in [
+            ("tcp.sender_segment_us", self.sender_segment_us),
+            ("tcp.sender_ack_us", self.sender_ack_us),
+            ("tcp.receiver_segment_us", self.receiver_segment_us),
+        ] {
+            need(
+                v.is_finite() && (0.0..=MAX_US).contains(&v),
+                k,
+                "must be a time from 0 to 1e9 µs",
+            )?;
+        }
+        time_us(self.rto_min_ms * 1e3, "tcp.rto_min_ms")?;
+        let host = self.receiver == TcpReceiver::Host;
+        need(
+            reader == host,
+            "tcp.receiver",
+            "\"host\" needs a reader (the host receives); \"endpoint\" needs none (the host forwards)",
         )
     }
 }

@@ -6,56 +6,19 @@
 //! Digital UNIX, a kernel thread. The [`Stack`] (IP, UDP, the driver's
 //! `if_start`) is shared with the polling kernel.
 
-use super::{Kernel, KernelReport, Timer};
+use super::{Kernel, KernelReport};
+use crate::engine::job::per_byte;
+use crate::engine::packet::Packet;
 use crate::host::cpu::{CtxId, KTHREAD, SOFT};
-use crate::host::event::Ev;
+use crate::host::event::{Ev, Timer};
 use crate::host::machine::Machine;
-use crate::host::step::{self, IntrSrc, Packet};
+use crate::host::step::bsd::Step;
+use crate::host::step::{self, IntrSrc};
 use crate::host::users::Consumer;
 use crate::profile::{Costs, Profile};
 use crate::scenario::{IpLayer, KernelKind, Scenario};
 use rxsched_core::{BatchStep, CircuitBreaker, DropPoint, InterruptBatch, Nanos};
 use std::collections::VecDeque;
-
-/// Work of the BSD stack.
-#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum Step {
-    /// The receive interrupt's link-level work for one frame: copy, parse,
-    /// enqueue on `ipintrq`.
-    RxLink(Packet),
-    /// Switching into the IP software interrupt or kernel thread.
-    IpSwitch,
-    /// IP input up to the forwarding or delivery decision.
-    IpInput(Packet),
-    /// `ip_output` and the driver preparing the frame.
-    IpOutput(Packet),
-    /// UDP input and the socket enqueue.
-    UdpInput(Packet),
-    /// TCP input, the socket enqueue and the ACK (a receiving host).
-    TcpInput(Packet),
-    /// The packet filter: match, enqueue for the capture process, wake it.
-    Filter(Packet),
-    /// Reclaiming one transmitted buffer on port `n`.
-    TxReclaim(u8, Packet),
-    /// Loading one prepared frame onto port `n`'s transmit ring.
-    Load(u8),
-}
-
-impl Step {
-    /// The packet the step carries.
-    pub fn packet(&self) -> Option<Packet> {
-        match *self {
-            Step::RxLink(p)
-            | Step::IpInput(p)
-            | Step::IpOutput(p)
-            | Step::UdpInput(p)
-            | Step::TcpInput(p)
-            | Step::Filter(p) => Some(p),
-            Step::IpSwitch | Step::TxReclaim(..) | Step::Load(_) => None,
-        }
-    }
-}
 
 /// IP and UDP input, `ip_output` onto interface queues, and the driver's
 /// `if_start` with its "transmitter active" flag.
@@ -80,7 +43,7 @@ impl Stack {
     /// Copying a received frame into a kernel buffer and link-level input.
     pub fn rx_cost(&self, p: Packet) -> Nanos {
         let c = &self.c;
-        c.rx_copy + (p.bytes as f64 * c.rx_copy_per_byte).round() as Nanos + c.rx_link
+        c.rx_copy + per_byte(p.bytes, c.rx_copy_per_byte) + c.rx_link
     }
 
     /// The CPU cost of a stack step.
@@ -150,19 +113,19 @@ impl Stack {
                 }
             }
             Step::UdpInput(p) => {
-                if !m.users.to_socket(p) {
+                if !m.users.socket.offer(p) {
                     m.drop(DropPoint::SocketBuffer);
                 }
             }
             Step::TcpInput(p) => {
                 // TCP takes only what the socket has room for: a segment
                 // that does not fit is dropped unacknowledged.
-                if !m.users.socket_fits(p) {
+                if !m.users.socket.fits(p) {
                     m.drop(DropPoint::SocketBuffer);
                 } else if !tcp_receive(m, p) {
                     m.drop(DropPoint::TcpOutOfOrder);
                 } else {
-                    m.users.socket_push(p);
+                    m.users.socket.push(p);
                 }
             }
             Step::Filter(p) => {
@@ -205,7 +168,7 @@ impl Stack {
 /// TCP input for one segment of `p.bytes`: per segment, per byte (the
 /// checksum), and its ACK.
 pub fn tcp_cost(c: &Costs, p: Packet) -> Nanos {
-    c.tcp_input + (p.bytes as f64 * c.tcp_input_per_byte).round() as Nanos + c.tcp_ack
+    c.tcp_input + per_byte(p.bytes, c.tcp_input_per_byte) + c.tcp_ack
 }
 
 /// The host's TCP input took `p`: its ACK goes back to the sender, and the

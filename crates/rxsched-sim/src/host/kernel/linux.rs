@@ -4,37 +4,16 @@
 //! ways of reclaiming transmitted buffers (M8).
 
 use super::{Kernel, KernelReport};
+use crate::engine::job::per_byte;
+use crate::engine::packet::Packet;
 use crate::host::cpu::{CtxId, SOFT};
 use crate::host::machine::Machine;
-use crate::host::step::{self, IntrSrc, Packet};
+use crate::host::step::linux::Step;
+use crate::host::step::{self, IntrSrc};
 use crate::profile::{LinuxCosts, Profile};
 use crate::scenario::Scenario;
 use rxsched_core::{DeviceId, DropPoint, Nanos, Napi, NapiAction, NapiConfig, TxReclaim};
 use std::collections::VecDeque;
-
-/// Work of the Linux forwarding path.
-#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum Step {
-    /// Receive bookkeeping and copy, in the ISR or a NAPI poll.
-    Rx(Packet),
-    /// IP forwarding, then onto the output queue.
-    Ip(Packet),
-    /// The driver hands a frame to port `n`'s device.
-    Xmit(u8, Packet),
-    /// Freeing one transmitted buffer of port `n`.
-    TxReclaim(u8, Packet),
-}
-
-impl Step {
-    /// The packet the step carries (a reclaimed buffer's frame is delivered).
-    pub fn packet(&self) -> Option<Packet> {
-        match *self {
-            Step::Rx(p) | Step::Ip(p) | Step::Xmit(_, p) => Some(p),
-            Step::TxReclaim(..) => None,
-        }
-    }
-}
 
 /// A NAPI poll in progress.
 #[derive(Debug, Clone, Copy)]
@@ -349,9 +328,7 @@ impl Kernel for Linux {
         let c = &self.c;
         match step {
             step::Step::IntrEnter(_) => c.t_cs_in + c.t_cs_out,
-            step::Step::Linux(Step::Rx(p)) => {
-                c.t_rx + (p.bytes as f64 * c.t_copy_per_byte).round() as Nanos
-            }
+            step::Step::Linux(Step::Rx(p)) => c.t_rx + per_byte(p.bytes, c.t_copy_per_byte),
             step::Step::Linux(Step::Ip(_)) => c.t_ip,
             step::Step::Linux(Step::Xmit(..)) => c.t_tx,
             step::Step::Linux(Step::TxReclaim(_, p)) => {

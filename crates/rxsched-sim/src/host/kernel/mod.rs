@@ -1,5 +1,6 @@
-//! The kernels: each owns its queues, costs and steps, and drives the
-//! `rxsched-core` policies on the [`Machine`] it is handed.
+//! The kernels: each owns its queues and costs, and drives the
+//! `rxsched-core` policies on the [`Machine`] it is handed; its steps are
+//! in `crate::host::step`, and the host builds it (`crate::host::Host`).
 //!
 //! - [`bsd`]: the 4.2BSD interrupt-driven path (M1, with the M5 circuit
 //!   breaker), and the BSD network stack the polling kernel shares;
@@ -15,21 +16,12 @@ pub mod polling;
 pub mod srp;
 
 use super::cpu::CtxId;
+use super::event::Timer;
 use super::machine::Machine;
-use super::step::{IntrSrc, Packet, Step};
-use crate::profile::Profile;
-use crate::scenario::{KernelKind, Scenario};
+use super::step::{IntrSrc, Step};
+use crate::engine::packet::Packet;
 use rxsched_core::Nanos;
 use std::collections::BTreeMap;
-
-/// A kernel's own timers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Timer {
-    /// The polling thread looks again (an inhibit ends, or a timeout).
-    PollWake,
-    /// A port's circuit breaker may close.
-    BreakerEnd(u8),
-}
 
 /// What a kernel adds to the metrics record.
 #[derive(Debug, Default)]
@@ -110,17 +102,4 @@ pub trait Kernel: std::fmt::Debug {
 
     /// Counters for the metrics record.
     fn report(&self) -> KernelReport;
-}
-
-/// The kernel a scenario asks for, with `ports` interfaces.
-pub fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
-    match s.kernel.kind {
-        KernelKind::Bsd | KernelKind::Emulated => Box::new(bsd::Bsd::new(s, p, ports)),
-        KernelKind::Polling => Box::new(polling::Polling::new(s, p, ports)),
-        KernelKind::Linux => Box::new(linux::Linux::new(s, p, ports)),
-        KernelKind::Srp | KernelKind::Lrp => Box::new(srp::Srp::new(s, p, ports)),
-        KernelKind::Nt => {
-            unreachable!("kernel.kind = \"nt\" runs on the multiprocessor host (crate::smp)")
-        }
-    }
 }

@@ -5,44 +5,21 @@
 //! packets then go through the BSD [`Stack`] to completion, with no
 //! `ipintrq`.
 
-use super::bsd::{self, Stack};
-use super::{Kernel, KernelReport, Timer};
+use super::bsd::Stack;
+use super::{Kernel, KernelReport};
+use crate::engine::packet::Packet;
 use crate::host::cpu::{CtxId, KTHREAD};
-use crate::host::event::Ev;
+use crate::host::event::{Ev, Timer};
 use crate::host::machine::Machine;
 use crate::host::nic::Nic;
-use crate::host::step::{self, IntrSrc, Packet};
+use crate::host::step::polling::Step;
+use crate::host::step::{self, bsd, IntrSrc};
 use crate::host::users::Consumer;
 use crate::profile::Profile;
 use crate::scenario::Scenario;
 use rxsched_core::{
     Clock, CycleLimit, DeviceId, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback, Wake, Work,
 };
-
-/// Work of the polling thread itself.
-#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum Step {
-    /// Waking and switching to the polling thread.
-    Switch,
-    /// Calling one callback, whatever it handles.
-    Callback,
-    /// The receive callback's driver work for one frame: copy and
-    /// link-level input (IP input follows in the same context).
-    Rx(Packet),
-    /// Re-enabling port `n`'s interrupt in one direction.
-    EnableIntr(u8, Dir),
-}
-
-impl Step {
-    /// The packet the step carries.
-    pub fn packet(&self) -> Option<Packet> {
-        match *self {
-            Step::Rx(p) => Some(p),
-            _ => None,
-        }
-    }
-}
 
 /// Virtual time and the polling thread's CPU time, for the loop.
 struct SimClock {

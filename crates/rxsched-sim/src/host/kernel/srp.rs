@@ -15,12 +15,14 @@
 //! IP input and output for each packet, charged to it, under whatever share
 //! the scheduler gives it (Brustoloni et al. 2000 §5.1, figure 6).
 
-use super::bsd::{self, Stack};
+use super::bsd::{tcp_cost, tcp_receive, Stack};
 use super::{Kernel, KernelReport};
+use crate::engine::job::per_byte;
+use crate::engine::packet::Packet;
 use crate::host::cpu::CtxId;
 use crate::host::machine::Machine;
-use crate::host::step::{self, IntrSrc, Packet};
-use crate::host::users;
+use crate::host::step::srp::Step;
+use crate::host::step::{self, bsd, user, IntrSrc};
 use crate::profile::{Costs, Profile};
 use crate::scenario::{KernelKind, ProcessKind, Scenario, SigDisposition};
 use rxsched_core::srp::{
@@ -28,37 +30,6 @@ use rxsched_core::srp::{
 };
 use rxsched_core::{DropPoint, Nanos};
 use std::collections::VecDeque;
-
-/// Work of the SRP or LRP host.
-#[derive(Debug, Clone, Copy, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum Step {
-    /// The receive interrupt's work for one frame: copy, link-level input,
-    /// the early demultiplexer and next-stage submit (the buffering check
-    /// and the enqueue on the UIQ, or LRP's channel).
-    RxLink(Packet),
-    /// Posting SIGUIQ to the socket's owner (interrupt level).
-    Signal,
-    /// The receiver takes SIGUIQ: the kernel's signal delivery.
-    Deliver,
-    /// A caught SIGUIQ: entering the user handler and returning from it.
-    Handler,
-    /// IP and UDP input for one packet, in the receiver's context.
-    Protocol(Packet),
-    /// The forwarding stage: IP input and `ip_output` for one packet, in
-    /// the forwarding process's context.
-    Forward(Packet),
-}
-
-impl Step {
-    /// The packet the step carries.
-    pub fn packet(&self) -> Option<Packet> {
-        match *self {
-            Step::RxLink(p) | Step::Protocol(p) | Step::Forward(p) => Some(p),
-            Step::Signal | Step::Deliver | Step::Handler => None,
-        }
-    }
-}
 
 impl From<SigDisposition> for Disposition {
     fn from(d: SigDisposition) -> Disposition {
@@ -209,7 +180,7 @@ impl Srp {
         // packet on the UIQ (the buffering check bounds them with the
         // receive queue); LRP's UDP is lazier: it processes channel packets
         // one at a time, only while the receive queue has nothing to read.
-        if !self.lrp || m.users.sock_q.is_empty() {
+        if !self.lrp || m.users.socket.is_empty() {
             let taken = if self.lrp {
                 self.state.take_one(pcb).into_iter().collect()
             } else {
@@ -223,10 +194,10 @@ impl Srp {
                     .map(|p| step::Step::Srp(Step::Protocol(p)));
             }
         }
-        match m.users.socket_pop() {
+        match m.users.socket.pop() {
             Some(p) => {
                 self.state.consumed(pcb, p.bytes);
-                Some(step::Step::User(users::Step::AppRead(p)))
+                Some(step::Step::User(user::Step::AppRead(p)))
             }
             None => {
                 self.state.sleep(pid, pcb);
@@ -309,7 +280,7 @@ impl Kernel for Srp {
             step::Step::Srp(Step::RxLink(p)) => self.submit(m, p),
             step::Step::Srp(Step::Protocol(p)) => {
                 let Some((u, pcb)) = self.reader else { return };
-                if p.tcp.is_some() && !bsd::tcp_receive(m, p) {
+                if p.tcp.is_some() && !tcp_receive(m, p) {
                     self.state.processed(pcb, p.bytes, 0);
                     m.drop(DropPoint::TcpOutOfOrder);
                     return;
@@ -317,7 +288,7 @@ impl Kernel for Srp {
                 // The packet joins the socket's receive queue: it still
                 // counts against the buffer, now there instead of the UIQ.
                 self.state.processed(pcb, p.bytes, p.bytes);
-                m.users.socket_push(p);
+                m.users.socket.push(p);
                 m.users.set_ready(u, true);
             }
             _ => {}
@@ -332,15 +303,12 @@ impl Kernel for Srp {
             step::Step::IntrExit(_) => c.intr_exit,
             step::Step::Srp(s) => match s {
                 Step::RxLink(p) => {
-                    c.rx_copy
-                        + (p.bytes as f64 * c.rx_copy_per_byte).round() as Nanos
-                        + c.rx_link
-                        + c.srp_demux
+                    c.rx_copy + per_byte(p.bytes, c.rx_copy_per_byte) + c.rx_link + c.srp_demux
                 }
                 Step::Signal => c.srp_signal,
                 Step::Deliver => c.srp_deliver,
                 Step::Handler => c.srp_deliver + c.srp_handler,
-                Step::Protocol(p) if p.tcp.is_some() => c.ip_input + bsd::tcp_cost(c, p),
+                Step::Protocol(p) if p.tcp.is_some() => c.ip_input + tcp_cost(c, p),
                 Step::Protocol(_) => c.ip_input + c.udp_input,
                 Step::Forward(_) => c.ip_input + c.ip_output + c.driver_tx,
             },

@@ -1,37 +1,16 @@
-//! What the model moves and what the CPU runs: packets, interrupt sources
-//! and steps of work.
+//! What the uniprocessor's CPU runs: interrupt sources and steps of work,
+//! each kernel's own steps in a module of its own here (so that a kernel
+//! and the host's step type do not import each other), and the user
+//! processes' in [`user`].
 
-use super::kernel;
-use super::users;
-use rxsched_core::{Dir, Nanos};
+pub mod bsd;
+pub mod linux;
+pub mod polling;
+pub mod srp;
+pub mod user;
 
-/// One packet inside the host.
-#[derive(Debug, Clone, Copy)]
-pub struct Packet {
-    /// Arrival order, from 0.
-    pub id: u32,
-    /// Frame size.
-    pub bytes: u32,
-    /// When its last bit arrived.
-    pub arrived: Nanos,
-    /// The port it arrived on; a router sends it out of the other.
-    pub port: u8,
-    /// When it was handed to a device, in frames handed over so far.
-    pub seq: u64,
-    /// A TCP segment or ACK of the connection through the host, if it is one.
-    pub tcp: Option<TcpSeg>,
-    /// A datagram of the ping-pong client: the reader sends it back.
-    pub echo: bool,
-}
-
-/// What a TCP frame carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TcpSeg {
-    /// An ACK (`n`: the next segment expected) rather than data (`n`: its number).
-    pub ack: bool,
-    /// Segment number.
-    pub n: u32,
-}
+use crate::engine::packet::Packet;
+use rxsched_core::Dir;
 
 /// What raised an interrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,15 +47,15 @@ pub enum Step {
     /// Leaving an interrupt handler, after its last piece of work.
     IntrExit(IntrSrc),
     /// Work of the BSD network stack (the bsd, emulated and polling kernels).
-    Bsd(kernel::bsd::Step),
+    Bsd(bsd::Step),
     /// Work of the polling thread itself.
-    Poll(kernel::polling::Step),
+    Poll(polling::Step),
     /// Work of the Linux forwarding path.
-    Linux(kernel::linux::Step),
+    Linux(linux::Step),
     /// Work of the SRP or LRP receiving host.
-    Srp(kernel::srp::Step),
+    Srp(srp::Step),
     /// A user process's own work.
-    User(users::Step),
+    User(user::Step),
 }
 
 impl Step {
@@ -90,12 +69,12 @@ impl Step {
             Step::IntrExit(_) => "intr_exit",
             Step::Bsd(s) => s.into(),
             Step::Poll(s) => match s {
-                kernel::polling::Step::Rx(_) => "rx_link",
+                polling::Step::Rx(_) => "rx_link",
                 s => s.into(),
             },
             Step::Linux(s) => s.into(),
             Step::Srp(s) => match s {
-                kernel::srp::Step::RxLink(_) => "rx_link",
+                srp::Step::RxLink(_) => "rx_link",
                 s => s.into(),
             },
             Step::User(s) => s.into(),

@@ -2,8 +2,8 @@
 //! measured interval, drops by point, interrupts taken, and latencies in
 //! bounded histograms (memory does not grow with simulated time).
 
-use super::step::Packet;
-use crate::metrics::{Interrupts, Samples};
+use super::packet::Packet;
+use crate::metrics::{Interrupts, Samples, TraceEvent};
 use rxsched_core::{DropCounts, DropPoint, Nanos};
 
 /// How many packets at the start of a run have their hand-to-device time kept.
@@ -43,60 +43,7 @@ pub struct Meter {
     samples: Samples,
 }
 
-/// One traced step boundary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TraceEvent {
-    /// When, from the start of the run.
-    pub t: Nanos,
-    /// The step's name.
-    pub step: &'static str,
-    /// The packet it carries, by arrival order.
-    pub packet: Option<u32>,
-    /// Its end rather than its start.
-    pub end: bool,
-}
-
-/// What a host adds to a meter's counters to make a run's record.
-#[derive(Debug, Default)]
-pub struct RecordParts {
-    /// Packets still inside the host.
-    pub in_flight: u64,
-    /// CPU shares by bucket.
-    pub cpu: std::collections::BTreeMap<String, f64>,
-    /// Interrupt/poll mode switches.
-    pub mode_switches: u64,
-    /// Input-inhibit episodes by cause.
-    pub inhibits: std::collections::BTreeMap<String, u64>,
-    /// Kernel- or host-specific numbers.
-    pub extra: std::collections::BTreeMap<String, f64>,
-}
-
 impl Meter {
-    /// The run's record and samples, over a measured interval of `secs`.
-    pub fn into_record(self, secs: f64, parts: RecordParts) -> (crate::metrics::Metrics, Samples) {
-        let m = crate::metrics::Metrics {
-            offered_pps: self.arrived_w as f64 / secs,
-            delivered_pps: self.delivered_w as f64 / secs,
-            received_pps: (self.arrived_w - self.ring_drops_w) as f64 / secs,
-            arrived: self.arrived,
-            received: self.arrived - self.drops.get(DropPoint::NicRxRing),
-            delivered: self.delivered,
-            in_flight: parts.in_flight,
-            drops: self.drops.to_map(),
-            cpu: parts.cpu,
-            interrupts: self.interrupts.clone(),
-            latency_us: crate::metrics::Latency::of(&self.samples().latency),
-            mode_switches: parts.mode_switches,
-            inhibits: parts.inhibits,
-            first_delivery_us: self.first_delivery_us(),
-            x: None,
-            events: self.events,
-            wall_ms: 0.0,
-            extra: parts.extra,
-        };
-        (m, self.into_samples())
-    }
-
     /// A meter whose measured interval starts at `w0`.
     pub fn new(w0: Nanos) -> Meter {
         Meter {

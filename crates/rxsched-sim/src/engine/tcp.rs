@@ -22,8 +22,8 @@
 //! it does not queue behind anything in the host). The host keeps no
 //! reassembly queue: a segment out of order is dropped (and ACKed).
 
-use super::event::{Ev, Events};
-use super::step::{Packet, TcpSeg};
+use super::events::Events;
+use super::packet::{Packet, TcpSeg};
 use crate::profile::Wire;
 use crate::scenario::TcpCfg;
 use rxsched_core::{Nanos, MS, US};
@@ -160,7 +160,7 @@ impl TcpFlow {
     }
 
     /// Starts the connection at `now`.
-    pub fn start(&mut self, now: Nanos, ev: &mut Events) {
+    pub fn start<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         self.a_busy = now;
         self.pump(now, ev);
     }
@@ -170,14 +170,14 @@ impl TcpFlow {
     }
 
     /// Prepares segment `seq` on the sender's CPU.
-    fn prepare(&mut self, seq: u32, now: Nanos, ev: &mut Events) {
+    fn prepare<E: From<TcpEv>>(&mut self, seq: u32, now: Nanos, ev: &mut Events<E>) {
         self.a_busy = self.a_busy.max(now) + self.send_ns;
         self.a_out.push_back(seq);
-        ev.push(self.a_busy, Ev::Tcp(TcpEv::Sent));
+        ev.push(self.a_busy, TcpEv::Sent);
     }
 
     /// Sends what the window allows.
-    fn pump(&mut self, now: Nanos, ev: &mut Events) {
+    fn pump<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         let win = self.cwnd.min(self.rwnd).floor().max(1.0);
         while self.flight() < win && self.limit.is_none_or(|l| self.nxt < l) {
             let seq = self.nxt;
@@ -189,10 +189,10 @@ impl TcpFlow {
         }
     }
 
-    fn arm_rto(&mut self, now: Nanos, ev: &mut Events) {
+    fn arm_rto<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         self.rto_gen += 1;
         self.rto_armed = true;
-        ev.push(now + self.rto, Ev::Tcp(TcpEv::Rto(self.rto_gen)));
+        ev.push(now + self.rto, TcpEv::Rto(self.rto_gen));
     }
 
     fn packet(&mut self, port: u8, bytes: u32, tcp: TcpSeg, now: Nanos) -> Packet {
@@ -210,7 +210,13 @@ impl TcpFlow {
 
     /// Puts a frame on link `dir` into the host; it arrives when its last
     /// bit does.
-    fn send_to_host(&mut self, dir: usize, mut p: Packet, now: Nanos, ev: &mut Events) {
+    fn send_to_host<E: From<TcpEv>>(
+        &mut self,
+        dir: usize,
+        mut p: Packet,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) {
         let free = if dir == 0 || self.half_duplex {
             &mut self.a_wire_free
         } else {
@@ -220,21 +226,21 @@ impl TcpFlow {
         *free = t;
         p.arrived = t;
         self.wires[dir].push_back(p);
-        ev.push(t, Ev::Tcp(TcpEv::Wire(dir as u8)));
+        ev.push(t, TcpEv::Wire(dir as u8));
     }
 
     /// The host sent `p` out of port `n`: the endpoint behind it takes it.
-    pub fn from_host(&mut self, n: u8, p: Packet, now: Nanos, ev: &mut Events) {
+    pub fn from_host<E: From<TcpEv>>(&mut self, n: u8, p: Packet, now: Nanos, ev: &mut Events<E>) {
         match (n, p.tcp) {
             (0, Some(TcpSeg { ack: true, n })) => {
                 self.a_busy = self.a_busy.max(now) + self.ack_ns;
                 self.a_acks.push_back(n);
-                ev.push(self.a_busy, Ev::Tcp(TcpEv::AckDone));
+                ev.push(self.a_busy, TcpEv::AckDone);
             }
             (1, Some(TcpSeg { ack: false, n })) => {
                 self.b_busy = self.b_busy.max(now) + self.recv_ns;
                 self.b_in.push_back(n);
-                ev.push(self.b_busy, Ev::Tcp(TcpEv::RecvDone));
+                ev.push(self.b_busy, TcpEv::RecvDone);
             }
             _ => {}
         }
@@ -242,7 +248,12 @@ impl TcpFlow {
 
     /// Handles one of the flow's events; returns a frame that reaches the
     /// host now, if any.
-    pub fn handle(&mut self, e: TcpEv, now: Nanos, ev: &mut Events) -> Option<Packet> {
+    pub fn handle<E: From<TcpEv>>(
+        &mut self,
+        e: TcpEv,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) -> Option<Packet> {
         match e {
             TcpEv::Sent => {
                 let seq = self.a_out.pop_front()?;
@@ -268,7 +279,7 @@ impl TcpFlow {
                 let n = self.h_acks.pop_front()?;
                 self.a_busy = self.a_busy.max(now) + self.ack_ns;
                 self.a_acks.push_back(n);
-                ev.push(self.a_busy, Ev::Tcp(TcpEv::AckDone));
+                ev.push(self.a_busy, TcpEv::AckDone);
             }
         }
         None
@@ -277,7 +288,12 @@ impl TcpFlow {
     /// The host's TCP input took segment `seq` at `now`: it ACKs what it
     /// has in order. Returns whether the segment was the next in order
     /// (its data joins the socket; otherwise the host drops it).
-    pub fn host_receive(&mut self, seq: u32, now: Nanos, ev: &mut Events) -> bool {
+    pub fn host_receive<E: From<TcpEv>>(
+        &mut self,
+        seq: u32,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) -> bool {
         let in_order = seq == self.rcv_nxt;
         if in_order {
             self.rcv_nxt += 1;
@@ -293,11 +309,11 @@ impl TcpFlow {
         let t = (*free).max(now) + self.wire.frame_ns(ACK_FRAME);
         *free = t;
         self.h_acks.push_back(self.rcv_nxt);
-        ev.push(t, Ev::Tcp(TcpEv::HostAck));
+        ev.push(t, TcpEv::HostAck);
         in_order
     }
 
-    fn on_segment(&mut self, seq: u32, now: Nanos, ev: &mut Events) {
+    fn on_segment<E: From<TcpEv>>(&mut self, seq: u32, now: Nanos, ev: &mut Events<E>) {
         let before = self.rcv_nxt;
         if seq == self.rcv_nxt {
             self.rcv_nxt += 1;
@@ -318,7 +334,7 @@ impl TcpFlow {
         self.send_to_host(1, p, now, ev);
     }
 
-    fn on_ack(&mut self, n: u32, now: Nanos, ev: &mut Events) {
+    fn on_ack<E: From<TcpEv>>(&mut self, n: u32, now: Nanos, ev: &mut Events<E>) {
         if n > self.una {
             if let Some((seq, sent)) = self.probe {
                 if n > seq {
@@ -368,7 +384,7 @@ impl TcpFlow {
         self.rto = ((srtt + 4.0 * var) as Nanos).clamp(self.rto_min, RTO_MAX);
     }
 
-    fn timeout(&mut self, now: Nanos, ev: &mut Events) {
+    fn timeout<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         self.stats.timeouts += 1;
         self.ssthresh = (self.flight() / 2.0).max(2.0);
         self.cwnd = 1.0;

@@ -8,8 +8,8 @@
 //! TCP receiver's ACKs do: the reader's send is charged to it, and nothing
 //! else is being sent).
 
-use super::event::{Ev, Events};
-use super::step::Packet;
+use super::events::Events;
+use super::packet::Packet;
 use crate::profile::Wire;
 use crate::scenario::EchoCfg;
 use rxsched_core::{Nanos, US};
@@ -53,20 +53,22 @@ impl EchoClient {
     }
 
     /// Sends the first datagram at `now`.
-    pub fn start(&mut self, now: Nanos, ev: &mut Events) {
+    pub fn start<E: From<EchoEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         self.send(now, ev);
     }
 
-    fn send(&mut self, now: Nanos, ev: &mut Events) {
+    fn send<E: From<EchoEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         self.sent_at = now;
-        ev.push(
-            now + self.wire.frame_ns(self.bytes),
-            Ev::Echo(EchoEv::Arrive),
-        );
+        ev.push(now + self.wire.frame_ns(self.bytes), EchoEv::Arrive);
     }
 
     /// Handles a client event; returns the datagram that reaches the host.
-    pub fn handle(&mut self, e: EchoEv, now: Nanos, ev: &mut Events) -> Option<Packet> {
+    pub fn handle<E: From<EchoEv>>(
+        &mut self,
+        e: EchoEv,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) -> Option<Packet> {
         match e {
             EchoEv::Arrive => {
                 self.next_id = self.next_id.wrapping_add(1);
@@ -93,8 +95,8 @@ impl EchoClient {
 
     /// The reader sent `p` back at `now`: it reaches the client after the
     /// wire.
-    pub fn reply(&mut self, p: Packet, now: Nanos, ev: &mut Events) {
-        ev.push(now + self.wire.frame_ns(p.bytes), Ev::Echo(EchoEv::Reply));
+    pub fn reply<E: From<EchoEv>>(&mut self, p: Packet, now: Nanos, ev: &mut Events<E>) {
+        ev.push(now + self.wire.frame_ns(p.bytes), EchoEv::Reply);
     }
 
     /// Round trips measured, and their mean in µs.

@@ -1,13 +1,18 @@
 //! Traffic sources: constant, Poisson and bursty arrivals, serialised on
 //! each input wire at line rate.
 
-use super::event::{Ev, Events};
-use super::step::Packet;
+use super::events::Events;
+use super::packet::Packet;
 use crate::profile::Wire;
 use crate::scenario::{TrafficCfg, TrafficKind};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rxsched_core::Nanos;
+
+/// A traffic source's next frame is due (its last bit reaches the host);
+/// it holds the source's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival(pub u8);
 
 #[derive(Debug)]
 struct Source {
@@ -34,7 +39,7 @@ struct Source {
 /// A source's frames follow each other on the wire; frames of different
 /// sources on one wire are serialised when they arrive, in time order: a
 /// frame whose wire was still busy with another source's when it would have
-/// started arrives that much later ([`Traffic::busy_until`]). (Booking the
+/// started arrives that much later ([`Traffic::due`]). (Booking the
 /// wire when a frame is scheduled would let a source that starts late, or
 /// sends rarely, hold the wire for the others until then.)
 #[derive(Debug)]
@@ -86,8 +91,26 @@ impl Traffic {
         self.sources.is_empty()
     }
 
+    /// Schedules every source's first arrival, in source order.
+    pub fn start<E: From<Arrival>>(
+        &mut self,
+        wire: &Wire,
+        rng: &mut ChaCha8Rng,
+        ev: &mut Events<E>,
+    ) {
+        for s in 0..self.sources.len() {
+            self.schedule(s, wire, rng, ev);
+        }
+    }
+
     /// Schedules source `s`'s next arrival, if it has one.
-    pub fn schedule(&mut self, s: usize, wire: &Wire, rng: &mut ChaCha8Rng, ev: &mut Events) {
+    pub fn schedule<E: From<Arrival>>(
+        &mut self,
+        s: usize,
+        wire: &Wire,
+        rng: &mut ChaCha8Rng,
+        ev: &mut Events<E>,
+    ) {
         let src = &mut self.sources[s];
         if (src.count > 0 && src.sent >= src.count) || !src.gap_ns.is_finite() {
             return;
@@ -126,14 +149,31 @@ impl Traffic {
                 }
             }
         }
-        ev.push(done, Ev::Arrive(s as u8));
+        ev.push(done, Arrival(s as u8));
     }
 
-    /// Source `s`'s frame is due at `now`: `None` if its wire was free when
-    /// it would have started (it arrives now, and holds the wire until
-    /// now), else the time it arrives instead, after the frame that held
-    /// the wire (schedule `Arrive(s)` again for then).
-    pub fn busy_until(&mut self, s: usize, now: Nanos) -> Option<Nanos> {
+    /// Source `s`'s frame is due at `now`: the packet that arrives, if its
+    /// wire was free when it would have started (it holds the wire until
+    /// now; schedule the source's next frame after entering it); else its
+    /// arrival is scheduled again, after the frame that held the wire.
+    pub fn due<E: From<Arrival>>(
+        &mut self,
+        s: usize,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) -> Option<Packet> {
+        match self.busy_until(s, now) {
+            Some(t) => {
+                ev.push(t, Arrival(s as u8));
+                None
+            }
+            None => Some(self.packet(s, now)),
+        }
+    }
+
+    /// `None` if source `s`'s wire was free when its frame due at `now`
+    /// would have started, else the time it arrives instead.
+    fn busy_until(&mut self, s: usize, now: Nanos) -> Option<Nanos> {
         let src = &mut self.sources[s];
         let port = src.port as usize;
         if self.wire_free[port] > now.saturating_sub(src.frame) {
@@ -146,7 +186,7 @@ impl Traffic {
     }
 
     /// The packet source `s` delivers at `now`.
-    pub fn packet(&mut self, s: usize, now: Nanos) -> Packet {
+    fn packet(&mut self, s: usize, now: Nanos) -> Packet {
         let src = &self.sources[s];
         let p = Packet {
             id: self.next_id,

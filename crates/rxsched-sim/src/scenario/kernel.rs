@@ -1,0 +1,231 @@
+//! `[kernel]`: the receive architecture and its mechanisms' parameters,
+//! with the defaults the original authors used.
+
+use rxsched_core::Quota;
+use serde::{Deserialize, Serialize};
+
+/// Which receive architecture the kernel uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelKind {
+    /// M1: the interrupt-driven 4.2BSD path with `ipintrq`.
+    #[default]
+    Bsd,
+    /// The modified (polling) kernel configured to act as unmodified: the
+    /// M1 path through the new driver structure.
+    Emulated,
+    /// M2: interrupt-initiated polling, with M3/M4 as options.
+    Polling,
+    /// Linux 2.6: hard interrupts, the NET_RX softirq, optional NAPI (M7)
+    /// and transmit-reclaim modes (M8).
+    Linux,
+    /// M9: Signaled Receiver Processing (a receiving host).
+    Srp,
+    /// M10: Lazy Receiver Processing (a receiving host).
+    Lrp,
+    /// A Windows NT 4.0 multiprocessor (Hansen & Jul 1997): an interrupt
+    /// service routine and a deferred procedure call on the interrupted
+    /// CPU, threads scheduled across CPUs by priority, a polling thread, and
+    /// the two-level switch between them (M11); see `[smp]`.
+    Nt,
+}
+
+/// The six driver variants of Spanos et al. 2008, as presets of
+/// `kernel.napi` and `kernel.tx_reclaim`.
+pub const VARIANTS: &[(&str, bool, &str)] = &[
+    ("ORIGINAL", false, "per-packet"),
+    ("TX-128", false, "every-128"),
+    ("TX-OFF", false, "before-send"),
+    ("NAPI", true, "per-packet"),
+    ("NAPI-TX-128", true, "every-128"),
+    ("NAPI-TX-OFF", true, "before-send"),
+];
+
+/// Where IP input runs in the interrupt-driven kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpLayer {
+    /// A software interrupt, above every thread (4.2BSD).
+    Softirq,
+    /// A kernel thread, below interrupts (Digital UNIX).
+    #[default]
+    Thread,
+}
+
+/// M3 options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FeedbackCfg {
+    /// Whether queue-state feedback is on.
+    pub enabled: bool,
+    /// Inhibit input when the queue is this full (percent of its size).
+    pub high_pct: f64,
+    /// Resume input when it drains to this level (percent).
+    pub low_pct: f64,
+    /// Monitor form: inhibit when fewer than this many slots are free and
+    /// resume only by timeout (0: use the watermarks).
+    pub min_free: u32,
+    /// Resume anyway after this long, in case the consumer hangs.
+    pub timeout_us: f64,
+}
+
+impl Default for FeedbackCfg {
+    fn default() -> Self {
+        // Mogul & Ramakrishnan 1996 §6.6.1: 75% / 25% of a 32-entry queue, one tick.
+        FeedbackCfg {
+            enabled: false,
+            high_pct: 75.0,
+            low_pct: 25.0,
+            min_free: 0,
+            timeout_us: 1000.0,
+        }
+    }
+}
+
+/// M4 options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CycleLimitCfg {
+    /// Whether the CPU-cycle limit is on.
+    pub enabled: bool,
+    /// Share of each period input handling may use, in percent.
+    pub percent: f64,
+    /// The period, in microseconds.
+    pub period_us: f64,
+}
+
+impl Default for CycleLimitCfg {
+    fn default() -> Self {
+        // Mogul & Ramakrishnan 1996 §7: a 10 ms period.
+        CycleLimitCfg {
+            enabled: false,
+            percent: 50.0,
+            period_us: 10_000.0,
+        }
+    }
+}
+
+/// M5 options.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerCfg {
+    /// Whether the circuit breaker is on.
+    pub enabled: bool,
+    /// Packets in one interrupt before it trips.
+    pub batch: u32,
+    /// How long interrupts stay off, in microseconds.
+    pub off_us: f64,
+}
+
+impl Default for BreakerCfg {
+    fn default() -> Self {
+        // Mogul & Ramakrishnan 1996 §8: 250 packets, then 1 ms off.
+        BreakerCfg {
+            enabled: false,
+            batch: 250,
+            off_us: 1000.0,
+        }
+    }
+}
+
+/// `[kernel]`: the mechanisms and their parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelCfg {
+    /// The receive architecture.
+    pub kind: KernelKind,
+    /// Where IP input runs in the interrupt-driven kernels.
+    pub ip_layer: IpLayer,
+    /// Packets per polling callback.
+    pub quota: Quota,
+    /// `ipintrq` limit.
+    pub ipintrq_limit: u32,
+    /// Interface output queue limit.
+    pub output_queue_limit: u32,
+    /// screend's input queue size.
+    pub screen_queue_limit: u32,
+    /// The packet-filter (capture) queue's size.
+    pub filter_queue_limit: u32,
+    /// Socket receive buffer, in packets.
+    pub socket_packets: u32,
+    /// Socket receive buffer, in bytes.
+    pub socket_bytes: u32,
+    /// M3.
+    pub feedback: FeedbackCfg,
+    /// M4.
+    pub cycle_limit: CycleLimitCfg,
+    /// M5.
+    pub breaker: BreakerCfg,
+    /// Polling: whether M3 and M4 inhibits stop a callback at the next
+    /// packet (`packet`) or only when it returns (`callback`).
+    pub inhibit_check: rxsched_core::InhibitCheck,
+    /// Linux: a driver variant preset (`ORIGINAL`, `TX-128`, `TX-OFF`,
+    /// `NAPI`, `NAPI-TX-128`, `NAPI-TX-OFF`); sets `napi` and `tx_reclaim`.
+    pub variant: Option<String>,
+    /// Linux: receive through NAPI (M7).
+    pub napi: Option<bool>,
+    /// Linux: `per-packet`, `every-N` or `before-send` (M8).
+    pub tx_reclaim: Option<String>,
+    /// Linux NAPI: packets per device per poll turn.
+    pub napi_weight: u32,
+    /// Linux NAPI: packets per softirq run.
+    pub napi_budget: u32,
+    /// Linux NAPI: time per softirq run, in µs.
+    pub napi_budget_us: f64,
+    /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`).
+    pub backlog_limit: u32,
+}
+
+impl KernelCfg {
+    /// The Linux receive and reclaim modes, from the preset or the explicit keys.
+    pub fn linux_modes(&self) -> (bool, rxsched_core::TxReclaim) {
+        let (mut napi, mut reclaim) = (false, "per-packet".to_string());
+        if let Some(v) = &self.variant {
+            if let Some((_, n, r)) = VARIANTS.iter().find(|(name, _, _)| name == v) {
+                napi = *n;
+                reclaim = r.to_string();
+            }
+        }
+        if let Some(n) = self.napi {
+            napi = n;
+        }
+        if let Some(r) = &self.tx_reclaim {
+            reclaim = r.clone();
+        }
+        let reclaim =
+            rxsched_core::TxReclaim::parse(&reclaim).unwrap_or(rxsched_core::TxReclaim::PerPacket);
+        (napi, reclaim)
+    }
+}
+
+impl Default for KernelCfg {
+    fn default() -> Self {
+        KernelCfg {
+            kind: KernelKind::Bsd,
+            ip_layer: IpLayer::Thread,
+            quota: Quota::Limited(10),
+            // 4.2BSD: IFQ_MAXLEN 50 for ipintrq and interface output queues.
+            ipintrq_limit: 50,
+            output_queue_limit: 50,
+            screen_queue_limit: 32,
+            // Mogul & Ramakrishnan 1997 §8.2: the packet-filter queue holds 32.
+            filter_queue_limit: 32,
+            // Mogul & Ramakrishnan 1996 §4.2: a delivery queue of 10 packets and 4 KB.
+            socket_packets: 10,
+            socket_bytes: 4096,
+            feedback: FeedbackCfg::default(),
+            cycle_limit: CycleLimitCfg::default(),
+            breaker: BreakerCfg::default(),
+            variant: None,
+            napi: None,
+            tx_reclaim: None,
+            // Spanos et al. 2008: NAPI weight 32; Linux's budget of 300 packets or 2 ms.
+            napi_weight: 32,
+            napi_budget: 300,
+            napi_budget_us: 2000.0,
+            // Linux 2.6.9: netdev_max_backlog = 300.
+            backlog_limit: 300,
+            inhibit_check: rxsched_core::InhibitCheck::Packet,
+        }
+    }
+}
