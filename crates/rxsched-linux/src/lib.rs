@@ -4,18 +4,18 @@
 //! - I/O: [`backend`] (AF_XDP, AF_PACKET, in-memory rings and a fault
 //!   injector behind small traits), [`wire`] (frame views and builders),
 //!   [`sys`] (checked system calls), [`bpf`] (rxsched's own XDP and tc
-//!   programs), [`napi`] (the kernel's threaded-NAPI receive threads),
+//!   programs), [`napi_threads`] (the kernel's threaded-NAPI receive threads),
 //!   [`links`] (ports going down, coming back, disappearing).
 //! - The runtime every command shares: [`runtime`] (configuration and
 //!   launch, backend selection, priorities, the gate on receive work, and
 //!   the polling thread generic over what takes each frame).
 //! - The applications: [`router`] (`route`: M1, M2 with M3 and M4, M11),
-//!   [`capture`] (the monitor), [`serve`] (SRP's early demultiplexing),
+//!   [`capture`] (the monitor), [`srp`] (SRP's early demultiplexing),
 //!   with the user-level stages behind them: [`stage`] (the shared-memory
 //!   queue into a stage), [`screen`] (screend) and [`rules`] (its rule
 //!   language).
 //! - The lab and its load: [`lab`] (namespaces, veth, pinned receive work),
-//!   [`traffic`] (the generator and sink), [`xdpfwd`] (the XDP forwarding
+//!   [`loadgen`] (the generator and sink), [`xdpfwd`] (the XDP forwarding
 //!   peer), [`spin`] and [`udprecv`] (a compute process and the kernel's UDP
 //!   receiver, for the benches), [`cgroup`] (CPU shares), [`wakecost`] (what
 //!   a wake-up costs the task it interrupts).
@@ -28,17 +28,17 @@ pub mod capture;
 pub mod cgroup;
 pub mod lab;
 pub mod links;
-pub mod napi;
+pub mod loadgen;
+pub mod napi_threads;
 pub mod needs;
 pub mod router;
 pub mod rules;
 pub mod runtime;
 pub mod screen;
-pub mod serve;
 pub mod spin;
+pub mod srp;
 pub mod stage;
 pub mod sys;
-pub mod traffic;
 pub mod udprecv;
 pub mod wakecost;
 pub mod wire;

@@ -39,7 +39,7 @@ fn spin_for(cpu: usize, ns: u64) -> f64 {
 /// [`PERIOD_NS`] until `stop`; returns its wake-ups and CPU time.
 fn waker(cpu: usize, stop: Arc<AtomicBool>, ready: Arc<AtomicU64>) -> SysResult<(u64, u64)> {
     sys::pin_to_cpu(cpu)?;
-    crate::napi::set_sched(0, crate::napi::Sched::Fifo(1))?;
+    crate::napi_threads::set_sched(0, crate::napi_threads::Sched::Fifo(1))?;
     let c0 = sys::thread_cpu_ns();
     let mut wakes = 0;
     ready.store(1, Relaxed);

@@ -50,7 +50,7 @@ pub const NAPI_PRIO: i32 = 40;
 
 /// How a polling thread opens and closes a device's input beyond its own rings:
 /// with threaded NAPI, by the receive threads' priority
-/// ([`crate::napi::NapiGate`]). Also reports those threads' CPU time, which
+/// ([`crate::napi_threads::NapiGate`]). Also reports those threads' CPU time, which
 /// M4 charges to the loop.
 pub trait Gate {
     /// Input allowed (true) or inhibited.

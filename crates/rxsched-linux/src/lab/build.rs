@@ -140,7 +140,7 @@ impl Lab {
     /// default priority.
     pub(super) fn thread_receive_work(&self) -> Result<(), LabError> {
         for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
-            self.in_netns(e.role, || crate::napi::set_gro(e.iface, true))?;
+            self.in_netns(e.role, || crate::napi_threads::set_gro(e.iface, true))?;
             self.write_sysfs(e.role, &format!("/sys/class/net/{}/threaded", e.iface), "1")?;
             if e.role == Role::Dut {
                 let dir = format!("/sys/class/net/{}", e.iface);
@@ -156,14 +156,14 @@ impl Lab {
                 )?;
             }
             let prio = if e.iface == S0.iface {
-                crate::napi::Sched::Fifo(SINK_NAPI_PRIO)
+                crate::napi_threads::Sched::Fifo(SINK_NAPI_PRIO)
             } else {
-                crate::napi::Sched::Normal
+                crate::napi_threads::Sched::Normal
             };
             self.in_netns(e.role, || {
-                for tid in crate::napi::thread_ids(e.iface)? {
-                    crate::napi::pin(tid, cpu)?;
-                    crate::napi::set_sched(tid, prio)?;
+                for tid in crate::napi_threads::thread_ids(e.iface)? {
+                    crate::napi_threads::pin(tid, cpu)?;
+                    crate::napi_threads::set_sched(tid, prio)?;
                 }
                 Ok(())
             })?;

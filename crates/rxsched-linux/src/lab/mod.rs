@@ -270,8 +270,8 @@ impl Lab {
     pub fn reset_dut_receive(&self) -> Result<(), LabError> {
         for e in [D0, D1] {
             self.in_netns(e.role, || {
-                for tid in crate::napi::thread_ids(e.iface)? {
-                    crate::napi::set_sched(tid, crate::napi::Sched::Normal)?;
+                for tid in crate::napi_threads::thread_ids(e.iface)? {
+                    crate::napi_threads::set_sched(tid, crate::napi_threads::Sched::Normal)?;
                 }
                 Ok(())
             })?;

@@ -99,7 +99,7 @@ impl Lab {
     /// Where an interface's receive work runs, and what XDP program it has.
     pub(super) fn receive_status(&self, e: End) -> String {
         let mut s = String::new();
-        match self.in_netns(e.role, || crate::napi::threads(e.iface)) {
+        match self.in_netns(e.role, || crate::napi_threads::threads(e.iface)) {
             Ok(ts) => {
                 for t in ts {
                     let (cpu, sched) = thread_place(t.tid);

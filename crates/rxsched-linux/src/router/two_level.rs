@@ -12,7 +12,7 @@
 //! work it watches). It moves the servicing by setting the receive
 //! threads' and the forwarding thread's priorities.
 
-use crate::napi::{self, Sched};
+use crate::napi_threads::{self, Sched};
 use crate::runtime::Polls;
 use crate::sys::{self, SysResult};
 use rxsched_core::{Detector, Service, TwoLevel, MS};
@@ -45,8 +45,9 @@ fn serve(service: Service, napi: &[i32], router: i32) -> SysResult<()> {
             Sched::Fifo(crate::runtime::POLL_PRIO),
         ),
     };
-    napi::set_sched(router, fwd)?;
-    napi.iter().try_for_each(|t| napi::set_sched(*t, rx))
+    napi_threads::set_sched(router, fwd)?;
+    napi.iter()
+        .try_for_each(|t| napi_threads::set_sched(*t, rx))
 }
 
 /// Starts the monitor for the receive threads of `ports` and the calling
@@ -60,7 +61,7 @@ pub fn spawn(
 ) -> SysResult<std::thread::JoinHandle<SysResult<Outcome>>> {
     let mut napi_tids = Vec::new();
     for p in ports {
-        napi_tids.extend(napi::thread_ids(p)?);
+        napi_tids.extend(napi_threads::thread_ids(p)?);
     }
     let router = rustix::thread::gettid().as_raw_nonzero().get();
     serve(Service::Interrupt, &napi_tids, router)?;
@@ -92,9 +93,10 @@ fn monitor(
     if let Some(f) = cfg.return_below {
         tl = tl.with_return_below(f);
     }
-    let receive_ns = || -> SysResult<u64> { napi_tids.iter().map(|t| napi::cpu_ns(*t)).sum() };
+    let receive_ns =
+        || -> SysResult<u64> { napi_tids.iter().map(|t| napi_threads::cpu_ns(*t)).sum() };
     let mut last = receive_ns()?;
-    let mut last_router = napi::cpu_ns(router)?;
+    let mut last_router = napi_threads::cpu_ns(router)?;
     let mut service = Service::Interrupt;
     let (mut polling_since, mut polling_ns) = (None, 0u64);
     while !stop.load(Relaxed) && !sys::signals::stopping() {
@@ -115,7 +117,7 @@ fn monitor(
                 }
             }
         }
-        let router_ns = napi::cpu_ns(router)?;
+        let router_ns = napi_threads::cpu_ns(router)?;
         if service == Service::Polling {
             // The polling work: the forwarding thread's time and the
             // receive threads' (they run while it waits).

@@ -6,9 +6,9 @@ use super::error::BenchError;
 use super::proc::{run, start, CycleLimit, Gen, Proc, Route, Running, Sink};
 use crate::result::Point;
 use rxsched_linux::lab::{self, Lab, Role, D0, D1, DUT_CPU, S0};
+use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use rxsched_linux::spin::SpinReport;
-use rxsched_linux::traffic::{GenReport, SinkReport};
 use rxsched_linux::wire::Mac;
 use rxsched_linux::xdpfwd::XdpFwdReport;
 use rxsched_sim::metrics::Latency;
@@ -115,13 +115,13 @@ impl Counters {
     pub fn read(lab: &Lab, router: Option<&Running>) -> Result<Counters, BenchError> {
         // `ip netns exec` execs the command: the child's pid is the router's.
         let router_ns = router
-            .and_then(|c| rxsched_linux::napi::cpu_ns(c.pid() as i32).ok())
+            .and_then(|c| rxsched_linux::napi_threads::cpu_ns(c.pid() as i32).ok())
             .unwrap_or(0);
         let mut c = lab.in_netns(Role::Dut, || {
             let mut napi_ns = 0;
             for i in [D0.iface, D1.iface] {
-                for t in rxsched_linux::napi::thread_ids(i)? {
-                    napi_ns += rxsched_linux::napi::cpu_ns(t)?;
+                for t in rxsched_linux::napi_threads::thread_ids(i)? {
+                    napi_ns += rxsched_linux::napi_threads::cpu_ns(t)?;
                 }
             }
             Ok(Counters {
@@ -358,7 +358,7 @@ pub fn idle_cpu(lab: &Lab, secs: f64) -> Result<f64, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rxsched_linux::traffic::LatencyUs;
+    use rxsched_linux::loadgen::LatencyUs;
     use serde_json::json;
 
     /// A report as its command prints it.

@@ -9,7 +9,7 @@ use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, D0};
-use rxsched_linux::traffic::{GenReport, SinkReport};
+use rxsched_linux::loadgen::{GenReport, SinkReport};
 use std::time::Duration;
 
 /// Trials of each lab measurement; the median (by delivered rate) is kept.

@@ -150,7 +150,7 @@ mod tests {
         use rxsched_linux::lab::{G0, S0};
         use rxsched_linux::rules::{Action, Decided, Flow};
         let rules = Rules::parse("screen.rules", RULES).unwrap();
-        let cfg = rxsched_linux::traffic::GenConfig {
+        let cfg = rxsched_linux::loadgen::GenConfig {
             iface: "g0".into(),
             src_mac: None,
             dst_mac: rxsched_linux::lab::ROUTER_MAC,
@@ -162,9 +162,9 @@ mod tests {
             count: 1,
             duration_s: 1.0,
             cpu: None,
-            engine: rxsched_linux::traffic::Engine::Packet,
+            engine: rxsched_linux::loadgen::Engine::Packet,
         };
-        let f = rxsched_linux::traffic::probe(&cfg, G0.mac, 1, 0).to_vec();
+        let f = rxsched_linux::loadgen::probe(&cfg, G0.mac, 1, 0).to_vec();
         let (action, by) = rules.verdict(&Flow::of_frame(&f));
         assert_eq!(action, Action::Accept);
         assert_eq!(by, Decided::Rule(4));

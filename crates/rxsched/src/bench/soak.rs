@@ -13,8 +13,8 @@ use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_core::DropPoint;
 use rxsched_linux::lab::{Lab, Role, D0, D1, S0};
+use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
-use rxsched_linux::traffic::{GenReport, SinkReport};
 use std::time::{Duration, Instant};
 
 /// The resident set of process `pid`, in KiB, if it still runs.

@@ -12,10 +12,10 @@ use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role, D0, D1, ROUTER_MAC};
+use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
-use rxsched_linux::serve::ServeReport;
 use rxsched_linux::spin::SpinReport;
-use rxsched_linux::traffic::{GenReport, SinkReport};
+use rxsched_linux::srp::ServeReport;
 use rxsched_linux::udprecv::UdpRecvReport;
 use std::time::Duration;
 
@@ -207,8 +207,8 @@ const GROUP_WEIGHT: u64 = 1024;
 fn group(l: &Lab, group: &str, route: &Running, onoffs: &[Running]) -> Result<(), BenchError> {
     rxsched_linux::cgroup::attach(group, GROUP_WEIGHT, route.pid())?;
     let tids = l.in_netns(Role::Dut, || {
-        let mut v = rxsched_linux::napi::thread_ids(D0.iface)?;
-        v.extend(rxsched_linux::napi::thread_ids(D1.iface)?);
+        let mut v = rxsched_linux::napi_threads::thread_ids(D0.iface)?;
+        v.extend(rxsched_linux::napi_threads::thread_ids(D1.iface)?);
         Ok(v)
     })?;
     for t in tids {

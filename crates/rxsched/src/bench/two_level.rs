@@ -11,8 +11,8 @@ use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::Lab;
+use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
-use rxsched_linux::traffic::{GenReport, SinkReport};
 use std::time::Duration;
 
 /// A load step: offered rate, seconds offered, and seconds at its end the

@@ -14,7 +14,7 @@ mod rings;
 use super::{AnyRx, AnyTx, Opened, Port, Servicing, DEVICE_PRIO, NAPI_PRIO, POLL_PRIO};
 use super::{RxBackend, TxBackend};
 use crate::bpf::{Object, XSK};
-use crate::napi::{NapiGate, Sched};
+use crate::napi_threads::{NapiGate, Sched};
 use crate::sys::{ifindex, SysError, SysResult};
 use rings::{bind, fail, map_rings, register, Rings, Umem};
 use std::io;

@@ -5,7 +5,7 @@ use super::{json, positive};
 use clap::{Args, Subcommand, ValueEnum};
 use rxsched::error::{Error, Result};
 use rxsched_linux::lab::{self, G0, S0};
-use rxsched_linux::traffic::{Engine, GenConfig, SinkConfig};
+use rxsched_linux::loadgen::{Engine, GenConfig, SinkConfig};
 use rxsched_linux::wire::Mac;
 
 /// `rxsched lab ...`
@@ -180,7 +180,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
         cpu: a.cpu,
         engine: a.engine.into(),
     };
-    json(&rxsched_linux::traffic::generate(&cfg)?)
+    json(&rxsched_linux::loadgen::generate(&cfg)?)
 }
 
 /// `rxsched sink`
@@ -188,7 +188,7 @@ pub fn sink(a: SinkArgs) -> Result<()> {
     positive("duration", a.duration)?;
     positive("idle", a.idle)?;
     rxsched_linux::sys::signals::install();
-    json(&rxsched_linux::traffic::sink(&SinkConfig {
+    json(&rxsched_linux::loadgen::sink(&SinkConfig {
         iface: a.iface,
         duration_s: a.duration,
         idle_s: a.idle,

@@ -51,16 +51,16 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         })?;
         if consumers
             .iter()
-            .any(|x: &rxsched_linux::serve::ConsumerCfg| x.port == port)
+            .any(|x: &rxsched_linux::srp::ConsumerCfg| x.port == port)
         {
             return Err(Error::flag(
                 "consumer",
                 format!("port {port} is given twice"),
             ));
         }
-        consumers.push(rxsched_linux::serve::ConsumerCfg { port, name });
+        consumers.push(rxsched_linux::srp::ConsumerCfg { port, name });
     }
-    let cfg = rxsched_linux::serve::ServeConfig {
+    let cfg = rxsched_linux::srp::ServeConfig {
         run,
         iface: a.iface,
         consumers,
@@ -69,7 +69,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         exe: std::env::current_exe()
             .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     };
-    let r = rxsched_linux::serve::run(&cfg)?;
+    let r = rxsched_linux::srp::run(&cfg)?;
     json(&r)?;
     faulted(r.fault)
 }
@@ -78,5 +78,5 @@ pub fn serve(a: ServeArgs) -> Result<()> {
 pub fn consume(stage: &str, cpu: Option<usize>) -> Result<()> {
     let fds = StageFds::parse(stage)
         .ok_or_else(|| Error::flag("stage", format!("{stage:?} is not REGION,IN,OUT")))?;
-    rxsched_linux::serve::consumer_main(fds, cpu).map_err(Error::Run)
+    rxsched_linux::srp::consumer_main(fds, cpu).map_err(Error::Run)
 }
