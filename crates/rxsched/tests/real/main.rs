@@ -1,0 +1,106 @@
+//! The real dataplane in the XDP lab, in network namespaces this test
+//! makes and always removes. Needs root (CI runs as root); without it each
+//! test says on one line that it was skipped and why, and passes (fails
+//! under `RXSCHED_REQUIRE_TOOLS=1`; see `rxsched_linux::needs`).
+
+use rxsched_core::DropPoint;
+use rxsched_linux::backend::packet::PacketTx;
+use rxsched_linux::backend::TxBackend;
+use rxsched_linux::capture::CaptureReport;
+use rxsched_linux::lab::{self, Lab, Role, D1, ROUTER_MAC, SINK_TAP_MAC};
+use rxsched_linux::loadgen::{GenReport, SinkReport};
+use rxsched_linux::router::RouterReport;
+use rxsched_linux::srp::ServeReport;
+use rxsched_linux::wire::{Mac, UdpProbe, ETH_LEN};
+use serde::de::DeserializeOwned;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Namespace tests share two CPUs: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A lab of this test's own, removed on drop even if the test panics.
+struct TestLab(Lab);
+
+impl TestLab {
+    fn new(tag: &str) -> Option<TestLab> {
+        if !rxsched_linux::needs::root(&format!("the lab test {tag:?}"))
+            || !rxsched_linux::needs::tool("ip", "iproute2")
+        {
+            return None;
+        }
+        let l = Lab::new(&format!("rxt{}{tag}", std::process::id() % 100_000));
+        l.up().expect("lab up");
+        Some(TestLab(l))
+    }
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        let _ = self.0.down();
+    }
+}
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_rxsched")
+}
+
+fn spawn(l: &Lab, role: Role, args: &[&str]) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", &l.ns(role), exe()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// The report a command printed last, as its type (a renamed field is a
+/// failure here, never a silent 0).
+fn report<T: DeserializeOwned>(c: Child) -> T {
+    let o = c.wait_with_output().expect("wait");
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}): {}\n{}",
+            out,
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn stop(c: &Child) {
+    // SAFETY: signalling a process this test started, by its pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+}
+
+/// Judges a statistical outcome over repeated trials: runs `trial` until
+/// one passes, at most `n` times, and fails only when every trial failed,
+/// saying what each saw. (These machines are shared VMs: a trial can lose
+/// its CPU to the host for milliseconds.) What must hold in every trial,
+/// such as conservation, the trial asserts itself.
+fn trials(n: usize, what: &str, mut trial: impl FnMut() -> Result<String, String>) {
+    let mut seen = Vec::new();
+    for i in 1..=n {
+        match trial() {
+            Ok(saw) => {
+                eprintln!("{what}: passed in trial {i} of at most {n}: {saw}");
+                return;
+            }
+            Err(saw) => {
+                eprintln!("{what}: trial {i} of {n} failed: {saw}");
+                seen.push(format!("trial {i}: {saw}"));
+            }
+        }
+    }
+    panic!(
+        "{what}: every one of {n} trials failed:\n{}",
+        seen.join("\n")
+    );
+}
+
+mod capture;
+mod router;
+mod serve;
+mod the_lab;
