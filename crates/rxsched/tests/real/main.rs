@@ -75,6 +75,17 @@ fn stop(c: &Child) {
     unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
 }
 
+/// Sends `count` probes at 20,000 pkts/s from the generator (with `extra`
+/// flags) and checks that it sent them all.
+fn send(l: &Lab, count: u64, extra: &[&str]) -> GenReport {
+    let n = count.to_string();
+    let mut args = vec!["gen", "--rate", "20000", "--count", &n, "--duration", "5"];
+    args.extend_from_slice(extra);
+    let g: GenReport = report(spawn(l, Role::Gen, &args));
+    assert_eq!(g.sent, count, "{g:?}");
+    g
+}
+
 /// Judges a statistical outcome over repeated trials: runs `trial` until
 /// one passes, at most `n` times, and fails only when every trial failed,
 /// saying what each saw. (These machines are shared VMs: a trial can lose

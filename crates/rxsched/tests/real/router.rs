@@ -21,20 +21,7 @@ fn forwarding_trial(l: &Lab) -> Result<String, String> {
     );
     let sink = spawn(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
     std::thread::sleep(Duration::from_millis(400));
-    let g: GenReport = report(spawn(
-        l,
-        Role::Gen,
-        &[
-            "gen",
-            "--rate",
-            "20000",
-            "--count",
-            "2000",
-            "--duration",
-            "5",
-        ],
-    ));
-    assert_eq!(g.sent, 2000);
+    send(l, 2000, &[]);
     let s: SinkReport = report(sink);
     stop(&route);
     let r: RouterReport = report(route);
@@ -263,25 +250,8 @@ fn screen_trial(l: &Lab, rules: &str, mode: &[&str]) -> Result<String, String> {
         .collect();
     // Field 41 of stat (the 39th after the command) is the policy.
     assert_eq!(fields[39], "0", "{mode:?}: the stage runs SCHED_OTHER");
-    let gen = |dst: &str| -> GenReport {
-        report(spawn(
-            l,
-            Role::Gen,
-            &[
-                "gen",
-                "--rate",
-                "20000",
-                "--count",
-                "1000",
-                "--duration",
-                "5",
-                "--dst-ip",
-                dst,
-            ],
-        ))
-    };
-    assert_eq!(gen("198.19.0.1").sent, 1000);
-    assert_eq!(gen("198.19.0.7").sent, 1000);
+    send(l, 1000, &["--dst-ip", "198.19.0.1"]);
+    send(l, 1000, &["--dst-ip", "198.19.0.7"]);
     let s: SinkReport = report(sink);
     stop(&route);
     let r: RouterReport = report(route);
