@@ -62,6 +62,11 @@ pub enum DropPoint {
     TtlExpired,
     /// Refused: no route to the destination.
     NoRoute,
+    /// Refused: larger than the egress port's MTU.
+    TooBig,
+    /// Addressed to another host's MAC: a NIC out of promiscuous mode
+    /// would not have taken it.
+    OtherHost,
 }
 
 impl DropPoint {

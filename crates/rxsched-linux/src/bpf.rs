@@ -6,11 +6,13 @@
 //! sink or router leaves no program behind.
 
 use crate::sys::{SysError, SysResult};
+use crate::wire::Mac;
 use aya::maps::{MapData, PerCpuArray};
 use aya::programs::{Program, ProgramError, SchedClassifier, Xdp, XdpMode};
 use aya::Ebpf;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use strum::VariantArray;
 
 /// The generator (`bpf/gen.bpf.c`).
 pub static GEN: &[u8] = aya::include_bytes_aligned!("../bpf/obj/gen.o");
@@ -20,6 +22,63 @@ pub static SINK: &[u8] = aya::include_bytes_aligned!("../bpf/obj/sink.o");
 pub static XSK: &[u8] = aya::include_bytes_aligned!("../bpf/obj/xsk.o");
 /// Forwarding in XDP (`bpf/fwd.bpf.c`).
 pub static FWD: &[u8] = aya::include_bytes_aligned!("../bpf/obj/fwd.o");
+/// The router's receive path, in XDP or at tc ingress (`bpf/route.bpf.c`).
+pub static ROUTE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/route.o");
+
+/// What `bpf/route.bpf.c` did with a frame, in the order of its counters.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::VariantArray,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteOutcome {
+    /// Taken by user space, its next hop set from the kernel's tables.
+    Taken,
+    /// To the stack: ARP.
+    Arp,
+    /// To the stack: IPv6 (neighbour discovery, the host's own traffic).
+    Ipv6,
+    /// To the stack: neither IPv4, ARP nor IPv6.
+    OtherProto,
+    /// To the stack: link or IP multicast, or broadcast.
+    Multicast,
+    /// To the stack: IPv4 options, which the kernel processes.
+    Options,
+    /// To the stack: the TTL expires here (the kernel sends Time Exceeded).
+    TtlExpired,
+    /// To the stack: for this host.
+    Local,
+    /// To the stack: the next hop is unresolved (the kernel resolves it
+    /// and forwards the frame).
+    NoNeigh,
+    /// To the stack: over the egress MTU (the kernel fragments it or sends
+    /// Fragmentation Needed).
+    FragNeeded,
+    /// To the stack: no route, or a blackhole or prohibited one (the kernel
+    /// sends Destination Unreachable).
+    Unreachable,
+    /// To the stack: forwarding is off on the input port.
+    ForwardingOff,
+    /// To the stack: another reason the FIB lookup gave.
+    Other,
+    /// To the stack: merged by GRO before a tc program saw it (the kernel
+    /// forwards it in segments; an XDP program sees frames before GRO).
+    Gro,
+    /// Dropped: another host's unicast MAC.
+    NotOurs,
+    /// Dropped: shorter than its headers.
+    Truncated,
+    /// Dropped: an IHL below 5, or a total length outside the frame.
+    BadIhl,
+}
 
 /// An error of aya's as a [`SysError`] naming the object and the call,
 /// with the OS error when there is one (so that callers can tell bad input
@@ -178,6 +237,61 @@ impl Object {
             .map_err(|e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e))?;
         m.set(index, fd, 0)
             .map_err(|e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e))
+    }
+}
+
+impl RouteOutcome {
+    /// Where a frame with this outcome went: `None` to user space,
+    /// `Some(None)` to the kernel's stack, `Some(Some(point))` dropped.
+    pub fn fate(self) -> Option<Option<rxsched_core::DropPoint>> {
+        use rxsched_core::DropPoint;
+        match self {
+            RouteOutcome::Taken => None,
+            RouteOutcome::NotOurs => Some(Some(DropPoint::OtherHost)),
+            RouteOutcome::Truncated => Some(Some(DropPoint::Truncated)),
+            RouteOutcome::BadIhl => Some(Some(DropPoint::BadIhl)),
+            _ => Some(None),
+        }
+    }
+}
+
+impl Object {
+    /// Sets up `bpf/route.bpf.c` for the port `ifindex` whose MAC is
+    /// `mac`: next hops from the kernel's tables, or (`feed`'s
+    /// `kernel_hops` false) from user space's, with the host's own
+    /// addresses `local` going to the stack.
+    pub fn setup_route(
+        &mut self,
+        ifindex: u32,
+        mac: Mac,
+        kernel_hops: bool,
+        local: &[[u8; 4]],
+    ) -> SysResult<()> {
+        let what = self.what.clone();
+        let err = |e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e);
+        let m = mac.0;
+        let mac48 = (0..6).fold(0u64, |a, i| a | (m[i] as u64) << (8 * i));
+        {
+            let mut ports: aya::maps::HashMap<&mut MapData, u32, u64> =
+                self.map("port_macs")?.try_into().map_err(err)?;
+            ports.insert(ifindex, mac48, 0).map_err(err)?;
+        }
+        {
+            let mut l: aya::maps::HashMap<&mut MapData, u32, u8> =
+                self.map("local_v4")?.try_into().map_err(err)?;
+            for a in local {
+                l.insert(u32::from_ne_bytes(*a), 1, 0).map_err(err)?;
+            }
+        }
+        self.set("route_cfg", 0, u32::from(kernel_hops))
+    }
+
+    /// `bpf/route.bpf.c`'s counters, summed over the CPUs, in
+    /// [`RouteOutcome`]'s order.
+    pub fn route_counts(&mut self) -> SysResult<Vec<u64>> {
+        (0..RouteOutcome::VARIANTS.len() as u32)
+            .map(|i| Ok(self.per_cpu::<u64>("route_stats", i)?.iter().sum()))
+            .collect()
     }
 }
 

@@ -210,19 +210,43 @@ impl Drop for NapiGate {
     }
 }
 
-/// Turns generic receive offload on or off for `iface` (ETHTOOL_SGRO). A
-/// veth keeps its NAPI instance, and so its thread, only while GRO is on
-/// or an XDP program is attached.
-pub fn set_gro(iface: &str, on: bool) -> SysResult<()> {
+/// An offload a device's driver may do, as ethtool names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    /// Generic receive offload (ETHTOOL_SGRO). A veth keeps its NAPI
+    /// instance, and so its thread, only while GRO is on or an XDP program
+    /// is attached.
+    Gro,
+    /// Transmit checksumming (ETHTOOL_STXCSUM): with it on, a local sender
+    /// leaves TCP and UDP checksums for the device to finish, which a veth
+    /// never does; a frame on a real wire carries them complete.
+    TxChecksum,
+    /// TCP segmentation offload (ETHTOOL_STSO): with it on, a local
+    /// sender hands a veth frames larger than its MTU.
+    Tso,
+}
+
+impl Offload {
+    fn cmd(self) -> (u32, &'static str) {
+        match self {
+            Offload::Gro => (0x2c, "ioctl(SIOCETHTOOL, ETHTOOL_SGRO)"),
+            Offload::TxChecksum => (0x17, "ioctl(SIOCETHTOOL, ETHTOOL_STXCSUM)"),
+            Offload::Tso => (0x1f, "ioctl(SIOCETHTOOL, ETHTOOL_STSO)"),
+        }
+    }
+}
+
+/// Turns `offload` on or off for `iface`.
+pub fn set_offload(iface: &str, offload: Offload, on: bool) -> SysResult<()> {
     const SIOCETHTOOL: libc::c_ulong = 0x8946;
-    const ETHTOOL_SGRO: u32 = 0x2c;
     #[repr(C)]
     struct EthtoolValue {
         cmd: u32,
         data: u32,
     }
+    let (cmd, call) = offload.cmd();
     let mut v = EthtoolValue {
-        cmd: ETHTOOL_SGRO,
+        cmd,
         data: on as u32,
     };
     // SAFETY: an ifreq is plain data; zeroed is valid.
@@ -242,7 +266,7 @@ pub fn set_gro(iface: &str, on: bool) -> SysResult<()> {
     // SAFETY: closing the socket opened above.
     unsafe { libc::close(fd) };
     if r < 0 {
-        return Err(err(iface, "ioctl(SIOCETHTOOL, ETHTOOL_SGRO)", e));
+        return Err(err(iface, call, e));
     }
     Ok(())
 }

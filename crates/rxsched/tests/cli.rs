@@ -434,7 +434,17 @@ fn real_commands_name_the_bad_flag_or_interface() {
         (vec!["route", "--stats-every", "nan"], "--stats-every"),
         (
             vec!["route", "--ports", "nosuch0,nosuch1"],
-            "not among --ports",
+            "nosuch0: no such interface",
+        ),
+        (
+            vec![
+                "route",
+                "--ports",
+                "d0,d1",
+                "--route",
+                "198.19.0.0/24=d7@02:00:00:00:00:01",
+            ],
+            "not one of the router's interfaces",
         ),
         (
             vec![

@@ -96,6 +96,8 @@ pub struct Port<R, T> {
     pub tx: T,
     /// Its MAC, the source of what it sends.
     pub mac: Mac,
+    /// Its MTU: the largest IP packet it sends.
+    pub mtu: usize,
 }
 
 /// A receive side of whatever backend.
@@ -118,6 +120,26 @@ pub struct Opened {
     /// at, if any (set it once every helper thread and process is started:
     /// they would inherit it).
     pub thread_prio: Option<i32>,
+}
+
+/// What a command's receive sockets take from each device, and what the
+/// device's program leaves to the kernel's stack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Feed {
+    /// Every frame.
+    #[default]
+    All,
+    /// A router's frames (`bpf/route.bpf.c`): those it forwards, their
+    /// next hops from the kernel's tables (`kernel_hops`), or else routed
+    /// by user space with the host's own addresses `local` to the stack;
+    /// the host's traffic and what RFC 1812 asks of a router go to the
+    /// stack.
+    Route {
+        /// Next hops from the kernel's FIB and neighbour table.
+        kernel_hops: bool,
+        /// With routes given by hand: the host's own IPv4 addresses.
+        local: Vec<[u8; 4]>,
+    },
 }
 
 /// Receiving frames.
@@ -148,6 +170,11 @@ pub trait RxBackend {
     /// Frames waiting on the ring now, if the backend can tell.
     fn queued(&self) -> u64 {
         0
+    }
+    /// What the device's program did with the frames that arrived (see
+    /// [`crate::bpf::RouteOutcome`]), since opening; empty if it has none.
+    fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        Ok(Vec::new())
     }
 }
 
@@ -181,6 +208,22 @@ pub trait Wait {
     }
 }
 
+/// The devices' programs' counters ([`RxBackend::program_counts`]),
+/// summed over `rx`.
+pub fn program_counts<R: RxBackend>(rx: &mut [R]) -> SysResult<Vec<u64>> {
+    let mut sum: Vec<u64> = Vec::new();
+    for r in rx {
+        let c = r.program_counts()?;
+        if sum.len() < c.len() {
+            sum.resize(c.len(), 0);
+        }
+        for (s, n) in sum.iter_mut().zip(c) {
+            *s += n;
+        }
+    }
+    Ok(sum)
+}
+
 impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     fn fd(&self) -> Option<RawFd> {
         (**self).fd()
@@ -199,6 +242,9 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     }
     fn queued(&self) -> u64 {
         (**self).queued()
+    }
+    fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        (**self).program_counts()
     }
 }
 

@@ -3,7 +3,8 @@
 //! input with `epoll`.
 
 use super::{AnyRx, AnyTx, NoGate, Opened, Port, Servicing, KTHREAD_PRIO};
-use super::{RxBackend, TxBackend, Wait};
+use super::{Feed, RxBackend, TxBackend, Wait};
+use crate::bpf::{Object, ROUTE};
 use crate::sys::{check, packet_socket, setsockopt, Epoll, SysError, SysResult};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -18,6 +19,7 @@ const TPACKET_V3: i32 = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const ETH_P_ALL: u16 = 0x0003;
+const ETH_P_IP: u16 = 0x0800;
 
 /// `struct tpacket_req3` (linux/if_packet.h).
 #[repr(C)]
@@ -86,16 +88,93 @@ pub struct PacketRing {
     left: u32,
     next: usize,
     drops: u64,
+    /// The router's program at the device's tc ingress, if this ring is a
+    /// router's (see [`PacketRing::open_routed`]).
+    prog: Option<Object>,
 }
 
 // SAFETY: the mapping is owned by this value and only touched through &mut self.
 unsafe impl Send for PacketRing {}
 
+/// A classic socket filter that keeps only frames marked for another host
+/// (`PACKET_OTHERHOST`): those `bpf/route.bpf.c` at tc ingress marked as
+/// the router's.
+const OTHERHOST_ONLY: [libc::sock_filter; 4] = [
+    // A = skb->pkt_type (the ancillary load SKF_AD_PKTTYPE).
+    libc::sock_filter {
+        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+        jt: 0,
+        jf: 0,
+        k: (libc::SKF_AD_OFF + libc::SKF_AD_PKTTYPE) as u32,
+    },
+    libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 1,
+        k: libc::PACKET_OTHERHOST as u32,
+    },
+    libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: u32::MAX,
+    },
+    libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    },
+];
+
 impl PacketRing {
-    /// Opens a ring on `iface` that sees incoming frames only.
+    /// Opens a ring on `iface` that sees incoming frames only (a copy of
+    /// each: the kernel's stack gets them too).
     pub fn open(iface: &str, cfg: RingConfig) -> SysResult<PacketRing> {
-        let fd = packet_socket(iface, ETH_P_ALL)?;
+        PacketRing::open_on(iface, cfg, ETH_P_ALL, false)
+    }
+
+    /// Opens a router's ring on `iface`: `bpf/route.bpf.c` at the device's
+    /// tc ingress gives the frames it forwards their next hop and marks
+    /// them for another host, so that the kernel's IP input drops them at
+    /// once; this socket, bound to IPv4 (which sees frames after tc),
+    /// takes only those. The rest (the host's traffic, what RFC 1812
+    /// leaves to the stack) the kernel handles alone.
+    pub fn open_routed(iface: &str, cfg: RingConfig, feed: &Feed) -> SysResult<PacketRing> {
+        let Feed::Route { kernel_hops, local } = feed else {
+            return PacketRing::open(iface, cfg);
+        };
+        let mut r = PacketRing::open_on(iface, cfg, ETH_P_IP, true)?;
+        let mut prog = Object::load(ROUTE, iface)?;
+        let idx = crate::sys::ifindex(iface)? as u32;
+        prog.setup_route(idx, crate::sys::mac_of(iface)?, *kernel_hops, local)?;
+        prog.attach_tc("tc_route", iface)?;
+        r.prog = Some(prog);
+        Ok(r)
+    }
+
+    fn open_on(
+        iface: &str,
+        cfg: RingConfig,
+        protocol: u16,
+        otherhost: bool,
+    ) -> SysResult<PacketRing> {
+        let fd = packet_socket(iface, protocol)?;
         let raw = fd.as_raw_fd();
+        if otherhost {
+            let prog = libc::sock_fprog {
+                len: OTHERHOST_ONLY.len() as u16,
+                filter: OTHERHOST_ONLY.as_ptr() as *mut libc::sock_filter,
+            };
+            setsockopt(
+                raw,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                &prog,
+                iface,
+                "setsockopt(SO_ATTACH_FILTER)",
+            )?;
+        }
         setsockopt(
             raw,
             SOL_PACKET,
@@ -159,6 +238,7 @@ impl PacketRing {
             left: 0,
             next: 0,
             drops: 0,
+            prog: None,
         };
         ring.ring_drops()?; // reset the kernel's counters
         ring.drops = 0;
@@ -276,6 +356,13 @@ impl RxBackend for PacketRing {
         self.drops += st.drops as u64;
         Ok(self.drops)
     }
+
+    fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        match &mut self.prog {
+            Some(p) => p.route_counts(),
+            None => Ok(Vec::new()),
+        }
+    }
 }
 
 impl Drop for PacketRing {
@@ -369,15 +456,17 @@ impl TxBackend for PacketTx {
 /// for a packet socket runs in its softirq, which nothing here schedules:
 /// no gate, and a polling thread takes the kernel-thread priority
 /// ([`KTHREAD_PRIO`]) as the paper's did.
-pub fn open_all(ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
     let ports = ifaces
         .iter()
         .map(|p| {
+            let rx = PacketRing::open_routed(p, RingConfig::default(), feed)?;
             Ok(Port {
                 name: p.clone(),
-                rx: Box::new(PacketRing::open(p, RingConfig::default())?) as AnyRx,
+                rx: Box::new(rx) as AnyRx,
                 tx: Box::new(PacketTx::open(p)?) as AnyTx,
                 mac: crate::sys::mac_of(p)?,
+                mtu: crate::sys::mtu_of(p)?,
             })
         })
         .collect::<SysResult<Vec<_>>>()?;

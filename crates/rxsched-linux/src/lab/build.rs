@@ -80,7 +80,8 @@ impl Lab {
         Ok(())
     }
 
-    /// Routes and static neighbours: nothing depends on ARP.
+    /// Routes through the DUT; the hosts find each other's MACs by ARP,
+    /// as ordinary hosts do.
     pub(super) fn address(&self) -> Result<(), LabError> {
         self.exec(
             Role::Gen,
@@ -92,28 +93,6 @@ impl Lab {
             "ip",
             &["route", "add", "198.18.0.0/24", "via", &ip4(D1.ip)],
         )?;
-        for (from, to, mac) in [
-            (G0, D0, D0.mac),
-            (D0, G0, G0.mac),
-            (D1, S0, SINK_TAP_MAC),
-            (S0, D1, D1.mac),
-        ] {
-            self.exec(
-                from.role,
-                "ip",
-                &[
-                    "neigh",
-                    "replace",
-                    &ip4(to.ip),
-                    "lladdr",
-                    &mac.to_string(),
-                    "dev",
-                    from.iface,
-                    "nud",
-                    "permanent",
-                ],
-            )?;
-        }
         Ok(())
     }
 
@@ -137,10 +116,20 @@ impl Lab {
 
     /// GRO and threaded NAPI on every veth end, each NAPI thread pinned to
     /// its side's CPU, the sink's at [`SINK_NAPI_PRIO`], the others at the
-    /// default priority.
+    /// default priority; and the end hosts' transmit offloads off, so that
+    /// what they send is what a real wire carries (see [`WIRE_OFFLOADS`]).
     pub(super) fn thread_receive_work(&self) -> Result<(), LabError> {
+        use crate::napi_threads::{set_offload, Offload};
         for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
-            self.in_netns(e.role, || crate::napi_threads::set_gro(e.iface, true))?;
+            self.in_netns(e.role, || {
+                set_offload(e.iface, Offload::Gro, true)?;
+                if e.role != Role::Dut {
+                    for o in WIRE_OFFLOADS {
+                        set_offload(e.iface, o, false)?;
+                    }
+                }
+                Ok(())
+            })?;
             self.write_sysfs(e.role, &format!("/sys/class/net/{}/threaded", e.iface), "1")?;
             if e.role == Role::Dut {
                 let dir = format!("/sys/class/net/{}", e.iface);

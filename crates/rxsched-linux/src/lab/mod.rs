@@ -98,15 +98,16 @@ pub const S0: End = End {
     ip: [198, 19, 0, 1],
 };
 
-/// The user-space router's own address on the generator link. The generator
-/// sends to it, not to `d0`'s kernel address, so the DUT kernel drops each
-/// frame at once as "for another host" after the packet socket has its copy,
-/// instead of running IP input on it.
-pub const ROUTER_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 0, 0xf2]);
-/// The address the DUT forwards to on the sink link, for the same reason:
-/// the sink's packet socket sees every frame and its kernel drops them early
-/// (rather than answering each UDP probe with an ICMP error).
-pub const SINK_TAP_MAC: Mac = Mac([0x02, 0x72, 0x78, 0, 1, 0xf1]);
+/// The end hosts' transmit offloads the lab turns off. A veth hands its
+/// peer what the sender's stack made: TCP and UDP checksums left for a NIC
+/// to finish (CHECKSUM_PARTIAL) and segments larger than the MTU, which no
+/// real wire carries and which a router that forwards raw frames passes on
+/// broken. (The DUT's own devices keep theirs: the kernel's forwarding
+/// copes with both, and rxsched's sockets see frames before GRO.)
+pub const WIRE_OFFLOADS: [crate::napi_threads::Offload; 2] = [
+    crate::napi_threads::Offload::TxChecksum,
+    crate::napi_threads::Offload::Tso,
+];
 
 /// Receive-interrupt moderation on the DUT's devices, as a NIC's
 /// `rx-usecs`: after a NAPI poll that found work, the device's interrupt
@@ -236,11 +237,48 @@ impl Lab {
         self.make_namespaces()?;
         self.make_links()?;
         self.address()?;
-        // The DUT kernel forwards only when a benchmark asks for it.
-        self.set_kernel_forwarding(false)?;
+        // The DUT is a router: its kernel forwards what nothing takes, and
+        // what rxsched hands it (RFC 1812's errors, unresolved next hops).
+        self.set_kernel_forwarding(true)?;
         self.thread_receive_work()?;
         self.raise_send_buffers()?;
-        self.wait_links_up()
+        self.wait_links_up()?;
+        self.resolve_neighbours()
+    }
+
+    /// Has the DUT learn its neighbours' MACs, and they its, by ARP, as a
+    /// router learns them from its first traffic (the entries are
+    /// ordinary dynamic ones); returns once the DUT has both.
+    pub fn resolve_neighbours(&self) -> Result<(), LabError> {
+        let want = [G0.ip, S0.ip];
+        for _ in 0..50 {
+            let have = self.in_netns(Role::Dut, || {
+                let s =
+                    std::net::UdpSocket::bind("0.0.0.0:0").map_err(|e| crate::sys::SysError {
+                        what: "lab".into(),
+                        syscall: "bind(UDP)",
+                        source: e,
+                    })?;
+                // The discard port: nothing answers, the kernel ARPs first.
+                for ip in want {
+                    let _ = s.send_to(&[0], (std::net::Ipv4Addr::from(ip), 9));
+                }
+                Ok(std::fs::read_to_string("/proc/thread-self/net/arp").unwrap_or_default())
+            })?;
+            let complete = |ip: [u8; 4]| {
+                let a = std::net::Ipv4Addr::from(ip).to_string();
+                have.lines()
+                    .any(|l| l.split_whitespace().next() == Some(&a) && l.contains("0x2"))
+            };
+            if want.iter().all(|ip| complete(*ip)) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Err(LabError::Command {
+            cmd: "resolve neighbours".into(),
+            msg: "the DUT did not learn g0's and s0's MACs within 1 s".into(),
+        })
     }
 
     /// Runs `f` in a thread inside `role`'s network namespace.

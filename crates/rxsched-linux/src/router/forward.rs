@@ -6,7 +6,7 @@ use super::Counters;
 use crate::backend::TxBackend;
 use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
-use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4};
+use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4, ETH_LEN};
 use ipnet::Ipv4Net;
 use rxsched_core::DropPoint;
 use std::collections::VecDeque;
@@ -65,6 +65,8 @@ pub enum Refused {
     Malformed(Malformed),
     /// No route to the destination.
     NoRoute,
+    /// Larger than the egress port's MTU.
+    TooBig,
 }
 
 impl Refused {
@@ -73,18 +75,33 @@ impl Refused {
         match self {
             Refused::Malformed(m) => m.drop_point(),
             Refused::NoRoute => DropPoint::NoRoute,
+            Refused::TooBig => DropPoint::TooBig,
         }
     }
 }
 
-/// The forwarding decision and rewrite, shared by both modes: check the
-/// frame, find the route, rewrite both MACs, decrement the TTL with an
-/// incremental checksum update. Returns the output port.
+/// What the forwarding path knows of an output port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Egress {
+    /// Its MAC, the source of what it sends.
+    pub mac: Mac,
+    /// Its MTU.
+    pub mtu: usize,
+}
+
+/// The forwarding decision and rewrite, shared by every mode: check the
+/// frame, find its output port, decrement the TTL with an incremental
+/// checksum update. With `routes` the port and next hop come from them,
+/// and both MACs are rewritten; without, the device's program
+/// (`bpf/route.bpf.c`) has already set the next hop from the kernel's
+/// tables, and the frame carries its output port's MAC as its source.
+/// Returns the output port.
 pub fn forward_in_place(
     frame: &mut [u8],
     routes: &[Route],
-    port_macs: &[Mac],
+    ports: &[Egress],
 ) -> Result<usize, Refused> {
+    let len = frame.len();
     let mut eth = EthernetFrame::new_checked(&mut *frame).map_err(Refused::Malformed)?;
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Err(Refused::Malformed(Malformed::NotIpv4));
@@ -98,18 +115,30 @@ pub fn forward_in_place(
             return Err(Refused::Malformed(Malformed::TtlExpired));
         }
         let dst = ip.dst();
-        routes
-            .iter()
-            .filter(|r| r.matches(dst))
-            .max_by_key(|r| r.net.prefix_len())
-            .copied()
-            .ok_or(Refused::NoRoute)?
+        if routes.is_empty() {
+            let src = eth.src();
+            let port = ports.iter().position(|p| p.mac == src);
+            port.map(|p| (p, None)).ok_or(Refused::NoRoute)?
+        } else {
+            let r = routes
+                .iter()
+                .filter(|r| r.matches(dst))
+                .max_by_key(|r| r.net.prefix_len())
+                .ok_or(Refused::NoRoute)?;
+            (r.port, Some(r.next_hop))
+        }
     };
-    eth.set_dst(route.next_hop);
-    eth.set_src(port_macs[route.port]);
+    let (port, next_hop) = route;
+    if len - ETH_LEN > ports[port].mtu {
+        return Err(Refused::TooBig);
+    }
+    if let Some(mac) = next_hop {
+        eth.set_dst(mac);
+        eth.set_src(ports[port].mac);
+    }
     let mut ip = Ipv4Packet::new_checked(eth.payload_mut()).map_err(Refused::Malformed)?;
     ip.decrement_ttl();
-    Ok(route.port)
+    Ok(port)
 }
 
 /// Frames waiting to be sent on one port.
@@ -203,14 +232,14 @@ pub fn forward_one(
     frame: &[u8],
     buf: &mut [u8],
     routes: &[Route],
-    macs: &[Mac],
+    ports: &[Egress],
     onward: Onward<'_>,
     c: &Counters,
 ) -> Option<usize> {
     let n = frame.len().min(buf.len());
     let b = &mut buf[..n];
     b.copy_from_slice(&frame[..n]);
-    match (forward_in_place(b, routes, macs), onward) {
+    match (forward_in_place(b, routes, ports), onward) {
         (Ok(out), Onward::Out { outq, cap }) => outq[out].push(b, cap, c).then_some(out),
         (Ok(out), Onward::Screen(q)) => {
             if !q.push(b, usize::MAX, out as u32, 0) {
@@ -230,13 +259,17 @@ mod parse_tests {
     use super::*;
     use crate::wire::UdpProbe;
 
-    fn table() -> (Vec<Route>, Vec<Mac>) {
+    fn table() -> (Vec<Route>, Vec<Egress>) {
         let ports = vec!["d0".to_string(), "d1".to_string()];
         let r = vec![
             Route::parse("198.19.0.0/24=d1@02:00:00:00:01:01", &ports).unwrap(),
             Route::parse("198.18.0.0/24=d0@02:00:00:00:00:01", &ports).unwrap(),
         ];
-        (r, vec![Mac([2, 0, 0, 0, 0, 2]), Mac([2, 0, 0, 0, 1, 2])])
+        let port = |mac| Egress { mac, mtu: 1500 };
+        (
+            r,
+            vec![port(Mac([2, 0, 0, 0, 0, 2])), port(Mac([2, 0, 0, 0, 1, 2]))],
+        )
     }
 
     fn frame(ttl: u8, dst: [u8; 4]) -> Vec<u8> {
@@ -256,7 +289,7 @@ mod parse_tests {
         assert_eq!(forward_in_place(&mut f, &r, &macs), Ok(1));
         let eth = EthernetFrame::new_checked(&f[..]).unwrap();
         assert_eq!(eth.dst(), Mac([2, 0, 0, 0, 1, 1]));
-        assert_eq!(eth.src(), macs[1]);
+        assert_eq!(eth.src(), macs[1].mac);
         let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
         assert_eq!(ip.ttl(), 63);
         assert!(ip.verify_checksum());

@@ -9,13 +9,12 @@
 //! interleaving; [`run`] gives each its own thread.
 
 use super::{
-    forward_one, Counters, Mode, Onward, OutQueue, Port, Route, RouterConfig, RouterReport,
+    forward_one, Counters, Egress, Mode, Onward, OutQueue, Port, Route, RouterConfig, RouterReport,
     ScreenEnd, Stats,
 };
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::links::LinkWatch;
 use crate::sys::{self, SysResult};
-use crate::wire::Mac;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
@@ -90,6 +89,11 @@ impl<R: RxBackend> RxSide<R> {
         Ok(n)
     }
 
+    /// What the devices' programs did (see [`crate::bpf::RouteOutcome`]).
+    pub fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        crate::backend::program_counts(&mut self.rx)
+    }
+
     /// Frames waiting on the rings and on the input queue.
     pub fn queued(&self) -> u64 {
         self.rx.iter().map(|r| r.queued()).sum::<u64>() + self.queue.len() as u64
@@ -100,7 +104,7 @@ impl<R: RxBackend> RxSide<R> {
 pub struct FwdSide<T> {
     tx: Vec<T>,
     routes: Vec<Route>,
-    macs: Vec<Mac>,
+    egress: Vec<Egress>,
     outq: Vec<OutQueue>,
     out_cap: usize,
     queue: Arc<InputQueue>,
@@ -141,7 +145,7 @@ impl<T: TxBackend> FwdSide<T> {
                 &frame,
                 &mut self.buf,
                 &self.routes,
-                &self.macs,
+                &self.egress,
                 onward,
                 &self.counters,
             );
@@ -173,7 +177,13 @@ pub fn sides<R, T>(
 ) -> (RxSide<R>, FwdSide<T>, Arc<Counters>) {
     let counters = Arc::new(Counters::default());
     let queue = Arc::new(InputQueue::default());
-    let macs = ports.iter().map(|p| p.mac).collect();
+    let egress = ports
+        .iter()
+        .map(|p| Egress {
+            mac: p.mac,
+            mtu: p.mtu,
+        })
+        .collect();
     let outq = ports.iter().map(|_| OutQueue::default()).collect();
     let (rx, tx): (Vec<R>, Vec<T>) = ports.into_iter().map(|p| (p.rx, p.tx)).unzip();
     let rxs = RxSide {
@@ -186,7 +196,7 @@ pub fn sides<R, T>(
     let fwd = FwdSide {
         tx,
         routes: cfg.routes.clone(),
-        macs,
+        egress,
         outq,
         out_cap: cfg.out_queue,
         queue,
@@ -255,6 +265,7 @@ where
     let (fwd, fw_cpu) = fw_thread.join().expect("forwarding thread")?;
     let in_flight = fwd.queued() + rxs.queue.len() as u64;
     let mut r = RouterReport::new(Mode::Interrupt, &c, rxs.ring_drops()?, in_flight);
+    r.add_program(&rxs.program_counts()?);
     r.duration_s = (sys::mono_ns() - t0) as f64 / 1e9;
     r.cpu_s = (rx_cpu + fw_cpu) as f64 / 1e9;
     r.fault = fault;

@@ -14,13 +14,13 @@ pub mod report;
 pub mod two_level;
 
 pub use crate::runtime::{Backend, Port};
-pub use forward::{forward_in_place, forward_one, Onward, OutQueue, Refused, Route};
+pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
 pub use report::{live_line, Counters, RouterReport, ScreenReport, Stats, TwoLevelReport, REASONS};
 
 use crate::backend::packet::EpollWait;
 use crate::links::LinkWatch;
 use crate::rules::Rules;
-use crate::runtime::{RunConfig, Servicing};
+use crate::runtime::{Feed, RunConfig, Servicing};
 use crate::screen::{ScreenConfig, Screend};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
@@ -201,7 +201,17 @@ fn servicing(cfg: &RouterConfig) -> Servicing {
 /// device priority stands in for the interrupt handler ([`interrupt`]).
 /// M3 and M4 do not apply to the baseline.
 fn forward(cfg: &RouterConfig, screen: Option<ScreenEnd>) -> SysResult<RouterReport> {
-    let opened = cfg.run.backend.open(&cfg.ports, servicing(cfg))?;
+    // Routes given by hand leave routing to user space; the host's own
+    // addresses still go to its stack.
+    let feed = Feed::Route {
+        kernel_hops: cfg.routes.is_empty(),
+        local: if cfg.routes.is_empty() {
+            Vec::new()
+        } else {
+            sys::ipv4_addrs()?
+        },
+    };
+    let opened = cfg.run.backend.open(&cfg.ports, servicing(cfg), &feed)?;
     let links = LinkWatch::new("route", &cfg.ports, sys::mono_ns())?;
     let wait = EpollWait::new()?;
     if !opened.threaded {

@@ -6,14 +6,13 @@
 //! screening stage); a transmit callback claims a batch of queued frames
 //! and sends them with one kick.
 
-use super::{forward_one, Counters, Mode, Onward, OutQueue, Port, Route, RouterConfig};
+use super::{forward_one, Counters, Egress, Mode, Onward, OutQueue, Port, Route, RouterConfig};
 use super::{live_line, RouterReport, ScreenEnd};
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::links::LinkWatch;
 use crate::runtime::{App, Gate, Poller, Polls};
 use crate::stage::StageQueue;
 use crate::sys::SysResult;
-use crate::wire::Mac;
 use rxsched_core::{Clock, DeviceId, Dir, DropPoint, Nanos, PollLoop, QueueFeedback};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ use std::sync::Arc;
 pub struct Forward<T> {
     tx: Vec<T>,
     routes: Vec<Route>,
-    macs: Vec<Mac>,
+    egress: Vec<Egress>,
     outq: Vec<OutQueue>,
     out_cap: usize,
     counters: Counters,
@@ -49,7 +48,7 @@ impl<T: TxBackend> App for Forward<T> {
             f,
             &mut self.buf,
             &self.routes,
-            &self.macs,
+            &self.egress,
             onward,
             &self.counters,
         );
@@ -111,7 +110,13 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             fac = fac.with_feedback(QueueFeedback::watermarks(watched, hi, lo, timeout));
         }
         let app = Forward {
-            macs: ports.iter().map(|p| p.mac).collect(),
+            egress: ports
+                .iter()
+                .map(|p| Egress {
+                    mac: p.mac,
+                    mtu: p.mtu,
+                })
+                .collect(),
             outq: ports.iter().map(|_| OutQueue::default()).collect(),
             routes: cfg.routes.clone(),
             out_cap: cfg.out_queue,
@@ -195,12 +200,14 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// The report so far.
     pub fn report(&mut self) -> SysResult<RouterReport> {
         let (ring, sock) = self.poller.ring_drops()?;
+        let program = self.poller.program_counts()?;
         let p = &self.poller;
         let mut r = RouterReport::new(self.mode, &p.app.counters, ring, self.in_flight());
         if sock > 0 {
             r.drops.insert(DropPoint::XskRxRing, sock);
         }
         r.inhibits.extend(p.lp.inhibits());
+        r.add_program(&program);
         r.mode_switches = p.lp.mode_switches();
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);

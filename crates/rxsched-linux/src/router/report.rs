@@ -2,12 +2,14 @@
 //! report it prints at the end, and its live line.
 
 use super::{Mode, Refused, ScreenEnd};
+use crate::bpf::RouteOutcome;
 use crate::screen::ScreenCounts;
 use crate::sys;
 use rxsched_core::{DropPoint, InhibitCause};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use strum::VariantArray;
 
 /// Counters, readable while the router runs (from another thread too).
 #[derive(Debug, Default)]
@@ -25,17 +27,18 @@ pub struct Counters {
     /// Dropped because their output port was down or gone.
     pub port_down: AtomicU64,
     /// Refused frames by reason, indexed like [`REASONS`].
-    pub refused: [AtomicU64; 6],
+    pub refused: [AtomicU64; 7],
 }
 
 /// Refusal reasons in counter order.
-pub const REASONS: [DropPoint; 6] = [
+pub const REASONS: [DropPoint; 7] = [
     DropPoint::Truncated,
     DropPoint::NotIpv4,
     DropPoint::BadIhl,
     DropPoint::BadChecksum,
     DropPoint::TtlExpired,
     DropPoint::NoRoute,
+    DropPoint::TooBig,
 ];
 
 impl Counters {
@@ -76,6 +79,11 @@ pub struct RouterReport {
     pub forwarded: u64,
     /// Drops by point, refusals by reason among them.
     pub drops: BTreeMap<DropPoint, u64>,
+    /// Frames the devices' program handed to the kernel's stack, by
+    /// reason: the host's own traffic, and what RFC 1812 asks of a router
+    /// beyond forwarding (the kernel answers, rate-limited).
+    #[serde(default)]
+    pub to_stack: BTreeMap<RouteOutcome, u64>,
     /// Input-inhibit episodes by cause.
     pub inhibits: BTreeMap<InhibitCause, u64>,
     /// Interrupt/poll mode switches.
@@ -100,6 +108,19 @@ pub struct RouterReport {
 }
 
 impl RouterReport {
+    /// Adds what the devices' program did (`counts`, summed over the
+    /// ports, in [`RouteOutcome`]'s order): its handing to the stack, and
+    /// its drops beside the router's own.
+    pub fn add_program(&mut self, counts: &[u64]) {
+        for (o, n) in RouteOutcome::VARIANTS.iter().zip(counts) {
+            match o.fate() {
+                Some(None) if *n > 0 => *self.to_stack.entry(*o).or_default() += n,
+                Some(Some(p)) => *self.drops.entry(p).or_default() += n,
+                _ => {}
+            }
+        }
+    }
+
     /// Frames dropped at `point` (0 if none were).
     pub fn dropped(&self, point: DropPoint) -> u64 {
         self.drops.get(&point).copied().unwrap_or(0)
@@ -159,6 +180,7 @@ impl RouterReport {
             rx: c.rx.load(Relaxed),
             forwarded: c.forwarded.load(Relaxed),
             drops,
+            to_stack: BTreeMap::new(),
             inhibits: BTreeMap::new(),
             mode_switches: 0,
             in_flight,

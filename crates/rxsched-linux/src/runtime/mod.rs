@@ -15,8 +15,8 @@ pub mod input;
 pub mod poller;
 
 pub use crate::backend::{
-    AnyRx, AnyTx, Gate, NoGate, Opened, Port, Servicing, DEVICE_PRIO, KTHREAD_PRIO, NAPI_PRIO,
-    POLL_PRIO,
+    AnyRx, AnyTx, Feed, Gate, NoGate, Opened, Port, Servicing, DEVICE_PRIO, KTHREAD_PRIO,
+    NAPI_PRIO, POLL_PRIO,
 };
 pub use input::{At, InputCtl};
 pub use poller::{App, Poller, Polls};
@@ -37,11 +37,12 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Opens `ifaces` and schedules their receive work as `how` says.
-    pub fn open(self, ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+    /// Opens `ifaces`, their sockets fed as `feed` says, and schedules
+    /// their receive work as `how` says.
+    pub fn open(self, ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
         match self {
-            Backend::Xdp => crate::backend::xdp::open_all(ifaces, how),
-            Backend::Packet => crate::backend::packet::open_all(ifaces, how),
+            Backend::Xdp => crate::backend::xdp::open_all(ifaces, how, feed),
+            Backend::Packet => crate::backend::packet::open_all(ifaces, how, feed),
         }
     }
 
@@ -141,7 +142,7 @@ impl RunConfig {
     /// work owned by the polling thread.
     pub fn open_one(&self, who: &'static str, iface: &str) -> SysResult<Device> {
         let ifaces = [iface.to_string()];
-        let o = self.backend.open(&ifaces, Servicing::Polling)?;
+        let o = self.backend.open(&ifaces, Servicing::Polling, &Feed::All)?;
         let rx = o.ports.into_iter().next().expect("one port opened").rx;
         Ok(Device {
             rx,

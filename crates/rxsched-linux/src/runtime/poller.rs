@@ -180,6 +180,12 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         Ok((ring, sock))
     }
 
+    /// What the devices' programs did with the frames that arrived, summed
+    /// over the ports (see [`crate::bpf::RouteOutcome`]).
+    pub fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        crate::backend::program_counts(&mut self.rx)
+    }
+
     fn pending(&self, dev: DeviceId, dir: Dir) -> bool {
         match dir {
             Dir::Rx => self.rx[dev.0].pending(),

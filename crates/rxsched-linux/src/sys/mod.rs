@@ -159,6 +159,45 @@ pub fn mac_of(name: &str) -> SysResult<crate::wire::Mac> {
     })
 }
 
+/// The MTU of interface `name`.
+pub fn mtu_of(name: &str) -> SysResult<usize> {
+    let path = format!("/sys/class/net/{name}/mtu");
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| SysError {
+            what: name.into(),
+            syscall: "read(/sys/class/net/*/mtu)",
+            source: io::Error::from_raw_os_error(libc::ENODEV),
+        })
+}
+
+/// The IPv4 addresses of every interface of this host (of this network
+/// namespace).
+pub fn ipv4_addrs() -> SysResult<Vec<[u8; 4]>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below.
+    check(unsafe { libc::getifaddrs(&mut head) }, "host", "getifaddrs")?;
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: p is a node of the list getifaddrs made.
+        let a = unsafe { &*p };
+        if !a.ifa_addr.is_null() {
+            // SAFETY: a non-null address of the family it says.
+            if unsafe { (*a.ifa_addr).sa_family } as i32 == libc::AF_INET {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let sin = unsafe { &*(a.ifa_addr as *const libc::sockaddr_in) };
+                out.push(sin.sin_addr.s_addr.to_ne_bytes());
+            }
+        }
+        p = a.ifa_next;
+    }
+    // SAFETY: the list getifaddrs made, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
 /// A counter of interface `name` in the calling thread's network namespace
 /// (`/proc/thread-self/net/dev`, which follows `setns`, where `/sys` does
 /// not): `rx_packets`, `rx_dropped`, `tx_packets` or `tx_dropped`.

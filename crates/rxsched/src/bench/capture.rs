@@ -14,7 +14,7 @@ use super::{out_dir, result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile};
 use rxsched_linux::capture::CaptureReport;
-use rxsched_linux::lab::{Lab, ROUTER_MAC};
+use rxsched_linux::lab::Lab;
 use rxsched_linux::loadgen::GenReport;
 use rxsched_linux::spin::SpinReport;
 use serde_json::{Map, Value};
@@ -162,7 +162,6 @@ fn trial(
     dir: &Path,
 ) -> Result<Point, BenchError> {
     l.reset_dut_receive()?;
-    l.set_kernel_forwarding(false)?;
     let out: PathBuf = if v.file {
         dir.join(format!("{}.pcap", v.label))
     } else {
@@ -174,7 +173,7 @@ fn trial(
     let capturer = start(l, capturer)?;
     std::thread::sleep(v.tool.settle());
     let spin = start(l, Proc::Spin { secs })?;
-    let g: GenReport = run(l, Gen::new(rate, secs).to_mac(ROUTER_MAC))?;
+    let g: GenReport = run(l, Gen::new(rate, secs).to_mac(super::proc::NOBODY_MAC))?;
     let sp: SpinReport = spin.finish()?;
     std::thread::sleep(Duration::from_millis(300));
     capturer.interrupt();

@@ -5,11 +5,10 @@
 use super::error::BenchError;
 use super::proc::{run, start, CycleLimit, Gen, Proc, Route, Running, Sink};
 use crate::result::Point;
-use rxsched_linux::lab::{self, Lab, Role, D0, D1, DUT_CPU, S0};
+use rxsched_linux::lab::{Lab, Role, D0, D1, DUT_CPU, S0};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use rxsched_linux::spin::SpinReport;
-use rxsched_linux::wire::Mac;
 use rxsched_linux::xdpfwd::XdpFwdReport;
 use rxsched_sim::metrics::Latency;
 use rxsched_sim::Metrics;
@@ -78,19 +77,10 @@ impl Forwarder {
         }
     }
 
-    /// The kernel forwards (or looks routes up) for these.
+    /// The kernel forwards for these (in its stack, or in XDP): no
+    /// router of ours, whose sockets would split d0's drops.
     fn kernel_forwarding(self) -> bool {
         matches!(self, Forwarder::Kernel | Forwarder::XdpFwd)
-    }
-
-    /// Where the generator addresses frames: the DUT kernel's own MAC, or
-    /// the user-space router's (which the kernel would drop at once).
-    fn dst_mac(self) -> Mac {
-        if self.kernel_forwarding() {
-            D0.mac
-        } else {
-            lab::ROUTER_MAC
-        }
     }
 }
 
@@ -199,7 +189,6 @@ pub fn run_trial(
     dut: &Dut,
 ) -> Result<Point, BenchError> {
     lab.reset_dut_receive()?;
-    lab.set_kernel_forwarding(fwd.kernel_forwarding())?;
     let router = match fwd.proc(secs + 6.0, dut.wake_cost_ns, screen) {
         Some(p) => Some(start(lab, p)?),
         None => None,
@@ -209,7 +198,7 @@ pub fn run_trial(
     std::thread::sleep(Duration::from_millis(500));
     let before = Counters::read(lab, router.as_ref())?;
     let spin = start(lab, Proc::Spin { secs })?;
-    let gen = run(lab, Gen::new(rate, secs).to_mac(fwd.dst_mac()))?;
+    let gen = run(lab, Gen::new(rate, secs))?;
     let spin = spin.finish()?;
     let sink = sink.finish()?;
     let after = Counters::read(lab, router.as_ref())?;

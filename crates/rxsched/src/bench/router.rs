@@ -55,7 +55,6 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     limit.extend(polling);
     let r2 = result(&files[1], limit);
     let r3 = latency(&files[2], lab, mlfrr, &dut, opts.quick, progress)?;
-    lab.set_kernel_forwarding(false)?;
     Ok(vec![r1, r2, r3])
 }
 

@@ -127,7 +127,6 @@ pub fn screen(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
         let trial = |r| run_trial(l, v.fwd, v.screen.as_ref(), r, secs, &dut);
         series.push(sweep.series(v.label, trial)?);
     }
-    l.set_kernel_forwarding(false)?;
     Ok(vec![result(&file, series)])
 }
 
@@ -153,7 +152,7 @@ mod tests {
         let cfg = rxsched_linux::loadgen::GenConfig {
             iface: "g0".into(),
             src_mac: None,
-            dst_mac: rxsched_linux::lab::ROUTER_MAC,
+            dst_mac: rxsched_linux::lab::D0.mac,
             src_ip: G0.ip,
             dst_ip: S0.ip,
             dst_port: 9001,

@@ -72,7 +72,6 @@ struct Soaked {
 fn flood(l: &Lab, minutes: f64, progress: &dyn Fn(&str)) -> Result<Soaked, BenchError> {
     let secs = minutes * 60.0;
     l.reset_dut_receive()?;
-    l.set_kernel_forwarding(false)?;
     let route = start(l, Route::new(Mode::Polling, secs + 30.0))?;
     let sink = start(l, Sink::new(secs + 20.0, 2.0))?;
     std::thread::sleep(Duration::from_millis(700));

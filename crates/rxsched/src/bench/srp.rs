@@ -11,7 +11,7 @@ use super::sweep::{rates, Measured, Sweep};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{Lab, Role, D0, D1, ROUTER_MAC};
+use rxsched_linux::lab::{Lab, Role, D0, D1};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use rxsched_linux::spin::SpinReport;
@@ -55,7 +55,7 @@ fn offer(
         let g = if to_kernel {
             g.to_dut_kernel()
         } else {
-            g.to_mac(ROUTER_MAC)
+            g.to_mac(super::proc::NOBODY_MAC)
         };
         start(l, g)
     };

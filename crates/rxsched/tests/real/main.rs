@@ -6,8 +6,9 @@
 use rxsched_core::DropPoint;
 use rxsched_linux::backend::packet::PacketTx;
 use rxsched_linux::backend::TxBackend;
+use rxsched_linux::bpf::RouteOutcome;
 use rxsched_linux::capture::CaptureReport;
-use rxsched_linux::lab::{self, Lab, Role, D1, ROUTER_MAC, SINK_TAP_MAC};
+use rxsched_linux::lab::{self, Lab, Role, D0, D1, S0};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::RouterReport;
 use rxsched_linux::srp::ServeReport;

@@ -12,8 +12,8 @@
 mod rings;
 
 use super::{AnyRx, AnyTx, Opened, Port, Servicing, DEVICE_PRIO, NAPI_PRIO, POLL_PRIO};
-use super::{RxBackend, TxBackend};
-use crate::bpf::{Object, XSK};
+use super::{Feed, RxBackend, TxBackend};
+use crate::bpf::{Object, ROUTE, XSK};
 use crate::napi_threads::{NapiGate, Sched};
 use crate::sys::{ifindex, SysError, SysResult};
 use rings::{bind, fail, map_rings, register, Rings, Umem};
@@ -63,12 +63,14 @@ struct Xsk {
     // Dropped in this order: the socket closes, then the program is
     // detached, then the memory is unmapped.
     fd: OwnedFd,
-    _prog: Object,
+    prog: Object,
+    /// The program is the router's, with its counters.
+    routes: bool,
     umem: Umem,
 }
 
 impl Xsk {
-    fn open(iface: &str, cfg: XskConfig) -> SysResult<Xsk> {
+    fn open(iface: &str, cfg: XskConfig, feed: &Feed) -> SysResult<Xsk> {
         let idx = ifindex(iface)? as u32;
         // SAFETY: plain socket(2).
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -90,7 +92,14 @@ impl Xsk {
         }
         rings.fill.submit(cfg.rx_frames);
         bind(raw, idx, iface)?;
-        let mut prog = Object::load(XSK, iface)?;
+        let (mut prog, entry) = match feed {
+            Feed::All => (Object::load(XSK, iface)?, "xdp_to_xsk"),
+            Feed::Route { kernel_hops, local } => {
+                let mut o = Object::load(ROUTE, iface)?;
+                o.setup_route(idx, crate::sys::mac_of(iface)?, *kernel_hops, local)?;
+                (o, "xdp_route")
+            }
+        };
         prog.set_xsk("xsks", 0, raw)?;
         let mut x = Xsk {
             iface: iface.to_string(),
@@ -103,12 +112,13 @@ impl Xsk {
             base: (0, 0),
             last: (0, 0),
             fd,
-            _prog: prog,
+            prog,
+            routes: matches!(feed, Feed::Route { .. }),
             umem,
         };
         x.base = (x.device_dropped()?, x.socket_dropped()?);
         x.last = x.base;
-        x._prog.attach("xdp_to_xsk", iface)?;
+        x.prog.attach(entry, iface)?;
         Ok(x)
     }
 
@@ -254,23 +264,25 @@ pub struct XskTx(Arc<Mutex<Xsk>>);
 /// Opens an AF_XDP socket on queue 0 of `iface` and attaches the program
 /// that feeds it. The two halves share the socket (one thread at a time
 /// uses it: the lock is taken once per batch).
-pub fn open(iface: &str, cfg: XskConfig) -> SysResult<(XskRx, XskTx)> {
-    let x = Arc::new(Mutex::new(Xsk::open(iface, cfg)?));
+pub fn open(iface: &str, cfg: XskConfig, feed: &Feed) -> SysResult<(XskRx, XskTx)> {
+    let x = Arc::new(Mutex::new(Xsk::open(iface, cfg, feed)?));
     Ok((XskRx(x.clone()), XskTx(x)))
 }
 
-/// Opens every one of `ifaces` for a command, their receive work (the
-/// devices' NAPI threads, pinned by the lab) scheduled as `how` says.
-pub fn open_all(ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+/// Opens every one of `ifaces` for a command, each socket fed as `feed`
+/// says, their receive work (the devices' NAPI threads, pinned by the lab)
+/// scheduled as `how` says.
+pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
     let ports = ifaces
         .iter()
         .map(|p| {
-            let (rx, tx) = open(p, XskConfig::default())?;
+            let (rx, tx) = open(p, XskConfig::default(), feed)?;
             Ok(Port {
                 name: p.clone(),
                 rx: Box::new(rx) as AnyRx,
                 tx: Box::new(tx) as AnyTx,
                 mac: crate::sys::mac_of(p)?,
+                mtu: crate::sys::mtu_of(p)?,
             })
         })
         .collect::<SysResult<Vec<_>>>()?;
@@ -341,6 +353,14 @@ impl RxBackend for XskRx {
 
     fn queued(&self) -> u64 {
         lock(&self.0).rings.rx.ready().0 as u64
+    }
+
+    fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        let mut x = lock(&self.0);
+        if !x.routes {
+            return Ok(Vec::new());
+        }
+        x.prog.route_counts()
     }
 }
 

@@ -83,12 +83,14 @@ fn ports(ring: usize, rx0: impl FnOnce(mem::MemRx) -> Rx) -> (Vec<Port<Rx, mem::
             rx: rx0(r0),
             tx: t0,
             mac: PORT_MACS[0],
+            mtu: 1500,
         },
         Port {
             name: "p1".into(),
             rx: Box::new(r1) as Rx,
             tx: t1,
             mac: PORT_MACS[1],
+            mtu: 1500,
         },
     ];
     (p, Net { feed, out, back })
@@ -179,6 +181,16 @@ fn malformed() -> Vec<(&'static str, Vec<u8>)> {
         ("bad_checksum", sum),
         ("ttl_expired", frame(1, [198, 19, 0, 1], 0)),
         ("no_route", frame(64, [198, 20, 0, 1], 0)),
+        (
+            "too_big",
+            UdpProbe {
+                frame_len: 1600,
+                src_mac: GEN_MAC,
+                dst_mac: PORT_MACS[0],
+                ..UdpProbe::default()
+            }
+            .to_vec(),
+        ),
     ]
 }
 

@@ -46,7 +46,7 @@ pub struct GenArgs {
     /// Interface to send on.
     #[arg(long, default_value = "g0")]
     pub iface: String,
-    /// Next hop's MAC (default: the lab's user-space router on the d0 link).
+    /// Next hop's MAC (default: the lab's DUT port d0, its router).
     #[arg(long)]
     pub dst_mac: Option<String>,
     /// Source address (default: the lab generator's).
@@ -164,7 +164,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
     let dst_mac = match &a.dst_mac {
         Some(m) => Mac::parse(m)
             .ok_or_else(|| Error::Input(format!("--dst-mac: {m:?} is not a MAC address")))?,
-        None => lab::ROUTER_MAC,
+        None => lab::D0.mac,
     };
     let cfg = GenConfig {
         iface: a.iface,

@@ -3,7 +3,6 @@
 use super::{faulted, interfaces_exist, json, positive, timeout_ms, RunArgs};
 use clap::Args;
 use rxsched::error::{Error, Result};
-use rxsched_linux::lab::{self, D0, D1, G0};
 use rxsched_linux::router::{Mode, Route, RouterConfig};
 use rxsched_linux::rules::Rules;
 use rxsched_linux::screen::ScreenConfig;
@@ -17,7 +16,9 @@ pub struct RouteArgs {
     /// The interfaces to forward between.
     #[arg(long, value_delimiter = ',', default_value = "d0,d1")]
     pub ports: Vec<String>,
-    /// `PREFIX/LEN=IFACE@NEXTHOP_MAC`, repeatable (default: the lab's two networks).
+    /// `PREFIX/LEN=IFACE@NEXTHOP_MAC`, repeatable: routes by hand, which
+    /// override the kernel's (by default every next hop comes from the
+    /// kernel's routing and neighbour tables, as kernel forwarding's does).
     #[arg(long = "route")]
     pub routes: Vec<String>,
     /// `interrupt` (M1 baseline), `polling` (M2) or `two-level` (M11:
@@ -72,17 +73,6 @@ pub struct RouteArgs {
     pub time_shared: bool,
 }
 
-/// The lab's routes, for `route` without `--route`.
-pub fn lab_routes(ports: &[String]) -> Vec<Route> {
-    [
-        format!("198.19.0.0/24={}@{}", D1.iface, lab::SINK_TAP_MAC),
-        format!("198.18.0.0/24={}@{}", D0.iface, G0.mac),
-    ]
-    .iter()
-    .filter_map(|r| Route::parse(r, ports).ok())
-    .collect()
-}
-
 /// Parses `route`'s arguments.
 pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
     let run = a.run.config()?;
@@ -126,25 +116,12 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
     })
 }
 
-/// `--route`s, or the lab's routes when none is given.
+/// `--route`s: none, and the kernel's tables give every next hop.
 fn routes(a: &RouteArgs) -> Result<Vec<Route>> {
-    let routes: Vec<Route> = if a.routes.is_empty() {
-        lab_routes(&a.ports)
-    } else {
-        a.routes
-            .iter()
-            .map(|r| {
-                Route::parse(r, &a.ports).map_err(|e| Error::Input(format!("--route {r:?}: {e}")))
-            })
-            .collect::<std::result::Result<_, _>>()?
-    };
-    if routes.is_empty() {
-        return Err(Error::Input(format!(
-            "no routes: the lab's routes use d0 and d1, which are not among --ports {}; give --route PREFIX/LEN=IFACE@MAC",
-            a.ports.join(",")
-        )));
-    }
-    Ok(routes)
+    a.routes
+        .iter()
+        .map(|r| Route::parse(r, &a.ports).map_err(|e| Error::Input(format!("--route {r:?}: {e}"))))
+        .collect()
 }
 
 /// `--feedback HIGH,LOW`.

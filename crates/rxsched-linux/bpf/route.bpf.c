@@ -1,0 +1,257 @@
+/* The router's receive path, for either backend: which frames the
+ * user-space router takes, and which go to the kernel's stack.
+ *
+ * The kernel's own tables decide the next hop (bpf_fib_lookup, as kernel
+ * forwarding and xdp-fwd see them): a frame the kernel would forward gets
+ * the next hop's MAC as its destination and the output port's MAC as its
+ * source, and goes to user space, which checks it, decrements its TTL and
+ * sends it out of the port whose MAC it now carries. Everything a router
+ * must not or cannot forward fast goes to the kernel's stack, which does
+ * what RFC 1812 asks of it (ICMP Time Exceeded, Destination Unreachable,
+ * Fragmentation Needed and fragmentation, IP options, neighbour
+ * resolution, the host's own traffic), rate-limited as the kernel does.
+ * Malformed frames and frames for another host's MAC are dropped, counted.
+ *
+ * xdp_route feeds an AF_XDP socket; tc_route, at tc ingress, marks what
+ * user space takes as PACKET_OTHERHOST, so that the kernel's IP input
+ * drops it at once while an AF_PACKET socket bound to IPv4 (which sees
+ * frames after tc) receives it. */
+#include "common.h"
+#include <linux/pkt_cls.h>
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#define ETH_P_ARP_ 0x0806
+#define ETH_P_IPV6_ 0x86DD
+#define PACKET_OTHERHOST_ 3
+
+/* Outcomes, counted per CPU; the order is route::Outcome's. */
+enum {
+	O_TAKEN,         /* to user space, next hop set */
+	S_ARP,           /* to the stack: ARP */
+	S_IPV6,          /* IPv6 (neighbour discovery, the host's own) */
+	S_OTHER_PROTO,   /* neither IPv4 nor ARP nor IPv6 */
+	S_MULTICAST,     /* link or IP multicast and broadcast */
+	S_OPTIONS,       /* IPv4 options: the kernel processes them */
+	S_TTL,           /* TTL expires here: Time Exceeded */
+	S_LOCAL,         /* for this host */
+	S_NO_NEIGH,      /* next hop unresolved: the kernel resolves it */
+	S_FRAG_NEEDED,   /* over the egress MTU: fragments or Fragmentation Needed */
+	S_UNREACHABLE,   /* no route, blackhole, prohibited: Destination Unreachable */
+	S_FWD_DISABLED,  /* forwarding is off on the input port */
+	S_OTHER,         /* any other reason the lookup gave */
+	S_GRO,           /* merged by GRO (tc only): the kernel segments it */
+	D_NOT_OURS,      /* dropped: another host's unicast MAC */
+	D_TRUNCATED,     /* dropped: shorter than its headers */
+	D_BAD_IHL,       /* dropped: IHL below 5 or total length outside the frame */
+	O_N
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, O_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} route_stats SEC(".maps");
+
+/* The router's ports: ifindex to MAC (low 48 bits, in wire order). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u64);
+} port_macs SEC(".maps");
+
+/* With routes given by hand (use_fib 0), the host's own IPv4 addresses;
+ * otherwise the kernel's FIB says what is local. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} local_v4 SEC(".maps");
+
+/* Entry 0: 1 to take next hops from the kernel (the default), 0 to leave
+ * routing to user space's table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} route_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+enum { V_TAKE, V_STACK, V_DROP };
+
+/* The MACs a taken frame leaves with. */
+struct hop {
+	__u8 dmac[ETH_ALEN];
+	__u8 smac[ETH_ALEN];
+};
+
+static __always_inline __u64 mac48(const __u8 *m)
+{
+	return (__u64)m[0] | (__u64)m[1] << 8 | (__u64)m[2] << 16 | (__u64)m[3] << 24 |
+	       (__u64)m[4] << 32 | (__u64)m[5] << 40;
+}
+
+/* What to do with a frame of `len` bytes (headers at data, readable up to
+ * data_end) that arrived on `ifindex`; the reason goes to *why, and a
+ * taken frame's next hop to *hop. */
+static __always_inline int classify(void *ctx, void *data, void *data_end, __u32 len,
+				    __u32 ifindex, __u32 segs, __u32 *why, struct hop *hop)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct bpf_fib_lookup fib = {};
+	__u32 zero = 0, *use_fib;
+	__u64 *mine;
+	__u16 tot;
+
+	if ((void *)(eth + 1) > data_end) {
+		*why = D_TRUNCATED;
+		return V_DROP;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_ARP_)) {
+		*why = S_ARP;
+		return V_STACK;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6_)) {
+		*why = S_IPV6;
+		return V_STACK;
+	}
+	if (eth->h_proto != bpf_htons(ETH_P_IP)) {
+		*why = S_OTHER_PROTO;
+		return V_STACK;
+	}
+	if (eth->h_dest[0] & 1) {
+		*why = S_MULTICAST;
+		return V_STACK;
+	}
+	mine = bpf_map_lookup_elem(&port_macs, &ifindex);
+	if (mine && *mine != mac48(eth->h_dest)) {
+		*why = D_NOT_OURS;
+		return V_DROP;
+	}
+	if ((void *)(ip + 1) > data_end) {
+		*why = D_TRUNCATED;
+		return V_DROP;
+	}
+	tot = bpf_ntohs(ip->tot_len);
+	if (ip->ihl < 5 || tot < ip->ihl * 4 || sizeof(*eth) + tot > len) {
+		*why = D_BAD_IHL;
+		return V_DROP;
+	}
+	if (ip->ihl > 5) {
+		*why = S_OPTIONS;
+		return V_STACK;
+	}
+	if ((ip->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) ||
+	    ip->daddr == 0xffffffff) {
+		*why = S_MULTICAST;
+		return V_STACK;
+	}
+	if (ip->ttl <= 1) {
+		*why = S_TTL;
+		return V_STACK;
+	}
+	if (segs > 1) {
+		*why = S_GRO;
+		return V_STACK;
+	}
+	use_fib = bpf_map_lookup_elem(&route_cfg, &zero);
+	if (use_fib && *use_fib == 0) {
+		if (bpf_map_lookup_elem(&local_v4, &ip->daddr)) {
+			*why = S_LOCAL;
+			return V_STACK;
+		}
+		__builtin_memcpy(hop->dmac, eth->h_dest, ETH_ALEN);
+		__builtin_memcpy(hop->smac, eth->h_source, ETH_ALEN);
+		*why = O_TAKEN;
+		return V_TAKE;
+	}
+	fib.family = AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = tot;
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	fib.ifindex = ifindex;
+	switch (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0)) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+		__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
+		__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
+		*why = O_TAKEN;
+		return V_TAKE;
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		*why = S_LOCAL;
+		break;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		*why = S_NO_NEIGH;
+		break;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		*why = S_FRAG_NEEDED;
+		break;
+	case BPF_FIB_LKUP_RET_BLACKHOLE:
+	case BPF_FIB_LKUP_RET_UNREACHABLE:
+	case BPF_FIB_LKUP_RET_PROHIBIT:
+		*why = S_UNREACHABLE;
+		break;
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		*why = S_FWD_DISABLED;
+		break;
+	default:
+		*why = S_OTHER;
+	}
+	return V_STACK;
+}
+
+SEC("xdp")
+int xdp_route(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct hop hop;
+	__u32 why = S_OTHER;
+	int v = classify(ctx, data, data_end, data_end - data, ctx->ingress_ifindex, 1, &why, &hop);
+
+	BUMP(route_stats, why, 1);
+	if (v == V_DROP)
+		return XDP_DROP;
+	if (v == V_STACK)
+		return XDP_PASS;
+	__builtin_memcpy(data, &hop, sizeof(hop));
+	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
+SEC("classifier")
+int tc_route(struct __sk_buff *skb)
+{
+	void *data, *data_end;
+	struct hop hop;
+	__u32 why = S_OTHER;
+	int v;
+
+	/* The headers classify reads, in the linear part. */
+	bpf_skb_pull_data(skb, sizeof(struct ethhdr) + sizeof(struct iphdr));
+	data = (void *)(long)skb->data;
+	data_end = (void *)(long)skb->data_end;
+	v = classify(skb, data, data_end, skb->len, skb->ifindex, skb->gso_segs, &why, &hop);
+	BUMP(route_stats, why, 1);
+	if (v == V_DROP)
+		return TC_ACT_SHOT;
+	if (v == V_STACK)
+		return TC_ACT_OK;
+	bpf_skb_store_bytes(skb, 0, &hop, sizeof(hop), 0);
+	bpf_skb_change_type(skb, PACKET_OTHERHOST_);
+	return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "GPL";
