@@ -35,7 +35,7 @@ enum {
 	S_MULTICAST,     /* link or IP multicast and broadcast */
 	S_OPTIONS,       /* IPv4 options: the kernel processes them */
 	S_TTL,           /* TTL expires here: Time Exceeded */
-	S_LOCAL,         /* for this host */
+	S_NOT_FWDED,     /* not forwarded: for this host, or no route (Unreachable) */
 	S_NO_NEIGH,      /* next hop unresolved: the kernel resolves it */
 	S_FRAG_NEEDED,   /* over the egress MTU: fragments or Fragmentation Needed */
 	S_UNREACHABLE,   /* no route, blackhole, prohibited: Destination Unreachable */
@@ -169,7 +169,7 @@ static __always_inline int classify(void *ctx, void *data, void *data_end, __u32
 	use_fib = bpf_map_lookup_elem(&route_cfg, &zero);
 	if (use_fib && *use_fib == 0) {
 		if (bpf_map_lookup_elem(&local_v4, &ip->daddr)) {
-			*why = S_LOCAL;
+			*why = S_NOT_FWDED;
 			return V_STACK;
 		}
 		__builtin_memcpy(hop->dmac, eth->h_dest, ETH_ALEN);
@@ -191,7 +191,7 @@ static __always_inline int classify(void *ctx, void *data, void *data_end, __u32
 		*why = O_TAKEN;
 		return V_TAKE;
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
-		*why = S_LOCAL;
+		*why = S_NOT_FWDED;
 		break;
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
 		*why = S_NO_NEIGH;

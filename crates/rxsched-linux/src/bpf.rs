@@ -54,8 +54,10 @@ pub enum RouteOutcome {
     Options,
     /// To the stack: the TTL expires here (the kernel sends Time Exceeded).
     TtlExpired,
-    /// To the stack: for this host.
-    Local,
+    /// To the stack: the kernel's routing would not forward it: for this
+    /// host, or with no route at all (the kernel answers Destination
+    /// Unreachable).
+    NotForwarded,
     /// To the stack: the next hop is unresolved (the kernel resolves it
     /// and forwards the frame).
     NoNeigh,

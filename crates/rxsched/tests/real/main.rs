@@ -113,6 +113,7 @@ fn trials(n: usize, what: &str, mut trial: impl FnMut() -> Result<String, String
 }
 
 mod capture;
+mod clients;
 mod router;
 mod serve;
 mod the_lab;

@@ -1,0 +1,272 @@
+//! Real clients that nobody here wrote (ping, tracepath, iperf3) between
+//! the lab's end hosts, ordinary hosts with neighbours learnt by ARP:
+//! through the DUT kernel's own forwarding as the reference, then through
+//! `route` in every mode on both backends. Every check that passes
+//! through the kernel must pass through rxsched.
+
+use super::*;
+
+/// One client run: the command line, whether it did what a user expects,
+/// and what it printed.
+struct Seen {
+    what: String,
+    ok: bool,
+    out: String,
+}
+
+/// Runs `args` in `role`'s namespace for at most `secs`; returns its exit
+/// status's success and its output (stdout and stderr).
+fn client(l: &Lab, role: Role, secs: u32, args: &[&str]) -> (bool, String) {
+    let o = Command::new("timeout")
+        .args([&secs.to_string(), "ip", "netns", "exec", &l.ns(role)])
+        .args(args)
+        .output()
+        .expect("timeout(1)");
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), out)
+}
+
+/// Runs `args` and judges its output by `ok`.
+fn check(
+    l: &Lab,
+    what: &str,
+    role: Role,
+    secs: u32,
+    args: &[&str],
+    ok: impl Fn(bool, &str) -> bool,
+) -> Seen {
+    let (status, out) = client(l, role, secs, args);
+    Seen {
+        what: what.to_string(),
+        ok: ok(status, &out),
+        out,
+    }
+}
+
+/// Sets the MTU of the sink's link (both ends).
+fn sink_link_mtu(l: &Lab, mtu: u32) {
+    let m = mtu.to_string();
+    l.exec(Role::Dut, "ip", &["link", "set", "d1", "mtu", &m])
+        .unwrap();
+    l.exec(Role::Sink, "ip", &["link", "set", "s0", "mtu", &m])
+        .unwrap();
+    let _ = l.exec(Role::Gen, "ip", &["route", "flush", "cache"]);
+}
+
+/// Every client, in order, against whatever forwards on the DUT now.
+fn run_clients(l: &Lab) -> Vec<Seen> {
+    let received = |all: bool| {
+        move |_: bool, out: &str| {
+            let want = if all { " 0% packet loss" } else { " received," };
+            out.contains(want) && !out.contains(" 0 received")
+        }
+    };
+    let mut v = vec![
+        check(
+            l,
+            "ping through the router",
+            Role::Gen,
+            5,
+            &["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.19.0.1"],
+            received(true),
+        ),
+        check(
+            l,
+            "ping the router's near address",
+            Role::Gen,
+            5,
+            &["ping", "-c", "2", "-i", "0.2", "-W", "1", "198.18.0.2"],
+            received(true),
+        ),
+        check(
+            l,
+            "ping the router's far address",
+            Role::Gen,
+            5,
+            &["ping", "-c", "2", "-i", "0.2", "-W", "1", "198.19.0.2"],
+            received(true),
+        ),
+        check(
+            l,
+            "ping -t 1: Time Exceeded",
+            Role::Gen,
+            5,
+            &["ping", "-c", "1", "-t", "1", "-W", "1", "198.19.0.1"],
+            |_, o| o.contains("From 198.18.0.2") && o.contains("Time to live exceeded"),
+        ),
+        check(
+            l,
+            "tracepath: every hop",
+            Role::Gen,
+            15,
+            &["tracepath", "-n", "-m", "4", "198.19.0.1"],
+            |_, o| {
+                o.contains(" 1:  198.18.0.2") && o.contains("198.19.0.1") && o.contains("reached")
+            },
+        ),
+    ];
+    // The kernel sends ICMP errors to a host at about one a second (with a
+    // burst of six): let the errors tracepath drew age out, and ask twice.
+    std::thread::sleep(Duration::from_millis(1500));
+    // A destination the router has no route for.
+    l.exec(
+        Role::Gen,
+        "ip",
+        &[
+            "route",
+            "replace",
+            "198.20.0.0/24",
+            "via",
+            "198.18.0.2",
+            "dev",
+            "g0",
+        ],
+    )
+    .unwrap();
+    v.push(check(
+        l,
+        "no route: Destination Unreachable",
+        Role::Gen,
+        5,
+        &["ping", "-c", "2", "-i", "1", "-W", "1", "198.20.0.1"],
+        |_, o| o.contains("From 198.18.0.2") && o.contains("Unreachable"),
+    ));
+    // A narrower egress link: path MTU discovery, and fragments.
+    sink_link_mtu(l, 1400);
+    v.push(check(
+        l,
+        "ping -M do -s 1450: Fragmentation Needed",
+        Role::Gen,
+        5,
+        &[
+            "ping",
+            "-c",
+            "1",
+            "-M",
+            "do",
+            "-s",
+            "1450",
+            "-W",
+            "1",
+            "198.19.0.1",
+        ],
+        |_, o| o.contains("Frag needed") && o.contains("mtu = 1400"),
+    ));
+    v.push(check(
+        l,
+        "tracepath learns the path MTU",
+        Role::Gen,
+        15,
+        &["tracepath", "-n", "-m", "4", "198.19.0.1"],
+        |_, o| o.contains("pmtu 1400"),
+    ));
+    v.push(check(
+        l,
+        "ping -M dont -s 3000: fragmented on the way",
+        Role::Gen,
+        5,
+        &[
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-M",
+            "dont",
+            "-s",
+            "3000",
+            "-W",
+            "1",
+            "198.19.0.1",
+        ],
+        received(true),
+    ));
+    sink_link_mtu(l, 1500);
+    // TCP across the router.
+    let (ok, out) = client(
+        l,
+        Role::Sink,
+        5,
+        &["iperf3", "-s", "-1", "-D", "-B", "198.19.0.1"],
+    );
+    assert!(ok, "iperf3 server: {out}");
+    std::thread::sleep(Duration::from_millis(300));
+    v.push(check(
+        l,
+        "iperf3 TCP for 2 s",
+        Role::Gen,
+        20,
+        &["iperf3", "-c", "198.19.0.1", "-t", "2", "-f", "m"],
+        |s, o| s && o.contains("receiver"),
+    ));
+    // The neighbours forgotten in the middle of a run.
+    let _ = l.exec(Role::Dut, "ip", &["neigh", "flush", "all"]);
+    v.push(check(
+        l,
+        "ping after the DUT's neighbours are flushed",
+        Role::Gen,
+        5,
+        &["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.19.0.1"],
+        received(false),
+    ));
+    v
+}
+
+/// The clients through the kernel, then through each router; a check the
+/// kernel passes that a router fails is reported with what the client
+/// printed, each router's report alongside.
+#[test]
+fn real_clients_work_through_route_as_through_the_kernel() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for tool in [
+        ("ping", "iputils-ping"),
+        ("tracepath", "iputils-tracepath"),
+        ("iperf3", "iperf3"),
+    ] {
+        if !rxsched_linux::needs::tool(tool.0, tool.1) {
+            return;
+        }
+    }
+    let Some(t) = TestLab::new("r") else { return };
+    let l = &t.0;
+    let reference = run_clients(l);
+    let failed: Vec<&Seen> = reference.iter().filter(|s| !s.ok).collect();
+    assert!(
+        failed.is_empty(),
+        "the lab itself: kernel forwarding fails {}",
+        failed
+            .iter()
+            .map(|s| format!("{}:\n{}", s.what, s.out))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let mut wrong = Vec::new();
+    for args in [
+        &["--mode", "polling"][..],
+        &["--mode", "interrupt"],
+        &["--mode", "two-level"],
+        &["--backend", "packet", "--mode", "polling"],
+        &["--backend", "packet", "--mode", "interrupt"],
+    ] {
+        let mut a = vec!["route", "--duration", "60"];
+        a.extend_from_slice(args);
+        let route = spawn(l, Role::Dut, &a);
+        std::thread::sleep(Duration::from_millis(800));
+        let seen = run_clients(l);
+        stop(&route);
+        let r: RouterReport = report(route);
+        assert!(r.forwarded > 0, "{args:?} forwarded nothing: {r:?}");
+        for s in seen.iter().filter(|s| !s.ok) {
+            wrong.push(format!("{args:?}: {}:\n{}\nreport {r:?}", s.what, s.out));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "passes through the kernel, fails through rxsched:\n{}",
+        wrong.join("\n")
+    );
+}
