@@ -24,6 +24,8 @@ pub static XSK: &[u8] = aya::include_bytes_aligned!("../bpf/obj/xsk.o");
 pub static FWD: &[u8] = aya::include_bytes_aligned!("../bpf/obj/fwd.o");
 /// The router's receive path, in XDP or at tc ingress (`bpf/route.bpf.c`).
 pub static ROUTE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/route.o");
+/// SRP's server's receive path, in XDP or at tc ingress (`bpf/serve.bpf.c`).
+pub static SERVE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/serve.o");
 
 /// What `bpf/route.bpf.c` did with a frame, in the order of its counters.
 #[derive(
@@ -291,8 +293,30 @@ impl Object {
     /// `bpf/route.bpf.c`'s counters, summed over the CPUs, in
     /// [`RouteOutcome`]'s order.
     pub fn route_counts(&mut self) -> SysResult<Vec<u64>> {
-        (0..RouteOutcome::VARIANTS.len() as u32)
-            .map(|i| Ok(self.per_cpu::<u64>("route_stats", i)?.iter().sum()))
+        self.counts("route_stats", RouteOutcome::VARIANTS.len())
+    }
+
+    /// Sets up `bpf/serve.bpf.c` to take the UDP datagrams to `ports`.
+    pub fn setup_serve(&mut self, ports: &[u16]) -> SysResult<()> {
+        let what = self.what.clone();
+        let err = |e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e);
+        let mut m: aya::maps::HashMap<&mut MapData, u16, u8> =
+            self.map("udp_ports")?.try_into().map_err(err)?;
+        for p in ports {
+            m.insert(*p, 1, 0).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// `bpf/serve.bpf.c`'s counters, summed over the CPUs: datagrams taken,
+    /// and frames left to the stack.
+    pub fn serve_counts(&mut self) -> SysResult<Vec<u64>> {
+        self.counts("serve_stats", 2)
+    }
+
+    fn counts(&mut self, map: &str, n: usize) -> SysResult<Vec<u64>> {
+        (0..n as u32)
+            .map(|i| Ok(self.per_cpu::<u64>(map, i)?.iter().sum()))
             .collect()
     }
 }

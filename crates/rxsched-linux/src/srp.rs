@@ -101,8 +101,13 @@ pub struct ServeReport {
     /// Frames taken off the ring.
     pub rx: u64,
     /// Drops before the demultiplexer: `nic_rx_ring`, `xsk_rx_ring`, and
-    /// frames no consumer owns (`no_pcb`).
+    /// frames no consumer owns (`no_pcb`) where no program kept them from
+    /// the server.
     pub drops: BTreeMap<DropPoint, u64>,
+    /// Frames the device's program left to the host's stack (no consumer
+    /// owns them: the host's own traffic among them).
+    #[serde(default)]
+    pub to_stack: u64,
     /// Each consumer's share.
     pub consumers: Vec<ConsumerReport>,
     /// The polling thread's CPU time, in seconds.
@@ -348,6 +353,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
             drops.insert(DropPoint::XskRxRing, sock);
         }
         drops.insert(DropPoint::NoPcb, p.app.no_pcb());
+        let to_stack = p.program_counts()?.get(1).copied().unwrap_or(0);
         let consumers = cfg
             .consumers
             .iter()
@@ -374,6 +380,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
             duration_s,
             rx: p.taken,
             drops,
+            to_stack,
             consumers,
             cpu_s,
             fault: p.fault().map(str::to_string),
@@ -400,7 +407,11 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     }
     let pids: Vec<u32> = procs.iter().map(|p| p.pid()).collect();
     let queues: Vec<Arc<StageQueue>> = demux.queues().to_vec();
-    let dev = cfg.run.open_one("serve", &cfg.iface)?;
+    // The consumers' datagrams come to the server; the host keeps the rest.
+    let udp = cfg.consumers.iter().map(|c| c.port).collect();
+    let dev = cfg
+        .run
+        .open_one("serve", &cfg.iface, &crate::backend::Feed::Serve { udp })?;
     let mut srv = Server::new(dev.rx, demux, cfg, sys::MonoClock, dev.wait)?;
     srv.poller_mut().attach(dev.gate, dev.links)?;
     crate::runtime::take_priority(dev.prio)?;

@@ -140,6 +140,63 @@ pub enum Feed {
         /// With routes given by hand: the host's own IPv4 addresses.
         local: Vec<[u8; 4]>,
     },
+    /// SRP's server's frames (`bpf/serve.bpf.c`): UDP datagrams to these
+    /// ports; the rest go to the stack.
+    Serve {
+        /// The consumers' UDP ports.
+        udp: Vec<u16>,
+    },
+}
+
+impl Feed {
+    /// The program that feeds the sockets, its entry in XDP and at tc
+    /// ingress, set up for the device `ifindex` whose MAC is `mac`; `None`
+    /// for every frame, which needs no program of its own.
+    pub fn program(&self, ifindex: u32, mac: Mac, what: &str) -> SysResult<Option<Program>> {
+        use crate::bpf::{Object, ROUTE, SERVE};
+        Ok(match self {
+            Feed::All => None,
+            Feed::Route { kernel_hops, local } => {
+                let mut o = Object::load(ROUTE, what)?;
+                o.setup_route(ifindex, mac, *kernel_hops, local)?;
+                Some(Program {
+                    object: o,
+                    xdp: "xdp_route",
+                    tc: "tc_route",
+                    counts: Object::route_counts,
+                })
+            }
+            Feed::Serve { udp } => {
+                let mut o = Object::load(SERVE, what)?;
+                o.setup_serve(udp)?;
+                Some(Program {
+                    object: o,
+                    xdp: "xdp_serve",
+                    tc: "tc_serve",
+                    counts: Object::serve_counts,
+                })
+            }
+        })
+    }
+}
+
+/// A feed's program, loaded: its object, its entry points, and how its
+/// counters are read.
+pub struct Program {
+    /// The loaded object.
+    pub object: crate::bpf::Object,
+    /// Its XDP entry point.
+    pub xdp: &'static str,
+    /// Its tc entry point.
+    pub tc: &'static str,
+    counts: fn(&mut crate::bpf::Object) -> SysResult<Vec<u64>>,
+}
+
+impl Program {
+    /// Its counters, summed over the CPUs.
+    pub fn counts(&mut self) -> SysResult<Vec<u64>> {
+        (self.counts)(&mut self.object)
+    }
 }
 
 /// Receiving frames.

@@ -3,8 +3,7 @@
 //! input with `epoll`.
 
 use super::{AnyRx, AnyTx, NoGate, Opened, Port, Servicing, KTHREAD_PRIO};
-use super::{Feed, RxBackend, TxBackend, Wait};
-use crate::bpf::{Object, ROUTE};
+use super::{Feed, Program, RxBackend, TxBackend, Wait};
 use crate::sys::{check, packet_socket, setsockopt, Epoll, SysError, SysResult};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -88,9 +87,9 @@ pub struct PacketRing {
     left: u32,
     next: usize,
     drops: u64,
-    /// The router's program at the device's tc ingress, if this ring is a
-    /// router's (see [`PacketRing::open_routed`]).
-    prog: Option<Object>,
+    /// The feed's program at the device's tc ingress, if it has one (see
+    /// [`PacketRing::open_fed`]).
+    prog: Option<Program>,
 }
 
 // SAFETY: the mapping is owned by this value and only touched through &mut self.
@@ -134,21 +133,21 @@ impl PacketRing {
         PacketRing::open_on(iface, cfg, ETH_P_ALL, false)
     }
 
-    /// Opens a router's ring on `iface`: `bpf/route.bpf.c` at the device's
-    /// tc ingress gives the frames it forwards their next hop and marks
-    /// them for another host, so that the kernel's IP input drops them at
-    /// once; this socket, bound to IPv4 (which sees frames after tc),
-    /// takes only those. The rest (the host's traffic, what RFC 1812
-    /// leaves to the stack) the kernel handles alone.
-    pub fn open_routed(iface: &str, cfg: RingConfig, feed: &Feed) -> SysResult<PacketRing> {
-        let Feed::Route { kernel_hops, local } = feed else {
+    /// Opens a ring on `iface` fed as `feed` says. A feed with a program
+    /// of its own (a router's, a server's) has it at the device's tc
+    /// ingress mark the frames it takes for another host, so that the
+    /// kernel's IP input drops them at once; this socket, bound to IPv4
+    /// (which sees frames after tc), takes only those. The rest (the
+    /// host's traffic, what RFC 1812 leaves to the stack) the kernel
+    /// handles alone. Every frame is a copy of the kernel's.
+    pub fn open_fed(iface: &str, cfg: RingConfig, feed: &Feed) -> SysResult<PacketRing> {
+        let idx = crate::sys::ifindex(iface)? as u32;
+        let Some(mut prog) = feed.program(idx, crate::sys::mac_of(iface)?, iface)? else {
             return PacketRing::open(iface, cfg);
         };
         let mut r = PacketRing::open_on(iface, cfg, ETH_P_IP, true)?;
-        let mut prog = Object::load(ROUTE, iface)?;
-        let idx = crate::sys::ifindex(iface)? as u32;
-        prog.setup_route(idx, crate::sys::mac_of(iface)?, *kernel_hops, local)?;
-        prog.attach_tc("tc_route", iface)?;
+        let tc = prog.tc;
+        prog.object.attach_tc(tc, iface)?;
         r.prog = Some(prog);
         Ok(r)
     }
@@ -359,7 +358,7 @@ impl RxBackend for PacketRing {
 
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
         match &mut self.prog {
-            Some(p) => p.route_counts(),
+            Some(p) => p.counts(),
             None => Ok(Vec::new()),
         }
     }
@@ -460,7 +459,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     let ports = ifaces
         .iter()
         .map(|p| {
-            let rx = PacketRing::open_routed(p, RingConfig::default(), feed)?;
+            let rx = PacketRing::open_fed(p, RingConfig::default(), feed)?;
             Ok(Port {
                 name: p.clone(),
                 rx: Box::new(rx) as AnyRx,

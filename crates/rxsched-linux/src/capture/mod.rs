@@ -299,7 +299,9 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
-    let dev = cfg.run.open_one("capture", &cfg.iface)?;
+    let dev = cfg
+        .run
+        .open_one("capture", &cfg.iface, &crate::backend::Feed::All)?;
     // The writer thread starts in `new`, before this thread's priority.
     let mut cap = Capture::new(dev.rx, out, cfg, sys::MonoClock, dev.wait)?;
     cap.poller_mut().attach(dev.gate, dev.links)?;

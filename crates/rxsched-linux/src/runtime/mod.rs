@@ -138,11 +138,11 @@ impl RunConfig {
         Ok(c)
     }
 
-    /// Opens `iface` for a receive-only command named `who`, its receive
-    /// work owned by the polling thread.
-    pub fn open_one(&self, who: &'static str, iface: &str) -> SysResult<Device> {
+    /// Opens `iface` for a receive-only command named `who`, its socket
+    /// fed as `feed` says, its receive work owned by the polling thread.
+    pub fn open_one(&self, who: &'static str, iface: &str, feed: &Feed) -> SysResult<Device> {
         let ifaces = [iface.to_string()];
-        let o = self.backend.open(&ifaces, Servicing::Polling, &Feed::All)?;
+        let o = self.backend.open(&ifaces, Servicing::Polling, feed)?;
         let rx = o.ports.into_iter().next().expect("one port opened").rx;
         Ok(Device {
             rx,

@@ -270,3 +270,76 @@ fn real_clients_work_through_route_as_through_the_kernel() {
         wrong.join("\n")
     );
 }
+
+/// While `serve` takes its consumers' datagrams from d0, the host keeps the
+/// rest: ping and TCP to the DUT's own address succeed, as they do with
+/// nothing running, and the server counts what it left to the stack.
+#[test]
+fn the_host_keeps_its_traffic_while_serve_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for tool in [("ping", "iputils-ping"), ("iperf3", "iperf3")] {
+        if !rxsched_linux::needs::tool(tool.0, tool.1) {
+            return;
+        }
+    }
+    let Some(t) = TestLab::new("h") else { return };
+    let l = &t.0;
+    let to_dut = |l: &Lab| {
+        let (ok, out) = client(
+            l,
+            Role::Dut,
+            5,
+            &["iperf3", "-s", "-1", "-D", "-B", "198.18.0.2"],
+        );
+        assert!(ok, "iperf3 server: {out}");
+        std::thread::sleep(Duration::from_millis(300));
+        vec![
+            check(
+                l,
+                "ping the DUT",
+                Role::Gen,
+                5,
+                &["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.2"],
+                |_, o| o.contains(" 0% packet loss"),
+            ),
+            check(
+                l,
+                "TCP to the DUT",
+                Role::Gen,
+                20,
+                &["iperf3", "-c", "198.18.0.2", "-t", "1", "-f", "m"],
+                |s, o| s && o.contains("receiver"),
+            ),
+        ]
+    };
+    let reference = to_dut(l);
+    assert!(
+        reference.iter().all(|s| s.ok),
+        "with nothing running: {}",
+        reference.iter().map(|s| &s.out[..]).collect::<String>()
+    );
+    let srv = spawn(
+        l,
+        Role::Dut,
+        &[
+            "serve",
+            "-i",
+            "d0",
+            "--consumer",
+            "7001",
+            "--duration",
+            "30",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let seen = to_dut(l);
+    stop(&srv);
+    let r: ServeReport = report(srv);
+    for s in &seen {
+        assert!(s.ok, "{} while serve runs:\n{}\nserve {r:?}", s.what, s.out);
+    }
+    assert!(
+        r.to_stack > 0,
+        "serve counted nothing left to the stack: {r:?}"
+    );
+}

@@ -12,8 +12,8 @@
 mod rings;
 
 use super::{AnyRx, AnyTx, Opened, Port, Servicing, DEVICE_PRIO, NAPI_PRIO, POLL_PRIO};
-use super::{Feed, RxBackend, TxBackend};
-use crate::bpf::{Object, ROUTE, XSK};
+use super::{Feed, Program, RxBackend, TxBackend};
+use crate::bpf::{Object, XSK};
 use crate::napi_threads::{NapiGate, Sched};
 use crate::sys::{ifindex, SysError, SysResult};
 use rings::{bind, fail, map_rings, register, Rings, Umem};
@@ -63,10 +63,24 @@ struct Xsk {
     // Dropped in this order: the socket closes, then the program is
     // detached, then the memory is unmapped.
     fd: OwnedFd,
-    prog: Object,
-    /// The program is the router's, with its counters.
-    routes: bool,
+    prog: Fed,
     umem: Umem,
+}
+
+/// What feeds a socket: the program that takes every frame, or a feed's
+/// own (with its counters).
+enum Fed {
+    All(Object),
+    Program(Program),
+}
+
+impl Fed {
+    fn object(&mut self) -> &mut Object {
+        match self {
+            Fed::All(o) => o,
+            Fed::Program(p) => &mut p.object,
+        }
+    }
 }
 
 impl Xsk {
@@ -92,15 +106,13 @@ impl Xsk {
         }
         rings.fill.submit(cfg.rx_frames);
         bind(raw, idx, iface)?;
-        let (mut prog, entry) = match feed {
-            Feed::All => (Object::load(XSK, iface)?, "xdp_to_xsk"),
-            Feed::Route { kernel_hops, local } => {
-                let mut o = Object::load(ROUTE, iface)?;
-                o.setup_route(idx, crate::sys::mac_of(iface)?, *kernel_hops, local)?;
-                (o, "xdp_route")
+        let (prog, entry) = match feed.program(idx, crate::sys::mac_of(iface)?, iface)? {
+            Some(p) => {
+                let xdp = p.xdp;
+                (Fed::Program(p), xdp)
             }
+            None => (Fed::All(Object::load(XSK, iface)?), "xdp_to_xsk"),
         };
-        prog.set_xsk("xsks", 0, raw)?;
         let mut x = Xsk {
             iface: iface.to_string(),
             frame_size: cfg.frame_size,
@@ -113,12 +125,13 @@ impl Xsk {
             last: (0, 0),
             fd,
             prog,
-            routes: matches!(feed, Feed::Route { .. }),
             umem,
         };
         x.base = (x.device_dropped()?, x.socket_dropped()?);
         x.last = x.base;
-        x.prog.attach(entry, iface)?;
+        let o = x.prog.object();
+        o.set_xsk("xsks", 0, raw)?;
+        o.attach(entry, iface)?;
         Ok(x)
     }
 
@@ -356,11 +369,10 @@ impl RxBackend for XskRx {
     }
 
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
-        let mut x = lock(&self.0);
-        if !x.routes {
-            return Ok(Vec::new());
+        match &mut lock(&self.0).prog {
+            Fed::All(_) => Ok(Vec::new()),
+            Fed::Program(p) => p.counts(),
         }
-        x.prog.route_counts()
     }
 }
 
