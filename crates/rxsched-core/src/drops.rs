@@ -67,6 +67,12 @@ pub enum DropPoint {
     /// Addressed to another host's MAC: a NIC out of promiscuous mode
     /// would not have taken it.
     OtherHost,
+    /// A monitor's copy ring was full: the frame went on to the host's
+    /// stack uncopied.
+    CopyRing,
+    /// A monitor inhibited its input (M3): the frame went on to the host's
+    /// stack uncopied.
+    CopyInhibited,
 }
 
 impl DropPoint {

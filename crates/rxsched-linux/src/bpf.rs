@@ -26,6 +26,22 @@ pub static FWD: &[u8] = aya::include_bytes_aligned!("../bpf/obj/fwd.o");
 pub static ROUTE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/route.o");
 /// SRP's server's receive path, in XDP or at tc ingress (`bpf/serve.bpf.c`).
 pub static SERVE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/serve.o");
+/// A monitor's receive path: passive copies, or taking (`bpf/monitor.bpf.c`).
+pub static MONITOR: &[u8] = aya::include_bytes_aligned!("../bpf/obj/monitor.o");
+
+/// What `bpf/monitor.bpf.c` did with a frame, in the order of its counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::VariantArray)]
+pub enum CopyOutcome {
+    /// Copied into the ring buffer, and passed on to the stack.
+    Copied,
+    /// Passed on uncopied: the ring buffer was full.
+    RingFull,
+    /// Passed on uncopied: the monitor inhibited its input.
+    Inhibited,
+    /// Taken at tc ingress (the packet backend's `--take`): the stack
+    /// never sees it.
+    Taken,
+}
 
 /// What `bpf/route.bpf.c` did with a frame, in the order of its counters.
 #[derive(
@@ -101,6 +117,24 @@ fn aya_err(what: &str, call: &'static str, e: impl std::error::Error + 'static) 
         src = s.source();
     }
     let msg = e.to_string();
+    // A program the verifier refused: the end of its log says why.
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = src {
+        if let Some(aya::programs::ProgramError::LoadError { verifier_log, .. }) =
+            s.downcast_ref::<aya::programs::ProgramError>()
+        {
+            let log = verifier_log.to_string();
+            let tail: Vec<&str> = log.lines().rev().take(6).collect();
+            let os = io::Error::from_raw_os_error(code.unwrap_or(libc::EINVAL));
+            let why = tail.into_iter().rev().collect::<Vec<_>>().join(" | ");
+            return SysError {
+                what: what.to_string(),
+                syscall: call,
+                source: io::Error::new(os.kind(), format!("{os}; verifier: {why}")),
+            };
+        }
+        src = s.source();
+    }
     let source = match code {
         Some(c) => io::Error::from_raw_os_error(c),
         None if msg.contains("unknown network interface") => {
@@ -312,6 +346,23 @@ impl Object {
     /// and frames left to the stack.
     pub fn serve_counts(&mut self) -> SysResult<Vec<u64>> {
         self.counts("serve_stats", 2)
+    }
+
+    /// `bpf/monitor.bpf.c`'s counters, summed over the CPUs, in
+    /// [`CopyOutcome`]'s order.
+    pub fn copy_counts(&mut self) -> SysResult<Vec<u64>> {
+        self.counts("copy_stats", CopyOutcome::VARIANTS.len())
+    }
+
+    /// Takes ring-buffer map `name` out of the object, for its reader.
+    pub fn take_ring(&mut self, name: &str) -> SysResult<aya::maps::RingBuf<MapData>> {
+        let what = self.what.clone();
+        let m = self.ebpf.take_map(name).ok_or_else(|| SysError {
+            what: what.clone(),
+            syscall: "bpf(BPF_MAP_CREATE)",
+            source: io::Error::new(io::ErrorKind::NotFound, format!("no map {name}")),
+        })?;
+        aya::maps::RingBuf::try_from(m).map_err(|e| aya_err(&what, "mmap(ringbuf)", e))
     }
 
     fn counts(&mut self, map: &str, n: usize) -> SysResult<Vec<u64>> {

@@ -17,6 +17,7 @@
 //! [`Gate`] on their receive work, the priority the thread that takes
 //! their frames runs at) as the command's [`Servicing`] asks.
 
+pub mod copy;
 pub mod fault;
 pub mod mem;
 pub mod packet;
@@ -126,9 +127,15 @@ pub struct Opened {
 /// device's program leaves to the kernel's stack.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Feed {
-    /// Every frame.
+    /// Every frame, taken: the kernel's stack does not see it (a
+    /// dedicated monitor port: `capture --take`). On AF_PACKET, a tc
+    /// program drops each frame once the socket has its copy.
     #[default]
     All,
+    /// A copy of every frame, the kernel's stack keeping them all (a
+    /// passive monitor, `capture`'s default: [`copy`] on XDP, a plain
+    /// socket on AF_PACKET).
+    Copy,
     /// A router's frames (`bpf/route.bpf.c`): those it forwards, their
     /// next hops from the kernel's tables (`kernel_hops`), or else routed
     /// by user space with the host's own addresses `local` to the stack;
@@ -155,7 +162,7 @@ impl Feed {
     pub fn program(&self, ifindex: u32, mac: Mac, what: &str) -> SysResult<Option<Program>> {
         use crate::bpf::{Object, ROUTE, SERVE};
         Ok(match self {
-            Feed::All => None,
+            Feed::All | Feed::Copy => None,
             Feed::Route { kernel_hops, local } => {
                 let mut o = Object::load(ROUTE, what)?;
                 o.setup_route(ifindex, mac, *kernel_hops, local)?;

@@ -139,9 +139,25 @@ impl PacketRing {
     /// kernel's IP input drops them at once; this socket, bound to IPv4
     /// (which sees frames after tc), takes only those. The rest (the
     /// host's traffic, what RFC 1812 leaves to the stack) the kernel
-    /// handles alone. Every frame is a copy of the kernel's.
+    /// handles alone. Every frame is a copy of the kernel's. Taking every
+    /// frame ([`Feed::All`]), the socket sees each before tc ingress, where
+    /// a program (`bpf/monitor.bpf.c`'s `tc_take`) drops it; a copy of
+    /// every frame ([`Feed::Copy`]) needs no program.
     pub fn open_fed(iface: &str, cfg: RingConfig, feed: &Feed) -> SysResult<PacketRing> {
         let idx = crate::sys::ifindex(iface)? as u32;
+        if *feed == Feed::All {
+            // Taking every frame: the socket's copy, then a drop at tc.
+            let mut r = PacketRing::open(iface, cfg)?;
+            let mut object = crate::bpf::Object::load(crate::bpf::MONITOR, iface)?;
+            object.attach_tc("tc_take", iface)?;
+            r.prog = Some(Program {
+                object,
+                xdp: "xdp_copy",
+                tc: "tc_take",
+                counts: crate::bpf::Object::copy_counts,
+            });
+            return Ok(r);
+        }
         let Some(mut prog) = feed.program(idx, crate::sys::mac_of(iface)?, iface)? else {
             return PacketRing::open(iface, cfg);
         };

@@ -9,13 +9,22 @@
 //! when a timeout expires. Without `resume_at` only the timeout ends an
 //! inhibit, as in Mogul & Ramakrishnan's monitor (§8.2).
 //!
-//! Every frame taken off the ring is written, dropped at the packet-filter
-//! queue (`filter_queue`), refused by the filter (counted by rule), or in
-//! flight; the ring's own drops are read back from the kernel.
+//! A monitor copies: by default the host's stack keeps every frame it
+//! gets ([`crate::backend::copy`] on XDP, a plain packet socket on
+//! AF_PACKET), and input control acts on the copies (an inhibit stops
+//! copying, not the host's receive work). With `take` (a dedicated monitor
+//! port, such as a switch's mirror port) the monitor takes the frames
+//! instead, and its input control holds off the device's receive work.
+//!
+//! Every frame read is written, dropped at the packet-filter queue
+//! (`filter_queue`), refused by the filter (counted by rule), or in
+//! flight; the drops before it (`nic_rx_ring`, `xsk_rx_ring`, and for
+//! copies `copy_ring`, `copy_inhibited`) are read back from the kernel.
 
 mod writer;
 
-use crate::backend::{RxBackend, Wait};
+use crate::backend::{Feed, RxBackend, Wait};
+use crate::bpf::CopyOutcome;
 use crate::rules::{Action, Flow, Rules};
 use crate::runtime::{App, Poller, RunConfig};
 use crate::stage::StageQueue;
@@ -51,6 +60,9 @@ pub struct CaptureConfig {
     pub resume_at: Option<u32>,
     /// M3: an inhibit ends after this long at the latest.
     pub timeout_ns: u64,
+    /// Take the frames (the host's stack does not see them) instead of
+    /// copying them.
+    pub take: bool,
 }
 
 /// What a capture did, printed as JSON at the end.
@@ -58,17 +70,21 @@ pub struct CaptureConfig {
 pub struct CaptureReport {
     /// The file written.
     pub file: String,
+    /// `copy` (the host keeps its frames) or `take`.
+    #[serde(default)]
+    pub mode: String,
     /// Seconds it ran.
     pub duration_s: f64,
-    /// Frames that reached the interface's ring: taken off it or dropped there.
+    /// Frames that reached the interface: read, or dropped before.
     pub arrived: u64,
-    /// Frames taken off the ring.
+    /// Frames (or copies) read off the ring.
     pub rx: u64,
     /// Frames written to the file.
     pub written: u64,
     /// Bytes of frame data written (after the snap length).
     pub bytes_written: u64,
-    /// Drops by point: `nic_rx_ring`, `xsk_rx_ring`, `filter_queue`.
+    /// Drops by point: `nic_rx_ring`, `xsk_rx_ring`, `copy_ring`,
+    /// `copy_inhibited`, `filter_queue`.
     pub drops: BTreeMap<DropPoint, u64>,
     /// Frames the filter refused, by the rule that refused them.
     pub filtered: BTreeMap<String, u64>,
@@ -247,18 +263,36 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         if sock > 0 {
             drops.insert(DropPoint::XskRxRing, sock);
         }
+        // Copies: those that went uncopied, and those still in the ring.
+        let (mut uncopied, mut left) = (0, 0);
+        if !cfg.take {
+            let c = p.program_counts()?;
+            left = c
+                .get(CopyOutcome::Copied as usize)
+                .map_or(0, |n| n.saturating_sub(p.taken));
+            for (o, point) in [
+                (CopyOutcome::RingFull, DropPoint::CopyRing),
+                (CopyOutcome::Inhibited, DropPoint::CopyInhibited),
+            ] {
+                if let Some(&n) = c.get(o as usize) {
+                    drops.insert(point, n);
+                    uncopied += n;
+                }
+            }
+        }
         drops.insert(DropPoint::FilterQueue, p.app.queue_drops);
         let inhibits = p.lp.inhibits().into_iter().collect();
         Ok(CaptureReport {
             file: cfg.out.display().to_string(),
+            mode: if cfg.take { "take" } else { "copy" }.to_string(),
             duration_s,
-            arrived: p.taken + ring + sock,
+            arrived: p.taken + ring + sock + uncopied + left,
             rx: p.taken,
             written,
             bytes_written: p.app.queue.counter(BYTES),
             drops,
             filtered: std::mem::take(&mut p.app.filtered),
-            in_flight: p.app.queue.len() as u64,
+            in_flight: p.app.queue.len() as u64 + left,
             inhibits,
             mode_switches: p.lp.mode_switches(),
             cpu_s,
@@ -299,9 +333,8 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
-    let dev = cfg
-        .run
-        .open_one("capture", &cfg.iface, &crate::backend::Feed::All)?;
+    let feed = if cfg.take { Feed::All } else { Feed::Copy };
+    let dev = cfg.run.open_one("capture", &cfg.iface, &feed)?;
     // The writer thread starts in `new`, before this thread's priority.
     let mut cap = Capture::new(dev.rx, out, cfg, sys::MonoClock, dev.wait)?;
     cap.poller_mut().attach(dev.gate, dev.links)?;

@@ -64,6 +64,7 @@ fn cfg(queue: usize, min_free: Option<u32>, filter: Option<Rules>) -> CaptureCon
         queue,
         min_free,
         resume_at: None,
+        take: true,
         timeout_ns: MS,
     }
 }

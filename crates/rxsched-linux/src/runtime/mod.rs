@@ -41,6 +41,7 @@ impl Backend {
     /// their receive work as `how` says.
     pub fn open(self, ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
         match self {
+            Backend::Xdp if *feed == Feed::Copy => crate::backend::copy::open_all(ifaces, how),
             Backend::Xdp => crate::backend::xdp::open_all(ifaces, how, feed),
             Backend::Packet => crate::backend::packet::open_all(ifaces, how, feed),
         }

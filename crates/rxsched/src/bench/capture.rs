@@ -3,9 +3,15 @@
 //! each pinned to the DUT CPU beside the compute process, each writing to
 //! /dev/null and to a file on disk, swept over offered load.
 //!
-//! The generator addresses the frames to a MAC that is not d0's, so the
-//! DUT's kernel throws them away after its packet taps: what the capturers
-//! see is all the work there is.
+//! Our monitor is passive by default, as tcpdump and tshark are: the DUT's
+//! stack gets every frame too. Each of its series has a `-take` twin, which
+//! takes the frames instead (a dedicated monitor port's mode).
+//!
+//! The generator addresses the frames to a MAC that is not d0's (the bench
+//! sets up no host that owns it), so the DUT's kernel throws them away
+//! after its packet taps: what the capturers see is nearly all the work
+//! there is, and what passing frames on costs is the kernel's receive work
+//! up to that discard (on XDP, building each frame's socket buffer).
 
 use super::forward::{measure_dut, Dut};
 use super::proc::{run, start, Capture, CaptureForm, CycleLimit, Gen, Peer, Proc, Running};
@@ -24,8 +30,13 @@ use std::time::Duration;
 /// Who captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tool {
-    /// `rxsched capture` in a form, optionally with `--cycle-limit 50`.
-    Ours { form: CaptureForm, limit: bool },
+    /// `rxsched capture` in a form, optionally with `--cycle-limit 50`,
+    /// copying or (`take`) taking the frames.
+    Ours {
+        form: CaptureForm,
+        limit: bool,
+        take: bool,
+    },
     /// `tcpdump -w`.
     Tcpdump,
     /// `tshark -w`.
@@ -37,7 +48,7 @@ impl Tool {
     /// M4 charges `wake_cost_ns` per wake-up.
     fn proc(self, out: String, secs: f64, wake_cost_ns: u64) -> Proc {
         match self {
-            Tool::Ours { form, limit } => Proc::Capture(Capture {
+            Tool::Ours { form, limit, take } => Proc::Capture(Capture {
                 out,
                 secs,
                 form,
@@ -45,6 +56,7 @@ impl Tool {
                     percent: 50,
                     wake_cost_ns,
                 }),
+                take,
             }),
             Tool::Tcpdump => Proc::Peer(Peer::Tcpdump { out }),
             Tool::Tshark => Proc::Peer(Peer::Tshark { out }),
@@ -96,7 +108,11 @@ struct Variant {
 }
 
 fn variants() -> Vec<Variant> {
-    let ours = |form, limit| Tool::Ours { form, limit };
+    let ours = |form, limit| Tool::Ours {
+        form,
+        limit,
+        take: false,
+    };
     let mut v = Vec::new();
     for file in [false, true] {
         let tail = if file { "-file" } else { "" };
@@ -129,6 +145,23 @@ fn variants() -> Vec<Variant> {
             file: false,
         });
     }
+    // Each of ours has a twin that takes the frames.
+    let twins: Vec<Variant> = v
+        .iter()
+        .filter_map(|x| match x.tool {
+            Tool::Ours { form, limit, .. } => Some(Variant {
+                label: format!("{}-take", x.label),
+                tool: Tool::Ours {
+                    form,
+                    limit,
+                    take: true,
+                },
+                file: x.file,
+            }),
+            _ => None,
+        })
+        .collect();
+    v.extend(twins);
     v
 }
 

@@ -175,6 +175,8 @@ pub struct Capture {
     pub form: CaptureForm,
     /// M4, if on.
     pub cycle_limit: Option<CycleLimit>,
+    /// Taking the frames (`--take`) instead of copying them.
+    pub take: bool,
 }
 
 /// A peer that is not ours, capturing on d0 to a file.
@@ -358,6 +360,7 @@ impl Proc {
                 .flag("--cpu", dut_cpu)
                 .flag("--duration", c.secs)
                 .switch("--no-feedback", c.form == CaptureForm::NoFeedback)
+                .switch("--take", c.take)
                 .words(match c.form {
                     CaptureForm::Paper => {
                         &["--queue", "32", "--min-free", "8", "--resume-at", "timeout"]
@@ -544,10 +547,18 @@ mod tests {
             secs: 10.0,
             form,
             cycle_limit,
+            take: false,
         };
         assert_eq!(
             argv(capture(CaptureForm::NoFeedback, None)),
             "capture -i d0 -w /dev/null --cpu 1 --duration 10 --no-feedback"
+        );
+        assert_eq!(
+            argv(Capture {
+                take: true,
+                ..capture(CaptureForm::Feedback, None)
+            }),
+            "capture -i d0 -w /dev/null --cpu 1 --duration 10 --take"
         );
         assert_eq!(
             argv(capture(CaptureForm::Paper, None)),

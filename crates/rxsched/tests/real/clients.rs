@@ -271,70 +271,85 @@ fn real_clients_work_through_route_as_through_the_kernel() {
     );
 }
 
+/// Ping and TCP from the generator to the DUT's own address on d0.
+fn to_dut(l: &Lab) -> Vec<Seen> {
+    let (ok, out) = client(
+        l,
+        Role::Dut,
+        5,
+        &["iperf3", "-s", "-1", "-D", "-B", "198.18.0.2"],
+    );
+    assert!(ok, "iperf3 server: {out}");
+    std::thread::sleep(Duration::from_millis(300));
+    vec![
+        check(
+            l,
+            "ping the DUT",
+            Role::Gen,
+            5,
+            &["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.2"],
+            |_, o| o.contains(" 0% packet loss"),
+        ),
+        check(
+            l,
+            "TCP to the DUT",
+            Role::Gen,
+            20,
+            &["iperf3", "-c", "198.18.0.2", "-t", "1", "-f", "m"],
+            |s, o| s && o.contains("receiver"),
+        ),
+    ]
+}
+
+/// A lab for the host-traffic tests, once [`to_dut`] works with nothing
+/// running on the DUT; `None` (skipped, said why) without root or the
+/// clients.
+fn host_lab(name: &str, tools: &[(&str, &str)]) -> Option<TestLab> {
+    for tool in [("ping", "iputils-ping"), ("iperf3", "iperf3")]
+        .iter()
+        .chain(tools)
+    {
+        if !rxsched_linux::needs::tool(tool.0, tool.1) {
+            return None;
+        }
+    }
+    let t = TestLab::new(name)?;
+    let reference = to_dut(&t.0);
+    assert!(
+        reference.iter().all(|s| s.ok),
+        "with nothing running: {}",
+        reference.iter().map(|s| &s.out[..]).collect::<String>()
+    );
+    Some(t)
+}
+
+/// Runs `args` on the DUT and [`to_dut`] while it runs; returns what the
+/// clients saw and the command's report.
+fn to_dut_while<T: DeserializeOwned>(l: &Lab, args: &[&str]) -> (Vec<Seen>, T) {
+    let c = spawn(l, Role::Dut, args);
+    std::thread::sleep(Duration::from_millis(800));
+    let seen = to_dut(l);
+    stop(&c);
+    (seen, report(c))
+}
+
 /// While `serve` takes its consumers' datagrams from d0, the host keeps the
 /// rest: ping and TCP to the DUT's own address succeed, as they do with
 /// nothing running, and the server counts what it left to the stack.
 #[test]
 fn the_host_keeps_its_traffic_while_serve_runs() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for tool in [("ping", "iputils-ping"), ("iperf3", "iperf3")] {
-        if !rxsched_linux::needs::tool(tool.0, tool.1) {
-            return;
-        }
-    }
-    let Some(t) = TestLab::new("h") else { return };
-    let l = &t.0;
-    let to_dut = |l: &Lab| {
-        let (ok, out) = client(
-            l,
-            Role::Dut,
-            5,
-            &["iperf3", "-s", "-1", "-D", "-B", "198.18.0.2"],
-        );
-        assert!(ok, "iperf3 server: {out}");
-        std::thread::sleep(Duration::from_millis(300));
-        vec![
-            check(
-                l,
-                "ping the DUT",
-                Role::Gen,
-                5,
-                &["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.2"],
-                |_, o| o.contains(" 0% packet loss"),
-            ),
-            check(
-                l,
-                "TCP to the DUT",
-                Role::Gen,
-                20,
-                &["iperf3", "-c", "198.18.0.2", "-t", "1", "-f", "m"],
-                |s, o| s && o.contains("receiver"),
-            ),
-        ]
-    };
-    let reference = to_dut(l);
-    assert!(
-        reference.iter().all(|s| s.ok),
-        "with nothing running: {}",
-        reference.iter().map(|s| &s.out[..]).collect::<String>()
-    );
-    let srv = spawn(
-        l,
-        Role::Dut,
-        &[
-            "serve",
-            "-i",
-            "d0",
-            "--consumer",
-            "7001",
-            "--duration",
-            "30",
-        ],
-    );
-    std::thread::sleep(Duration::from_millis(800));
-    let seen = to_dut(l);
-    stop(&srv);
-    let r: ServeReport = report(srv);
+    let Some(t) = host_lab("h", &[]) else { return };
+    let args = [
+        "serve",
+        "-i",
+        "d0",
+        "--consumer",
+        "7001",
+        "--duration",
+        "30",
+    ];
+    let (seen, r): (_, ServeReport) = to_dut_while(&t.0, &args);
     for s in &seen {
         assert!(s.ok, "{} while serve runs:\n{}\nserve {r:?}", s.what, s.out);
     }
@@ -342,4 +357,91 @@ fn the_host_keeps_its_traffic_while_serve_runs() {
         r.to_stack > 0,
         "serve counted nothing left to the stack: {r:?}"
     );
+}
+
+/// `capture` is passive, as tcpdump is: on either backend, ping and TCP to
+/// the DUT's own address succeed while it captures on d0, and the echo
+/// requests are in its file (read back by tcpdump). Taking the frames
+/// (`--take`, for a dedicated monitor port) is the control: the host then
+/// loses them.
+#[test]
+fn the_host_keeps_its_traffic_while_capture_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = host_lab("m", &[("tcpdump", "tcpdump")]) else {
+        return;
+    };
+    let l = &t.0;
+    let dir = std::env::temp_dir().join(format!("rxsched-passive-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for backend in ["xdp", "packet"] {
+        let file = dir.join(format!("{backend}.pcap"));
+        let f = file.to_str().unwrap();
+        let args = [
+            "capture",
+            "-i",
+            "d0",
+            "-w",
+            f,
+            "--backend",
+            backend,
+            "--duration",
+            "30",
+        ];
+        let (seen, r): (_, CaptureReport) = to_dut_while(l, &args);
+        for s in &seen {
+            assert!(
+                s.ok,
+                "{} while capture --backend {backend} runs:\n{}\ncapture {r:?}",
+                s.what, s.out
+            );
+        }
+        let o = Command::new("tcpdump")
+            .args([
+                "-n",
+                "-r",
+                f,
+                "icmp[icmptype] == icmp-echo and dst host 198.18.0.2",
+            ])
+            .output()
+            .expect("tcpdump");
+        let text = String::from_utf8_lossy(&o.stdout);
+        let echoes = text
+            .lines()
+            .filter(|l| l.contains("ICMP echo request"))
+            .count();
+        assert!(
+            echoes >= 3,
+            "capture --backend {backend}: {echoes} echo requests in its file (tcpdump -r: {}{}); capture {r:?}",
+            text,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(r.mode, "copy", "{r:?}");
+        let taken = [
+            "capture",
+            "-i",
+            "d0",
+            "-w",
+            "/dev/null",
+            "--backend",
+            backend,
+            "--take",
+            "--duration",
+            "30",
+        ];
+        let c = spawn(l, Role::Dut, &taken);
+        std::thread::sleep(Duration::from_millis(800));
+        let (_, out) = client(
+            l,
+            Role::Gen,
+            5,
+            &["ping", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.2"],
+        );
+        stop(&c);
+        let r: CaptureReport = report(c);
+        assert!(
+            out.contains(" 0 received"),
+            "ping to the DUT went through while capture --take --backend {backend} took d0's frames:\n{out}\ncapture {r:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -41,6 +41,12 @@ pub struct CaptureArgs {
     /// Turn queue-state feedback off: the queue overflows instead.
     #[arg(long)]
     pub no_feedback: bool,
+    /// Take the frames instead of copying them: the host's stack does not
+    /// see them. For a dedicated monitor port (a switch's mirror port),
+    /// where the host has nothing to lose; by default the monitor is
+    /// passive, as tcpdump is.
+    #[arg(long)]
+    pub take: bool,
     /// The runtime's flags.
     #[command(flatten)]
     pub run: RunArgs,
@@ -92,6 +98,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         min_free: (!a.no_feedback).then_some(a.min_free),
         resume_at,
         timeout_ns: (a.timeout_ms * 1e6) as u64,
+        take: a.take,
     })
 }
 

@@ -1,0 +1,163 @@
+//! Passive copies for a monitor: an XDP program (`bpf/monitor.bpf.c`)
+//! copies each frame into a BPF ring buffer and passes it on to the
+//! kernel's stack, as `tcpdump` leaves the host its frames. The monitor's
+//! polling thread reads the ring buffer (its descriptor is readable while
+//! records wait).
+//!
+//! Input control acts on the copies, not on the host's traffic: the
+//! [`CopyGate`] inhibits copying (the frames go on uncopied, counted at
+//! `copy_inhibited`) instead of holding off the devices' receive work,
+//! which the host's own traffic needs. The receive work is the host's, so
+//! none of its CPU time is charged to the monitor's cycle limit.
+//!
+//! Drop points: `nic_rx_ring` (the device's `rx_dropped`, before any
+//! copy), `copy_ring` (the ring buffer was full) and `copy_inhibited`.
+
+use super::{AnyRx, AnyTx, Gate, Opened, Port, RxBackend, Servicing, TxBackend, KTHREAD_PRIO};
+use crate::bpf::{Object, MONITOR};
+use crate::sys::{self, SysError, SysResult};
+use aya::maps::{MapData, RingBuf};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Bytes before a copy's frame in its record: its length, and padding.
+const HEADER: usize = 8;
+
+/// The receive side of a passive port: the ring buffer of copies.
+pub struct CopyRx {
+    iface: String,
+    ring: RingBuf<MapData>,
+    prog: Arc<Mutex<Object>>,
+    /// The device's `rx_dropped` when opened, and when last read.
+    base: u64,
+    last: u64,
+}
+
+fn lock(o: &Mutex<Object>) -> MutexGuard<'_, Object> {
+    o.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl CopyRx {
+    /// Attaches the copying program to `iface`.
+    pub fn open(iface: &str) -> SysResult<CopyRx> {
+        let mut o = Object::load(MONITOR, iface)?;
+        let ring = o.take_ring("copy_ring")?;
+        let base = sys::iface_counter(iface, "rx_dropped")?;
+        o.attach("xdp_copy", iface)?;
+        Ok(CopyRx {
+            iface: iface.to_string(),
+            ring,
+            prog: Arc::new(Mutex::new(o)),
+            base,
+            last: base,
+        })
+    }
+}
+
+impl RxBackend for CopyRx {
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.ring.as_raw_fd())
+    }
+
+    fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(rec) = self.ring.next() else { break };
+            let len = rec
+                .get(..4)
+                .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize);
+            let frame = rec.get(HEADER..).unwrap_or_default();
+            let go = f(&frame[..len.min(frame.len())]);
+            n += 1;
+            if !go {
+                break;
+            }
+        }
+        n
+    }
+
+    fn pending(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.ring.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no waiting.
+        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+    }
+
+    fn ring_drops(&mut self) -> SysResult<u64> {
+        match sys::iface_counter(&self.iface, "rx_dropped") {
+            Ok(n) => self.last = n,
+            // A device that has disappeared took its counters along.
+            Err(_) if sys::link_state(&self.iface)?.is_none() => {}
+            Err(e) => return Err(e),
+        }
+        Ok(self.last.saturating_sub(self.base))
+    }
+
+    fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        lock(&self.prog).copy_counts()
+    }
+}
+
+/// A passive port sends nothing.
+pub struct NoTx(String);
+
+impl TxBackend for NoTx {
+    fn send(&mut self, _frames: &[&[u8]]) -> SysResult<usize> {
+        Err(SysError {
+            what: self.0.clone(),
+            syscall: "send",
+            source: io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a passive monitor port does not transmit",
+            ),
+        })
+    }
+    fn fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+/// Input control over passive ports: an inhibit stops the copies.
+pub struct CopyGate(Vec<Arc<Mutex<Object>>>);
+
+impl Gate for CopyGate {
+    fn set(&mut self, open: bool) -> SysResult<()> {
+        for o in &self.0 {
+            lock(o).set("copy_cfg", 0, u32::from(!open))?;
+        }
+        Ok(())
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        Ok(0)
+    }
+}
+
+/// Opens every one of `ifaces` passively. The thread that reads the
+/// copies runs as the packet backend's does (`how`).
+pub fn open_all(ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+    let mut progs = Vec::new();
+    let ports = ifaces
+        .iter()
+        .map(|p| {
+            let rx = CopyRx::open(p)?;
+            progs.push(rx.prog.clone());
+            Ok(Port {
+                name: p.clone(),
+                rx: Box::new(rx) as AnyRx,
+                tx: Box::new(NoTx(p.clone())) as AnyTx,
+                mac: sys::mac_of(p)?,
+                mtu: sys::mtu_of(p)?,
+            })
+        })
+        .collect::<SysResult<Vec<_>>>()?;
+    Ok(Opened {
+        ports,
+        gate: Box::new(CopyGate(progs)),
+        threaded: false,
+        thread_prio: (how == Servicing::Polling).then_some(KTHREAD_PRIO),
+    })
+}
