@@ -70,9 +70,6 @@ pub enum DropPoint {
     /// A monitor's copy ring was full: the frame went on to the host's
     /// stack uncopied.
     CopyRing,
-    /// A monitor inhibited its input (M3): the frame went on to the host's
-    /// stack uncopied.
-    CopyInhibited,
 }
 
 impl DropPoint {

@@ -3,9 +3,18 @@
  * xdp_copy, the default, is passive: it copies each frame into a BPF ring
  * buffer that the monitor's polling thread reads, and passes the frame on
  * to the kernel's stack (XDP_PASS), so that the host keeps every frame it
- * had. While the monitor inhibits its input (its filter queue is nearly
- * full: M3), or when the ring buffer is full, the frame is passed on
- * without a copy and counted.
+ * had. The ring buffer is the monitor's receive ring: while the monitor
+ * inhibits its input (M3, M4) it stops reading it, and once it is full a
+ * frame is passed on without a copy (before the copy's work), and counted.
+ *
+ * Wake-ups are batched, as a TPACKET_V3 block is: a copy wakes the reader
+ * only when the unread data crosses WAKE_BYTES, or when WAKE_NS have passed
+ * since the last wake-up (so a frame after a quiet spell wakes it at once).
+ * Waking the reader for every copy costs an inter-processor interrupt (a
+ * VM exit on a virtual machine) and two context switches a frame, which
+ * halved the rate the receive work could copy at. The reader, for its
+ * part, sleeps at most WAKE_NS while copies are flowing (see
+ * backend/copy.rs), so no copy waits longer than that.
  *
  * tc_take is the packet backend's taking mode (`--take`, for a dedicated
  * monitor port): an AF_PACKET socket sees a frame before tc ingress, which
@@ -15,7 +24,7 @@
 #include <linux/pkt_cls.h>
 
 /* Counters, in the order of CopyOutcome in src/bpf.rs. */
-enum { C_COPIED, C_RING_FULL, C_INHIBITED, C_TAKEN, C_N };
+enum { C_COPIED, C_RING_FULL, C_TAKEN, C_N };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -24,18 +33,39 @@ struct {
 	__type(value, __u64);
 } copy_stats SEC(".maps");
 
-/* Entry 0: nonzero while the monitor inhibits its input. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 21);
+} copy_ring SEC(".maps");
+
+/* Entry 0: when the reader was last woken, in ns (a race between CPUs
+ * costs at most an extra wake-up). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
-} copy_cfg SEC(".maps");
+	__type(value, __u64);
+} copy_woken SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 23);
-} copy_ring SEC(".maps");
+#define WAKE_BYTES (64 << 10)
+#define WAKE_NS 1000000ULL
+
+/* The submit flags for a record of `rec` bytes just reserved. */
+static __always_inline __u64 wake_flags(__u64 rec)
+{
+	__u32 zero = 0;
+	__u64 *woken = bpf_map_lookup_elem(&copy_woken, &zero);
+	__u64 avail = bpf_ringbuf_query(&copy_ring, BPF_RB_AVAIL_DATA);
+	__u64 now = bpf_ktime_get_ns();
+
+	if (!woken)
+		return 0;
+	if ((avail >= WAKE_BYTES && avail < WAKE_BYTES + rec) || now - *woken >= WAKE_NS) {
+		*woken = now;
+		return BPF_RB_FORCE_WAKEUP;
+	}
+	return BPF_RB_NO_WAKEUP;
+}
 
 /* A copy: the frame's length, then its bytes (the record is as long as
  * the smallest size class that holds them). */
@@ -65,7 +95,8 @@ static __always_inline int copy_in(struct xdp_md *ctx, __u32 len, const __u32 cl
 		bpf_ringbuf_discard(c, 0);
 		return 0;
 	}
-	bpf_ringbuf_submit(c, 0);
+	/* The ring buffer's own 8-byte header is part of each record. */
+	bpf_ringbuf_submit(c, wake_flags(8 + sizeof(struct copy) + cls));
 	return 0;
 }
 
@@ -79,13 +110,8 @@ SEC("xdp")
 int xdp_copy(struct xdp_md *ctx)
 {
 	__u32 len = ctx->data_end - ctx->data;
-	__u32 zero = 0, *inhibited = bpf_map_lookup_elem(&copy_cfg, &zero);
 	int full;
 
-	if (inhibited && *inhibited) {
-		BUMP(copy_stats, C_INHIBITED, 1);
-		return XDP_PASS;
-	}
 	/* Classes keep the ring's records close to the frames' sizes. */
 	CLASS(128)
 	CLASS(256)

@@ -1,5 +1,7 @@
 /* The router's receive path, for either backend: which frames the
- * user-space router takes, and which go to the kernel's stack.
+ * user-space router takes, and which go to the kernel's stack. IPv4 on
+ * both backends; IPv6 on the XDP backend (the packet backend's socket is
+ * IPv4's, and the kernel forwards IPv6 there).
  *
  * The kernel's own tables decide the next hop (bpf_fib_lookup, as kernel
  * forwarding and xdp-fwd see them): a frame the kernel would forward gets
@@ -17,10 +19,14 @@
  * drops it at once while an AF_PACKET socket bound to IPv4 (which sees
  * frames after tc) receives it. */
 #include "common.h"
+#include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
 
 #ifndef AF_INET
 #define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
 #endif
 #define ETH_P_ARP_ 0x0806
 #define ETH_P_IPV6_ 0x86DD
@@ -30,7 +36,7 @@
 enum {
 	O_TAKEN,         /* to user space, next hop set */
 	S_ARP,           /* to the stack: ARP */
-	S_IPV6,          /* IPv6 (neighbour discovery, the host's own) */
+	S_IPV6,          /* IPv6 not forwarded fast: link-local, extension headers */
 	S_OTHER_PROTO,   /* neither IPv4 nor ARP nor IPv6 */
 	S_MULTICAST,     /* link or IP multicast and broadcast */
 	S_OPTIONS,       /* IPv4 options: the kernel processes them */
@@ -102,11 +108,106 @@ static __always_inline __u64 mac48(const __u8 *m)
 	       (__u64)m[4] << 32 | (__u64)m[5] << 40;
 }
 
+/* The kernel's answer for a frame it would forward (`fib` filled in):
+ * taken, with its next hop in *hop, or to the stack with the reason. */
+static __always_inline int fib_verdict(void *ctx, struct bpf_fib_lookup *fib, __u32 *why,
+				       struct hop *hop)
+{
+	switch (bpf_fib_lookup(ctx, fib, sizeof(*fib), 0)) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+		__builtin_memcpy(hop->dmac, fib->dmac, ETH_ALEN);
+		__builtin_memcpy(hop->smac, fib->smac, ETH_ALEN);
+		*why = O_TAKEN;
+		return V_TAKE;
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		*why = S_NOT_FWDED;
+		break;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		*why = S_NO_NEIGH;
+		break;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		*why = S_FRAG_NEEDED;
+		break;
+	case BPF_FIB_LKUP_RET_BLACKHOLE:
+	case BPF_FIB_LKUP_RET_UNREACHABLE:
+	case BPF_FIB_LKUP_RET_PROHIBIT:
+		*why = S_UNREACHABLE;
+		break;
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		*why = S_FWD_DISABLED;
+		break;
+	default:
+		*why = S_OTHER;
+	}
+	return V_STACK;
+}
+
+/* IPv6 behind the Ethernet header (`eth`, unicast to this port): what the
+ * kernel would forward is taken; neighbour discovery and the rest of
+ * ICMPv6 to or from link-local addresses, multicast, extension headers,
+ * an expiring hop limit (Time Exceeded) and a packet over the egress MTU
+ * (Packet Too Big) go to the stack, which answers them. */
+static __always_inline int classify6(void *ctx, struct ethhdr *eth, void *data_end, __u32 len,
+				     __u32 ifindex, __u32 segs, __u32 *why, struct hop *hop)
+{
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct bpf_fib_lookup fib = {};
+	__u32 zero = 0, *use_fib;
+
+	if ((void *)(ip6 + 1) > data_end) {
+		*why = D_TRUNCATED;
+		return V_DROP;
+	}
+	if (sizeof(*eth) + sizeof(*ip6) + bpf_ntohs(ip6->payload_len) > len) {
+		*why = D_BAD_IHL;
+		return V_DROP;
+	}
+	if (ip6->daddr.in6_u.u6_addr8[0] == 0xff) {
+		*why = S_MULTICAST;
+		return V_STACK;
+	}
+	/* fe80::/10 on either side: never forwarded. */
+	if ((ip6->daddr.in6_u.u6_addr16[0] & bpf_htons(0xffc0)) == bpf_htons(0xfe80) ||
+	    (ip6->saddr.in6_u.u6_addr16[0] & bpf_htons(0xffc0)) == bpf_htons(0xfe80)) {
+		*why = S_IPV6;
+		return V_STACK;
+	}
+	/* Extension headers (hop-by-hop options first among them): the kernel. */
+	if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP &&
+	    ip6->nexthdr != IPPROTO_ICMPV6) {
+		*why = S_OPTIONS;
+		return V_STACK;
+	}
+	if (ip6->hop_limit <= 1) {
+		*why = S_TTL;
+		return V_STACK;
+	}
+	if (segs > 1) {
+		*why = S_GRO;
+		return V_STACK;
+	}
+	/* Routes by hand are IPv4's: IPv6 is the kernel's then. */
+	use_fib = bpf_map_lookup_elem(&route_cfg, &zero);
+	if (use_fib && *use_fib == 0) {
+		*why = S_IPV6;
+		return V_STACK;
+	}
+	fib.family = AF_INET6;
+	fib.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	__builtin_memcpy(fib.ipv6_src, &ip6->saddr, sizeof(fib.ipv6_src));
+	__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, sizeof(fib.ipv6_dst));
+	fib.ifindex = ifindex;
+	return fib_verdict(ctx, &fib, why, hop);
+}
+
 /* What to do with a frame of `len` bytes (headers at data, readable up to
  * data_end) that arrived on `ifindex`; the reason goes to *why, and a
  * taken frame's next hop to *hop. */
 static __always_inline int classify(void *ctx, void *data, void *data_end, __u32 len,
-				    __u32 ifindex, __u32 segs, __u32 *why, struct hop *hop)
+				    __u32 ifindex, __u32 segs, int take_v6, __u32 *why,
+				    struct hop *hop)
 {
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -123,11 +224,7 @@ static __always_inline int classify(void *ctx, void *data, void *data_end, __u32
 		*why = S_ARP;
 		return V_STACK;
 	}
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6_)) {
-		*why = S_IPV6;
-		return V_STACK;
-	}
-	if (eth->h_proto != bpf_htons(ETH_P_IP)) {
+	if (eth->h_proto != bpf_htons(ETH_P_IP) && eth->h_proto != bpf_htons(ETH_P_IPV6_)) {
 		*why = S_OTHER_PROTO;
 		return V_STACK;
 	}
@@ -139,6 +236,12 @@ static __always_inline int classify(void *ctx, void *data, void *data_end, __u32
 	if (mine && *mine != mac48(eth->h_dest)) {
 		*why = D_NOT_OURS;
 		return V_DROP;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6_)) {
+		if (take_v6)
+			return classify6(ctx, eth, data_end, len, ifindex, segs, why, hop);
+		*why = S_IPV6;
+		return V_STACK;
 	}
 	if ((void *)(ip + 1) > data_end) {
 		*why = D_TRUNCATED;
@@ -184,33 +287,7 @@ static __always_inline int classify(void *ctx, void *data, void *data_end, __u32
 	fib.ipv4_src = ip->saddr;
 	fib.ipv4_dst = ip->daddr;
 	fib.ifindex = ifindex;
-	switch (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0)) {
-	case BPF_FIB_LKUP_RET_SUCCESS:
-		__builtin_memcpy(hop->dmac, fib.dmac, ETH_ALEN);
-		__builtin_memcpy(hop->smac, fib.smac, ETH_ALEN);
-		*why = O_TAKEN;
-		return V_TAKE;
-	case BPF_FIB_LKUP_RET_NOT_FWDED:
-		*why = S_NOT_FWDED;
-		break;
-	case BPF_FIB_LKUP_RET_NO_NEIGH:
-		*why = S_NO_NEIGH;
-		break;
-	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
-		*why = S_FRAG_NEEDED;
-		break;
-	case BPF_FIB_LKUP_RET_BLACKHOLE:
-	case BPF_FIB_LKUP_RET_UNREACHABLE:
-	case BPF_FIB_LKUP_RET_PROHIBIT:
-		*why = S_UNREACHABLE;
-		break;
-	case BPF_FIB_LKUP_RET_FWD_DISABLED:
-		*why = S_FWD_DISABLED;
-		break;
-	default:
-		*why = S_OTHER;
-	}
-	return V_STACK;
+	return fib_verdict(ctx, &fib, why, hop);
 }
 
 SEC("xdp")
@@ -220,7 +297,8 @@ int xdp_route(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct hop hop;
 	__u32 why = S_OTHER;
-	int v = classify(ctx, data, data_end, data_end - data, ctx->ingress_ifindex, 1, &why, &hop);
+	int v = classify(ctx, data, data_end, data_end - data, ctx->ingress_ifindex, 1, 1, &why,
+			 &hop);
 
 	BUMP(route_stats, why, 1);
 	if (v == V_DROP)
@@ -243,7 +321,8 @@ int tc_route(struct __sk_buff *skb)
 	bpf_skb_pull_data(skb, sizeof(struct ethhdr) + sizeof(struct iphdr));
 	data = (void *)(long)skb->data;
 	data_end = (void *)(long)skb->data_end;
-	v = classify(skb, data, data_end, skb->len, skb->ifindex, skb->gso_segs, &why, &hop);
+	/* The packet socket is IPv4's: IPv6 is the kernel's to forward. */
+	v = classify(skb, data, data_end, skb->len, skb->ifindex, skb->gso_segs, 0, &why, &hop);
 	BUMP(route_stats, why, 1);
 	if (v == V_DROP)
 		return TC_ACT_SHOT;

@@ -36,8 +36,6 @@ pub enum CopyOutcome {
     Copied,
     /// Passed on uncopied: the ring buffer was full.
     RingFull,
-    /// Passed on uncopied: the monitor inhibited its input.
-    Inhibited,
     /// Taken at tc ingress (the packet backend's `--take`): the stack
     /// never sees it.
     Taken,
@@ -62,7 +60,8 @@ pub enum RouteOutcome {
     Taken,
     /// To the stack: ARP.
     Arp,
-    /// To the stack: IPv6 (neighbour discovery, the host's own traffic).
+    /// To the stack: IPv6 the router does not forward itself (link-local,
+    /// with routes by hand, or on the packet backend).
     Ipv6,
     /// To the stack: neither IPv4, ARP nor IPv6.
     OtherProto,

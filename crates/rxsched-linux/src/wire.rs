@@ -1,4 +1,4 @@
-//! Zero-copy views of Ethernet, IPv4 and UDP headers, in the manner of
+//! Zero-copy views of Ethernet, IPv4, IPv6 and UDP headers, in the manner of
 //! smoltcp's `wire`: `new_checked` validates lengths once, then getters and
 //! setters read and write the buffer in place.
 
@@ -11,7 +11,8 @@ use std::fmt;
 pub enum Malformed {
     /// Shorter than the headers it needs.
     Truncated,
-    /// Not IPv4 (another EtherType, or IP version other than 4).
+    /// Not IP (another EtherType, or an IP version other than the
+    /// EtherType's).
     NotIpv4,
     /// IHL below 5, or total length outside the frame.
     BadIhl,
@@ -243,6 +244,50 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         b[11] = 0;
         let c = checksum(&b[..hl]);
         b[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// The IPv6 EtherType.
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// IPv6's fixed header.
+pub const IPV6_LEN: usize = 40;
+
+/// An IPv6 packet (its fixed header).
+pub struct Ipv6Packet<T: AsRef<[u8]>>(T);
+
+impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    /// Wraps a buffer holding a whole IPv6 header whose payload length
+    /// fits the buffer.
+    pub fn new_checked(buf: T) -> Result<Self, Malformed> {
+        let b = buf.as_ref();
+        if b.len() < IPV6_LEN {
+            return Err(Malformed::Truncated);
+        }
+        if b[0] >> 4 != 6 {
+            return Err(Malformed::NotIpv4);
+        }
+        if IPV6_LEN + u16::from_be_bytes([b[4], b[5]]) as usize > b.len() {
+            return Err(Malformed::BadIhl);
+        }
+        Ok(Ipv6Packet(buf))
+    }
+
+    /// The hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        self.0.as_ref()[7]
+    }
+
+    /// The next header (the protocol, without extension headers).
+    pub fn next_header(&self) -> u8 {
+        self.0.as_ref()[6]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Decrements the hop limit (IPv6 has no header checksum).
+    pub fn decrement_hop_limit(&mut self) {
+        let b = self.0.as_mut();
+        b[7] = b[7].wrapping_sub(1);
     }
 }
 

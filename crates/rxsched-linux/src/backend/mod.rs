@@ -240,6 +240,12 @@ pub trait RxBackend {
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
         Ok(Vec::new())
     }
+    /// The longest a thread waiting on [`RxBackend::fd`] may sleep before
+    /// looking again, for a backend whose descriptor may stay quiet while
+    /// frames wait (its wake-ups batched); `None`: no limit.
+    fn max_sleep_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Transmitting frames.
@@ -309,6 +315,9 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     }
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
         (**self).program_counts()
+    }
+    fn max_sleep_ns(&self) -> Option<u64> {
+        (**self).max_sleep_ns()
     }
 }
 

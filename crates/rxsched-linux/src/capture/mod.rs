@@ -12,14 +12,14 @@
 //! A monitor copies: by default the host's stack keeps every frame it
 //! gets ([`crate::backend::copy`] on XDP, a plain packet socket on
 //! AF_PACKET), and input control acts on the copies (an inhibit stops
-//! copying, not the host's receive work). With `take` (a dedicated monitor
+//! reading them, not the host's receive work). With `take` (a dedicated monitor
 //! port, such as a switch's mirror port) the monitor takes the frames
 //! instead, and its input control holds off the device's receive work.
 //!
 //! Every frame read is written, dropped at the packet-filter queue
 //! (`filter_queue`), refused by the filter (counted by rule), or in
 //! flight; the drops before it (`nic_rx_ring`, `xsk_rx_ring`, and for
-//! copies `copy_ring`, `copy_inhibited`) are read back from the kernel.
+//! copies `copy_ring`) are read back from the kernel.
 
 mod writer;
 
@@ -84,7 +84,7 @@ pub struct CaptureReport {
     /// Bytes of frame data written (after the snap length).
     pub bytes_written: u64,
     /// Drops by point: `nic_rx_ring`, `xsk_rx_ring`, `copy_ring`,
-    /// `copy_inhibited`, `filter_queue`.
+    /// `filter_queue`.
     pub drops: BTreeMap<DropPoint, u64>,
     /// Frames the filter refused, by the rule that refused them.
     pub filtered: BTreeMap<String, u64>,
@@ -270,14 +270,9 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             left = c
                 .get(CopyOutcome::Copied as usize)
                 .map_or(0, |n| n.saturating_sub(p.taken));
-            for (o, point) in [
-                (CopyOutcome::RingFull, DropPoint::CopyRing),
-                (CopyOutcome::Inhibited, DropPoint::CopyInhibited),
-            ] {
-                if let Some(&n) = c.get(o as usize) {
-                    drops.insert(point, n);
-                    uncopied += n;
-                }
+            if let Some(&n) = c.get(CopyOutcome::RingFull as usize) {
+                drops.insert(DropPoint::CopyRing, n);
+                uncopied += n;
             }
         }
         drops.insert(DropPoint::FilterQueue, p.app.queue_drops);

@@ -5,6 +5,11 @@
 //!  rxs-gen [g0] 198.18.0.1/24 ─── 198.18.0.2/24 [d0] rxs-dut [d1] 198.19.0.2/24 ─── 198.19.0.1/24 [s0] rxs-sink
 //! ```
 //!
+//! IPv6 is off on the benchmark links (no router solicitations or DAD in
+//! the measurements); [`Lab::ipv6_on`] turns it on, in IPv6's benchmarking
+//! prefix 2001:2::/48 (RFC 5180): `2001:2::/64` on the generator's link,
+//! `2001:2:0:1::/64` on the sink's, the hosts numbered as in IPv4.
+//!
 //! Every veth end has threaded NAPI: its receive work runs in a kernel
 //! thread (`napi/d0-N`, ...) that the lab pins, `d0` and `d1`'s to the DUT
 //! CPU and `g0` and `s0`'s to the generator CPU. (Without it veth does a
@@ -67,6 +72,8 @@ pub struct End {
     pub mac: Mac,
     /// Address.
     pub ip: [u8; 4],
+    /// IPv6 address, once [`Lab::ipv6_on`].
+    pub ip6: &'static str,
 }
 
 /// The generator's interface.
@@ -75,6 +82,7 @@ pub const G0: End = End {
     iface: "g0",
     mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x01]),
     ip: [198, 18, 0, 1],
+    ip6: "2001:2::1",
 };
 /// The DUT's input interface.
 pub const D0: End = End {
@@ -82,6 +90,7 @@ pub const D0: End = End {
     iface: "d0",
     mac: Mac([0x02, 0x72, 0x78, 0, 0, 0x02]),
     ip: [198, 18, 0, 2],
+    ip6: "2001:2::2",
 };
 /// The DUT's output interface.
 pub const D1: End = End {
@@ -89,6 +98,7 @@ pub const D1: End = End {
     iface: "d1",
     mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x02]),
     ip: [198, 19, 0, 2],
+    ip6: "2001:2:0:1::2",
 };
 /// The sink's interface.
 pub const S0: End = End {
@@ -96,6 +106,7 @@ pub const S0: End = End {
     iface: "s0",
     mac: Mac([0x02, 0x72, 0x78, 0, 1, 0x01]),
     ip: [198, 19, 0, 1],
+    ip6: "2001:2:0:1::1",
 };
 
 /// The end hosts' transmit offloads the lab turns off. A veth hands its
@@ -315,6 +326,40 @@ impl Lab {
             })?;
         }
         Ok(())
+    }
+
+    /// Turns IPv6 on on the lab's links: addresses in 2001:2::/48 (without
+    /// duplicate address detection, so they are usable at once), the end
+    /// hosts' routes through the DUT, and the DUT kernel's IPv6 forwarding.
+    /// Neighbours are found by neighbour discovery. `lab down` takes it
+    /// away with the namespaces.
+    pub fn ipv6_on(&self) -> Result<(), LabError> {
+        for e in [G0, D0, D1, S0] {
+            let key = format!("net.ipv6.conf.{}.disable_ipv6=0", e.iface);
+            self.exec(e.role, "sysctl", &["-q", "-w", &key])?;
+            let a = format!("{}/64", e.ip6);
+            self.exec(
+                e.role,
+                "ip",
+                &["-6", "addr", "add", &a, "dev", e.iface, "nodad"],
+            )?;
+        }
+        self.exec(
+            Role::Gen,
+            "ip",
+            &["-6", "route", "add", "2001:2:0:1::/64", "via", D0.ip6],
+        )?;
+        self.exec(
+            Role::Sink,
+            "ip",
+            &["-6", "route", "add", "2001:2::/64", "via", D1.ip6],
+        )?;
+        self.exec(
+            Role::Dut,
+            "sysctl",
+            &["-q", "-w", "net.ipv6.conf.all.forwarding=1"],
+        )
+        .map(|_| ())
     }
 
     /// Turns the DUT kernel's own IPv4 forwarding on or off.

@@ -6,7 +6,9 @@ use super::Counters;
 use crate::backend::TxBackend;
 use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
-use crate::wire::{EthernetFrame, Ipv4Packet, Mac, Malformed, ETHERTYPE_IPV4, ETH_LEN};
+use crate::wire::{
+    EthernetFrame, Ipv4Packet, Ipv6Packet, Mac, Malformed, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN,
+};
 use ipnet::Ipv4Net;
 use rxsched_core::DropPoint;
 use std::collections::VecDeque;
@@ -103,6 +105,9 @@ pub fn forward_in_place(
 ) -> Result<usize, Refused> {
     let len = frame.len();
     let mut eth = EthernetFrame::new_checked(&mut *frame).map_err(Refused::Malformed)?;
+    if eth.ethertype() == ETHERTYPE_IPV6 {
+        return forward_v6(eth, routes, ports);
+    }
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Err(Refused::Malformed(Malformed::NotIpv4));
     }
@@ -116,9 +121,7 @@ pub fn forward_in_place(
         }
         let dst = ip.dst();
         if routes.is_empty() {
-            let src = eth.src();
-            let port = ports.iter().position(|p| p.mac == src);
-            port.map(|p| (p, None)).ok_or(Refused::NoRoute)?
+            (kernel_port(&eth, ports)?, None)
         } else {
             let r = routes
                 .iter()
@@ -138,6 +141,41 @@ pub fn forward_in_place(
     }
     let mut ip = Ipv4Packet::new_checked(eth.payload_mut()).map_err(Refused::Malformed)?;
     ip.decrement_ttl();
+    Ok(port)
+}
+
+/// The output port of a frame whose next hop the device's program set from
+/// the kernel's tables: the port whose MAC it now carries as its source.
+fn kernel_port<T: AsRef<[u8]>>(eth: &EthernetFrame<T>, ports: &[Egress]) -> Result<usize, Refused> {
+    let src = eth.src();
+    ports
+        .iter()
+        .position(|p| p.mac == src)
+        .ok_or(Refused::NoRoute)
+}
+
+/// IPv6: only with next hops from the kernel (routes by hand are IPv4's;
+/// the device's program leaves IPv6 to the stack then). The hop limit is
+/// decremented; IPv6 has no header checksum to patch.
+fn forward_v6(
+    mut eth: EthernetFrame<&mut [u8]>,
+    routes: &[Route],
+    ports: &[Egress],
+) -> Result<usize, Refused> {
+    let ip = Ipv6Packet::new_checked(eth.payload()).map_err(Refused::Malformed)?;
+    if ip.hop_limit() <= 1 {
+        return Err(Refused::Malformed(Malformed::TtlExpired));
+    }
+    if !routes.is_empty() {
+        return Err(Refused::NoRoute);
+    }
+    let port = kernel_port(&eth, ports)?;
+    if eth.payload().len() > ports[port].mtu {
+        return Err(Refused::TooBig);
+    }
+    Ipv6Packet::new_checked(eth.payload_mut())
+        .map_err(Refused::Malformed)?
+        .decrement_hop_limit();
     Ok(port)
 }
 
@@ -330,6 +368,47 @@ mod parse_tests {
         );
         let mut far = frame(64, [198, 20, 0, 1]);
         assert_eq!(forward_in_place(&mut far, &r, &macs), Err(Refused::NoRoute));
+    }
+
+    /// An IPv6 frame of `payload` bytes whose next hop the device's
+    /// program has set (its source is `port`'s MAC).
+    fn frame6(hops: u8, payload: usize, port: Mac) -> Vec<u8> {
+        let mut f = vec![0u8; ETH_LEN + crate::wire::IPV6_LEN + payload];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 1, 1]);
+        f[6..12].copy_from_slice(&port.0);
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&(payload as u16).to_be_bytes());
+        f[20] = 17;
+        f[21] = hops;
+        f
+    }
+
+    #[test]
+    fn forwards_ipv6_by_the_kernel_s_next_hop() {
+        let (r, macs) = table();
+        let mut f = frame6(64, 100, macs[1].mac);
+        assert_eq!(forward_in_place(&mut f, &[], &macs), Ok(1));
+        assert_eq!(f[21], 63, "hop limit decremented");
+        let mut last = frame6(1, 100, macs[1].mac);
+        assert_eq!(
+            forward_in_place(&mut last, &[], &macs),
+            Err(Refused::Malformed(Malformed::TtlExpired))
+        );
+        assert_eq!(last[21], 1, "a refused frame is left as it was");
+        let mut big = frame6(64, 1500 - crate::wire::IPV6_LEN + 1, macs[1].mac);
+        assert_eq!(forward_in_place(&mut big, &[], &macs), Err(Refused::TooBig));
+        let mut fits = frame6(64, 1500 - crate::wire::IPV6_LEN, macs[1].mac);
+        assert_eq!(forward_in_place(&mut fits, &[], &macs), Ok(1));
+        let mut short = frame6(64, 100, macs[0].mac);
+        short.truncate(ETH_LEN + crate::wire::IPV6_LEN + 20);
+        assert_eq!(
+            forward_in_place(&mut short, &[], &macs),
+            Err(Refused::Malformed(Malformed::BadIhl))
+        );
+        // Routes by hand are IPv4's.
+        let mut f = frame6(64, 100, macs[1].mac);
+        assert_eq!(forward_in_place(&mut f, &r, &macs), Err(Refused::NoRoute));
     }
 
     #[test]

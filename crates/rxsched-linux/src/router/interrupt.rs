@@ -9,8 +9,8 @@
 //! interleaving; [`run`] gives each its own thread.
 
 use super::{
-    forward_one, Counters, Egress, Mode, Onward, OutQueue, Port, Route, RouterConfig, RouterReport,
-    ScreenEnd, Stats,
+    forward_one, Counters, Devices, Egress, Mode, Onward, OutQueue, Port, Route, RouterConfig,
+    RouterReport, ScreenEnd, Stats,
 };
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::links::LinkWatch;
@@ -217,6 +217,7 @@ pub fn run<R, T, W>(
     prio: i32,
     mut wait: W,
     mut links: Option<LinkWatch>,
+    devices: &Devices,
 ) -> SysResult<RouterReport>
 where
     R: RxBackend + Send + 'static,
@@ -228,6 +229,7 @@ where
         wait.add(i, p.rx.fd())?;
     }
     let (rxs, fwd, c) = sides(ports, cfg);
+    let _ = c.devices.set(devices.clone());
     let fwd = fwd.with_screen(screen.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let cpu = cfg.run.cpu;

@@ -15,7 +15,10 @@ pub mod two_level;
 
 pub use crate::runtime::{Backend, Port};
 pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
-pub use report::{live_line, Counters, RouterReport, ScreenReport, Stats, TwoLevelReport, REASONS};
+pub use report::{
+    live_line, Counters, DeviceRefusals, Devices, RouterReport, ScreenReport, Stats,
+    TwoLevelReport, REASONS,
+};
 
 use crate::backend::packet::EpollWait;
 use crate::links::LinkWatch;
@@ -201,6 +204,19 @@ fn servicing(cfg: &RouterConfig) -> Servicing {
 /// device priority stands in for the interrupt handler ([`interrupt`]).
 /// M3 and M4 do not apply to the baseline.
 fn forward(cfg: &RouterConfig, screen: Option<ScreenEnd>) -> SysResult<RouterReport> {
+    let devices = Devices::read(&cfg.ports)?;
+    let mut r = forward_from(cfg, screen, &devices)?;
+    r.reconcile(&devices)?;
+    Ok(r)
+}
+
+/// [`forward`], the output devices' counters read at the start
+/// (`devices`, for the live line).
+fn forward_from(
+    cfg: &RouterConfig,
+    screen: Option<ScreenEnd>,
+    devices: &Devices,
+) -> SysResult<RouterReport> {
     // Routes given by hand leave routing to user space; the host's own
     // addresses still go to its stack.
     let feed = Feed::Route {
@@ -219,7 +235,8 @@ fn forward(cfg: &RouterConfig, screen: Option<ScreenEnd>) -> SysResult<RouterRep
             Mode::Polling => {}
             Mode::Interrupt => {
                 let prio = crate::runtime::DEVICE_PRIO;
-                return interrupt::run(opened.ports, cfg, screen, prio, wait, Some(links));
+                let (ports, links) = (opened.ports, Some(links));
+                return interrupt::run(ports, cfg, screen, prio, wait, links, devices);
             }
             Mode::TwoLevel => {
                 return Err(SysError {
@@ -240,6 +257,7 @@ fn forward(cfg: &RouterConfig, screen: Option<ScreenEnd>) -> SysResult<RouterRep
     }
     let mut router = polling::PollingRouter::new(opened.ports, &c, screen, sys::MonoClock, wait)?;
     router.attach(opened.gate, links)?;
+    let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;
     if cfg.mode != Mode::TwoLevel {
         return { router }.run(&c);

@@ -4,11 +4,12 @@
 use super::{Mode, Refused, ScreenEnd};
 use crate::bpf::RouteOutcome;
 use crate::screen::ScreenCounts;
-use crate::sys;
+use crate::sys::{self, SysResult};
 use rxsched_core::{DropPoint, InhibitCause};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
 use strum::VariantArray;
 
 /// Counters, readable while the router runs (from another thread too).
@@ -28,6 +29,72 @@ pub struct Counters {
     pub port_down: AtomicU64,
     /// Refused frames by reason, indexed like [`REASONS`].
     pub refused: [AtomicU64; 7],
+    /// The output devices' transmit counters when the router started.
+    pub devices: OnceLock<Devices>,
+}
+
+/// What one output device did not send: its `tx_dropped` and `tx_errors`
+/// (as `ip -s link` shows them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceRefusals {
+    /// Frames the device dropped (over its MTU, its queue full, its link
+    /// down: for a veth, its peer not taking them).
+    pub tx_dropped: u64,
+    /// Frames the device failed to send.
+    pub tx_errors: u64,
+}
+
+impl DeviceRefusals {
+    /// Both counts.
+    pub fn total(&self) -> u64 {
+        self.tx_dropped + self.tx_errors
+    }
+}
+
+/// The output devices' transmit refusals, by port, and when they were
+/// first read.
+#[derive(Debug, Clone, Default)]
+pub struct Devices(BTreeMap<String, DeviceRefusals>);
+
+impl Devices {
+    /// Reads the counters of `ports` now (a port that has disappeared
+    /// reads as zero: its counters went with it).
+    pub fn read(ports: &[String]) -> SysResult<Devices> {
+        let text = sys::net_dev("route")?;
+        let get = |p: &str, c: &str| sys::dev_counter(&text, p, c).unwrap_or(0);
+        Ok(Devices(
+            ports
+                .iter()
+                .map(|p| {
+                    let r = DeviceRefusals {
+                        tx_dropped: get(p, "tx_dropped"),
+                        tx_errors: get(p, "tx_errors"),
+                    };
+                    (p.clone(), r)
+                })
+                .collect(),
+        ))
+    }
+
+    /// What each port refused since `base`.
+    pub fn since(&self, base: &Devices) -> BTreeMap<String, DeviceRefusals> {
+        self.0
+            .iter()
+            .map(|(p, now)| {
+                let b = base.0.get(p).copied().unwrap_or_default();
+                let r = DeviceRefusals {
+                    tx_dropped: now.tx_dropped.saturating_sub(b.tx_dropped),
+                    tx_errors: now.tx_errors.saturating_sub(b.tx_errors),
+                };
+                (p.clone(), r)
+            })
+            .collect()
+    }
+
+    /// The ports read.
+    pub fn ports(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
 }
 
 /// Refusal reasons in counter order.
@@ -75,8 +142,16 @@ pub struct RouterReport {
     pub duration_s: f64,
     /// Frames taken off the rings.
     pub rx: u64,
-    /// Frames handed to the output interfaces.
+    /// Frames the output interfaces took: those handed to them less those
+    /// their devices refused ([`RouterReport::refused_by_device`]).
     pub forwarded: u64,
+    /// Frames handed to an output interface that its device then refused
+    /// to send, by port, read from the device's own counters over the run
+    /// (so they include any of the host's own frames the device refused:
+    /// on a port that carries only forwarded traffic, none). Apart from
+    /// the drops: the router did its work on them.
+    #[serde(default)]
+    pub refused_by_device: BTreeMap<String, DeviceRefusals>,
     /// Drops by point, refusals by reason among them.
     pub drops: BTreeMap<DropPoint, u64>,
     /// Frames the devices' program handed to the kernel's stack, by
@@ -130,6 +205,30 @@ impl RouterReport {
     pub fn dropped_total(&self) -> u64 {
         self.drops.values().sum()
     }
+
+    /// Frames the output devices refused, on every port.
+    pub fn refused_by_device_total(&self) -> u64 {
+        self.refused_by_device.values().map(|r| r.total()).sum()
+    }
+
+    /// Every frame taken in, by where it went: forwarded, refused by a
+    /// device, dropped or still inside (equal to `rx` when nothing is lost).
+    pub fn accounted(&self) -> u64 {
+        self.forwarded + self.refused_by_device_total() + self.dropped_total() + self.in_flight
+    }
+
+    /// Reconciles with the output devices: what they refused since `base`
+    /// (read when the router started) is not forwarded.
+    pub fn reconcile(&mut self, base: &Devices) -> SysResult<()> {
+        let refused = Devices::read(&base.ports())?.since(base);
+        let n: u64 = refused.values().map(|r| r.total()).sum();
+        // The device counts the host's own frames too: never more than
+        // the router handed over.
+        let n = n.min(self.forwarded);
+        self.forwarded -= n;
+        self.refused_by_device = refused;
+        Ok(())
+    }
 }
 
 /// The two-level switch's part of a router's report.
@@ -179,6 +278,7 @@ impl RouterReport {
             duration_s: 0.0,
             rx: c.rx.load(Relaxed),
             forwarded: c.forwarded.load(Relaxed),
+            refused_by_device: BTreeMap::new(),
             drops,
             to_stack: BTreeMap::new(),
             inhibits: BTreeMap::new(),
@@ -227,8 +327,13 @@ pub fn live_line(
     let sent = screen.map_or(0, |s| s.queue.counter(crate::screen::SENT));
     let (rx, fw) = (c.rx.load(Relaxed), c.forwarded.load(Relaxed) + sent);
     let dt = (now.saturating_sub(prev.2)).max(1) as f64 / 1e9;
+    let by_device = c.devices.get().map_or(0, |base| {
+        Devices::read(&base.ports())
+            .map(|now| now.since(base).values().map(|r| r.total()).sum())
+            .unwrap_or(0)
+    });
     let line = format!(
-        "route {}: rx {:.0}/s forwarded {:.0}/s; drops ipintrq {} output_queue {} screen_queue {} refused {}{extra}",
+        "route {}: rx {:.0}/s forwarded {:.0}/s; drops ipintrq {} output_queue {} screen_queue {}; refused {} (by the devices {by_device}){extra}",
         mode.name(),
         (rx - prev.0) as f64 / dt,
         (fw - prev.1) as f64 / dt,

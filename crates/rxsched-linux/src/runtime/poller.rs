@@ -261,6 +261,11 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         let timeout = self
             .until
             .map_or(limit, |u| u.saturating_sub(now).min(limit));
+        let timeout = self
+            .rx
+            .iter()
+            .filter_map(|r| r.max_sleep_ns())
+            .fold(timeout, u64::min);
         let n = self.rx.len();
         let mut armed: Vec<bool> = (0..n)
             .map(|i| self.lp.interrupts_enabled(DeviceId(i), Dir::Rx))

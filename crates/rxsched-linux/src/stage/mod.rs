@@ -316,7 +316,9 @@ impl StageQueue {
         }
         h.tail_bytes.fetch_add(frame.len() as u64, SeqCst);
         h.tail.store(tail + 1, SeqCst);
-        if h.sleeping.load(SeqCst) != 0 {
+        // One kick per sleep: a consumer woken but not yet running (this
+        // thread may outrank it on its CPU) needs no second one.
+        if h.sleeping.swap(0, SeqCst) != 0 {
             kick(&self.to_consumer);
         }
         true

@@ -202,11 +202,7 @@ pub fn ipv4_addrs() -> SysResult<Vec<[u8; 4]>> {
 /// (`/proc/thread-self/net/dev`, which follows `setns`, where `/sys` does
 /// not): `rx_packets`, `rx_dropped`, `tx_packets` or `tx_dropped`.
 pub fn iface_counter(name: &str, counter: &str) -> SysResult<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/dev").map_err(|e| SysError {
-        what: name.into(),
-        syscall: "read(/proc/thread-self/net/dev)",
-        source: e,
-    })?;
+    let text = net_dev(name)?;
     dev_counter(&text, name, counter).ok_or_else(|| SysError {
         what: name.into(),
         syscall: "read(/proc/thread-self/net/dev)",
@@ -214,6 +210,16 @@ pub fn iface_counter(name: &str, counter: &str) -> SysResult<u64> {
             io::ErrorKind::NotFound,
             format!("no interface {name} or no counter {counter} in this namespace"),
         ),
+    })
+}
+
+/// The text of this thread's namespace's `/proc/net/dev` (`what` names
+/// the reader in an error).
+pub fn net_dev(what: &str) -> SysResult<String> {
+    std::fs::read_to_string("/proc/thread-self/net/dev").map_err(|e| SysError {
+        what: what.into(),
+        syscall: "read(/proc/thread-self/net/dev)",
+        source: e,
     })
 }
 
@@ -249,14 +255,16 @@ fn steal_ticks(text: &str, cpu: usize) -> Option<u64> {
     line.split_whitespace().nth(8)?.parse().ok()
 }
 
-/// A counter from the text of `/proc/net/dev`.
-fn dev_counter(text: &str, name: &str, counter: &str) -> Option<u64> {
+/// A counter from the text of `/proc/net/dev` ([`net_dev`]): `rx_packets`,
+/// `rx_dropped`, `tx_packets`, `tx_errors` or `tx_dropped`.
+pub fn dev_counter(text: &str, name: &str, counter: &str) -> Option<u64> {
     // Columns after "NAME:": rx bytes, packets, errs, drop, fifo, frame,
     // compressed, multicast; tx bytes, packets, errs, drop, ...
     let col = match counter {
         "rx_packets" => 1,
         "rx_dropped" => 3,
         "tx_packets" => 9,
+        "tx_errors" => 10,
         "tx_dropped" => 11,
         _ => return None,
     };
@@ -275,6 +283,7 @@ mod tests {
         assert_eq!(super::dev_counter(t, "d0", "rx_dropped"), Some(7));
         assert_eq!(super::dev_counter(t, "d0", "tx_packets"), Some(20));
         assert_eq!(super::dev_counter(t, "d0", "tx_dropped"), Some(9));
+        assert_eq!(super::dev_counter(t, "d0", "tx_errors"), Some(2));
         assert_eq!(super::dev_counter(t, "d1", "rx_dropped"), None);
     }
 

@@ -27,8 +27,8 @@ fn rss_kib(pid: u32) -> Option<f64> {
 }
 
 /// Frames the router's own counters do not account for:
-/// `rx - forwarded - drops inside it - in flight` (its ring drops happen
-/// before `rx`).
+/// `rx - forwarded - refused by the devices - drops inside it - in flight`
+/// (its ring drops happen before `rx`).
 fn unaccounted(r: &RouterReport) -> f64 {
     let inside: f64 = r
         .drops
@@ -36,7 +36,8 @@ fn unaccounted(r: &RouterReport) -> f64 {
         .filter(|(p, _)| !matches!(p, DropPoint::NicRxRing | DropPoint::XskRxRing))
         .map(|(_, &n)| n as f64)
         .sum();
-    (r.rx as f64 - r.forwarded as f64 - inside - r.in_flight as f64).abs()
+    let refused = r.refused_by_device_total() as f64;
+    (r.rx as f64 - r.forwarded as f64 - refused - inside - r.in_flight as f64).abs()
 }
 
 /// Processes left in the lab's namespaces, and XDP programs left on its devices.

@@ -54,7 +54,9 @@ fn sink_link_mtu(l: &Lab, mtu: u32) {
         .unwrap();
     l.exec(Role::Sink, "ip", &["link", "set", "s0", "mtu", &m])
         .unwrap();
+    // Forget the path MTUs learnt (each run must learn them again).
     let _ = l.exec(Role::Gen, "ip", &["route", "flush", "cache"]);
+    let _ = l.exec(Role::Gen, "ip", &["-6", "route", "flush", "cache"]);
 }
 
 /// Every client, in order, against whatever forwards on the DUT now.
@@ -106,6 +108,42 @@ fn run_clients(l: &Lab) -> Vec<Seen> {
             &["tracepath", "-n", "-m", "4", "198.19.0.1"],
             |_, o| {
                 o.contains(" 1:  198.18.0.2") && o.contains("198.19.0.1") && o.contains("reached")
+            },
+        ),
+        check(
+            l,
+            "ping -6 through the router",
+            Role::Gen,
+            5,
+            &["ping", "-6", "-c", "3", "-i", "0.2", "-W", "1", S0.ip6],
+            received(true),
+        ),
+        check(
+            l,
+            "ping -6 the router's near address",
+            Role::Gen,
+            5,
+            &["ping", "-6", "-c", "2", "-i", "0.2", "-W", "1", D0.ip6],
+            received(true),
+        ),
+        check(
+            l,
+            "ping -6 -t 1: Time Exceeded",
+            Role::Gen,
+            5,
+            &["ping", "-6", "-c", "1", "-t", "1", "-W", "1", S0.ip6],
+            |_, o| o.contains(&format!("From {}", D0.ip6)) && o.contains("Time exceeded"),
+        ),
+        check(
+            l,
+            "tracepath -6: every hop",
+            Role::Gen,
+            15,
+            &["tracepath", "-6", "-n", "-m", "4", S0.ip6],
+            |_, o| {
+                o.contains(&format!(" 1:  {}", D0.ip6))
+                    && o.contains(S0.ip6)
+                    && o.contains("reached")
             },
         ),
     ];
@@ -163,6 +201,16 @@ fn run_clients(l: &Lab) -> Vec<Seen> {
         15,
         &["tracepath", "-n", "-m", "4", "198.19.0.1"],
         |_, o| o.contains("pmtu 1400"),
+    ));
+    v.push(check(
+        l,
+        "ping -6 -M do -s 1450: Packet Too Big",
+        Role::Gen,
+        5,
+        &[
+            "ping", "-6", "-c", "1", "-M", "do", "-s", "1450", "-W", "1", S0.ip6,
+        ],
+        |_, o| o.contains("Packet too big") && o.contains("mtu=1400"),
     ));
     v.push(check(
         l,
@@ -233,6 +281,7 @@ fn real_clients_work_through_route_as_through_the_kernel() {
     }
     let Some(t) = TestLab::new("r") else { return };
     let l = &t.0;
+    l.ipv6_on().expect("IPv6 on the lab's links");
     let reference = run_clients(l);
     let failed: Vec<&Seen> = reference.iter().filter(|s| !s.ok).collect();
     assert!(

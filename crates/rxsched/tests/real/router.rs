@@ -38,7 +38,7 @@ fn forwarding_trial(l: &Lab) -> Result<String, String> {
         S0.mac.to_string(),
         "destination MAC from the neighbour table"
     );
-    assert_eq!(r.rx, r.forwarded + r.dropped_total() + r.in_flight, "{r:?}");
+    assert_eq!(r.rx, r.accounted(), "{r:?}");
     let saw = format!(
         "the sink received {} of 2000 (lost {}), the router forwarded {} and dropped {:?}",
         s.received, s.lost, r.forwarded, r.drops
@@ -266,11 +266,7 @@ fn screen_trial(l: &Lab, rules: &str, mode: &[&str]) -> Result<String, String> {
     let sc = r.screen.as_ref().expect("a screening report");
     assert_eq!(sc.pid, stage, "{r:?}");
     assert_eq!(sc.exit_code, Some(0), "{r:?}");
-    assert_eq!(
-        r.rx,
-        r.forwarded + r.dropped_total() + r.in_flight,
-        "conservation: {r:?}"
-    );
+    assert_eq!(r.rx, r.accounted(), "conservation: {r:?}");
     let denied = sc.counts.denied.get("rule1_line1").copied().unwrap_or(0);
     let saw = format!(
         "the sink received {} of 1000, the router took {} of 2000, forwarded {}, its rule denied {denied} of 1000; drops {:?}",

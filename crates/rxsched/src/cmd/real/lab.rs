@@ -12,7 +12,12 @@ use rxsched_linux::wire::Mac;
 #[derive(Subcommand)]
 pub enum LabCmd {
     /// Build the three namespaces and their links (clears leftovers first).
-    Up,
+    Up {
+        /// Also IPv6, in 2001:2::/48 (off by default: no IPv6 chatter in
+        /// the benchmarks).
+        #[arg(long)]
+        ipv6: bool,
+    },
     /// Remove everything the lab made; harmless if nothing is there.
     Down,
     /// Show what exists, where receive work is steered, and per-CPU NET_RX counts.
@@ -125,9 +130,12 @@ fn power_of_two(s: &str) -> std::result::Result<u64, String> {
 /// Runs a lab command.
 pub fn lab_cmd(c: LabCmd) -> Result<()> {
     match c {
-        LabCmd::Up => {
+        LabCmd::Up { ipv6 } => {
             let l = lab::Lab::standard();
             l.up()?;
+            if ipv6 {
+                l.ipv6_on()?;
+            }
             eprintln!(
                 "lab up: {}, {}, {}; generator on CPU {}, DUT receive work on CPU {}",
                 l.ns(lab::Role::Gen),
