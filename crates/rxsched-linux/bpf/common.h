@@ -29,3 +29,12 @@ struct probe {
 		if (p_)                                        \
 			*p_ += (v);                            \
 	} while (0)
+
+/* TTL minus one, with the checksum updated incrementally (RFC 1624). */
+static __always_inline void decrement_ttl(struct iphdr *ip)
+{
+	__u32 check = ip->check;
+	check += bpf_htons(0x0100);
+	ip->check = (__u16)(check + (check >= 0xFFFF));
+	ip->ttl--;
+}

@@ -17,15 +17,6 @@ struct {
 	__type(value, __u64);
 } fwd_stats SEC(".maps");
 
-/* TTL minus one, with the checksum updated incrementally (RFC 1624). */
-static __always_inline void decrement_ttl(struct iphdr *ip)
-{
-	__u32 check = ip->check;
-	check += bpf_htons(0x0100);
-	ip->check = (__u16)(check + (check >= 0xFFFF));
-	ip->ttl--;
-}
-
 SEC("xdp")
 int xdp_fwd(struct xdp_md *ctx)
 {

@@ -14,7 +14,11 @@
  * resolution, the host's own traffic), rate-limited as the kernel does.
  * Malformed frames and frames for another host's MAC are dropped, counted.
  *
- * xdp_route feeds an AF_XDP socket; tc_route, at tc ingress, marks what
+ * xdp_route feeds an AF_XDP socket, or (route_cfg entry 1, `route
+ * --forward-in xdp`) forwards the frame itself: TTL or hop limit minus one
+ * and bpf_redirect to the output port, as xdp-fwd does, the policy staying
+ * with the polling thread, which schedules the devices' receive work this
+ * runs in. tc_route, at tc ingress, marks what
  * user space takes as PACKET_OTHERHOST, so that the kernel's IP input
  * drops it at once while an AF_PACKET socket bound to IPv4 (which sees
  * frames after tc) receives it. */
@@ -79,10 +83,11 @@ struct {
 } local_v4 SEC(".maps");
 
 /* Entry 0: 1 to take next hops from the kernel (the default), 0 to leave
- * routing to user space's table. */
+ * routing to user space's table. Entry 1: 1 to forward in XDP (with next
+ * hops from the kernel) instead of handing frames to user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u32);
 } route_cfg SEC(".maps");
@@ -96,11 +101,14 @@ struct {
 
 enum { V_TAKE, V_STACK, V_DROP };
 
-/* The MACs a taken frame leaves with. */
+/* The MACs a taken frame leaves with (the first 12 bytes of its new
+ * Ethernet header), and its output port. */
 struct hop {
 	__u8 dmac[ETH_ALEN];
 	__u8 smac[ETH_ALEN];
+	__u32 oif;
 };
+#define HOP_MACS (2 * ETH_ALEN)
 
 static __always_inline __u64 mac48(const __u8 *m)
 {
@@ -117,6 +125,7 @@ static __always_inline int fib_verdict(void *ctx, struct bpf_fib_lookup *fib, __
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		__builtin_memcpy(hop->dmac, fib->dmac, ETH_ALEN);
 		__builtin_memcpy(hop->smac, fib->smac, ETH_ALEN);
+		hop->oif = fib->ifindex;
 		*why = O_TAKEN;
 		return V_TAKE;
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
@@ -295,8 +304,8 @@ int xdp_route(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct hop hop;
-	__u32 why = S_OTHER;
+	struct hop hop = {};
+	__u32 why = S_OTHER, one = 1, *in_xdp = bpf_map_lookup_elem(&route_cfg, &one);
 	int v = classify(ctx, data, data_end, data_end - data, ctx->ingress_ifindex, 1, 1, &why,
 			 &hop);
 
@@ -305,7 +314,26 @@ int xdp_route(struct xdp_md *ctx)
 		return XDP_DROP;
 	if (v == V_STACK)
 		return XDP_PASS;
-	__builtin_memcpy(data, &hop, sizeof(hop));
+	__builtin_memcpy(data, &hop, HOP_MACS);
+	if (in_xdp && *in_xdp) {
+		struct ethhdr *eth = data;
+
+		/* classify has checked these headers against data_end. */
+		if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+			struct iphdr *ip = (void *)(eth + 1);
+
+			if ((void *)(ip + 1) > data_end)
+				return XDP_DROP;
+			decrement_ttl(ip);
+		} else {
+			struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+			if ((void *)(ip6 + 1) > data_end)
+				return XDP_DROP;
+			ip6->hop_limit--;
+		}
+		return bpf_redirect(hop.oif, 0);
+	}
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 
@@ -313,7 +341,7 @@ SEC("classifier")
 int tc_route(struct __sk_buff *skb)
 {
 	void *data, *data_end;
-	struct hop hop;
+	struct hop hop = {};
 	__u32 why = S_OTHER;
 	int v;
 
@@ -328,7 +356,7 @@ int tc_route(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	if (v == V_STACK)
 		return TC_ACT_OK;
-	bpf_skb_store_bytes(skb, 0, &hop, sizeof(hop), 0);
+	bpf_skb_store_bytes(skb, 0, &hop, HOP_MACS, 0);
 	bpf_skb_change_type(skb, PACKET_OTHERHOST_);
 	return TC_ACT_OK;
 }

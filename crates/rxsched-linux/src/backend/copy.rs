@@ -123,8 +123,9 @@ impl RxBackend for CopyRx {
     }
 }
 
-/// A passive port sends nothing.
-pub struct NoTx(String);
+/// A port this process does not transmit on (a passive monitor's, or a
+/// router's that forwards in XDP).
+pub struct NoTx(pub String);
 
 impl TxBackend for NoTx {
     fn send(&mut self, _frames: &[&[u8]]) -> SysResult<usize> {
@@ -133,7 +134,7 @@ impl TxBackend for NoTx {
             syscall: "send",
             source: io::Error::new(
                 io::ErrorKind::Unsupported,
-                "a passive monitor port does not transmit",
+                "this port's frames are not sent from user space",
             ),
         })
     }

@@ -19,6 +19,7 @@
 
 pub mod copy;
 pub mod fault;
+pub mod in_xdp;
 pub mod mem;
 pub mod packet;
 pub mod xdp;
@@ -146,6 +147,10 @@ pub enum Feed {
         kernel_hops: bool,
         /// With routes given by hand: the host's own IPv4 addresses.
         local: Vec<[u8; 4]>,
+        /// The program forwards what the kernel's tables route itself
+        /// (`bpf_redirect`) instead of handing it to a socket: the
+        /// commands' threads keep only the policy ([`in_xdp`]).
+        in_xdp: bool,
     },
     /// SRP's server's frames (`bpf/serve.bpf.c`): UDP datagrams to these
     /// ports; the rest go to the stack.
@@ -163,9 +168,14 @@ impl Feed {
         use crate::bpf::{Object, ROUTE, SERVE};
         Ok(match self {
             Feed::All | Feed::Copy => None,
-            Feed::Route { kernel_hops, local } => {
+            Feed::Route {
+                kernel_hops,
+                local,
+                in_xdp,
+            } => {
                 let mut o = Object::load(ROUTE, what)?;
                 o.setup_route(ifindex, mac, *kernel_hops, local)?;
+                o.set("route_cfg", 1, u32::from(*in_xdp))?;
                 Some(Program {
                     object: o,
                     xdp: "xdp_route",

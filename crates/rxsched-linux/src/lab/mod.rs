@@ -358,8 +358,64 @@ impl Lab {
             Role::Dut,
             "sysctl",
             &["-q", "-w", "net.ipv6.conf.all.forwarding=1"],
-        )
-        .map(|_| ())
+        )?;
+        self.resolve_neighbours_v6()
+    }
+
+    /// Waits for the link-local addresses' duplicate address detection to
+    /// end (until then the hosts answer neighbour discovery late), then has
+    /// the DUT find its neighbours by neighbour discovery, as
+    /// [`Lab::resolve_neighbours`] does by ARP.
+    fn resolve_neighbours_v6(&self) -> Result<(), LabError> {
+        let mut settled = false;
+        for _ in 0..150 {
+            let mut tentative = String::new();
+            for r in Role::ALL {
+                tentative += &self.exec(r, "ip", &["-6", "addr", "show", "tentative"])?;
+            }
+            if tentative.trim().is_empty() {
+                settled = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let want = [G0.ip6, S0.ip6];
+        for _ in 0..100 {
+            if !settled {
+                break;
+            }
+            self.in_netns(Role::Dut, || {
+                let s = std::net::UdpSocket::bind("[::]:0").map_err(|e| crate::sys::SysError {
+                    what: "lab".into(),
+                    syscall: "bind(UDP6)",
+                    source: e,
+                })?;
+                // The discard port: nothing answers, the kernel solicits first.
+                for ip in want {
+                    let a: std::net::Ipv6Addr = ip.parse().expect("the lab's own address");
+                    let _ = s.send_to(&[0], (a, 9));
+                }
+                Ok(())
+            })?;
+            let neigh = self.exec(Role::Dut, "ip", &["-6", "neigh", "show"])?;
+            let known = |ip: &str| {
+                neigh.lines().any(|l| {
+                    l.split_whitespace().next() == Some(ip)
+                        && l.contains("lladdr")
+                        && !l.contains("FAILED")
+                })
+            };
+            if want.iter().all(|ip| known(ip)) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Err(LabError::Command {
+            cmd: "resolve IPv6 neighbours".into(),
+            msg: "duplicate address detection did not end within 3 s, or the DUT did not \
+                  learn g0's and s0's MACs within 2 s"
+                .into(),
+        })
     }
 
     /// Turns the DUT kernel's own IPv4 forwarding on or off.

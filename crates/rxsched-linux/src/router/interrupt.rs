@@ -267,7 +267,7 @@ where
     let (fwd, fw_cpu) = fw_thread.join().expect("forwarding thread")?;
     let in_flight = fwd.queued() + rxs.queue.len() as u64;
     let mut r = RouterReport::new(Mode::Interrupt, &c, rxs.ring_drops()?, in_flight);
-    r.add_program(&rxs.program_counts()?);
+    r.add_program(&rxs.program_counts()?, false);
     r.duration_s = (sys::mono_ns() - t0) as f64 / 1e9;
     r.cpu_s = (rx_cpu + fw_cpu) as f64 / 1e9;
     r.fault = fault;

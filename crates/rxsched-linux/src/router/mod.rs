@@ -90,6 +90,9 @@ pub struct RouterConfig {
     pub input_queue: usize,
     /// Frames waiting to be sent per port, at most.
     pub out_queue: usize,
+    /// Forward in the devices' XDP program, the thread keeping the policy
+    /// ([`crate::backend::in_xdp`]); else in user space.
+    pub in_xdp: bool,
 }
 
 /// The two-level switch's settings (Hansen & Jul 1997 §5.1: more than 50%
@@ -219,7 +222,19 @@ fn forward_from(
 ) -> SysResult<RouterReport> {
     // Routes given by hand leave routing to user space; the host's own
     // addresses still go to its stack.
+    if cfg.in_xdp && (!cfg.routes.is_empty() || cfg.screen.is_some() || cfg.feedback.is_some()) {
+        return Err(SysError {
+            what: "router".into(),
+            syscall: "configure",
+            source: std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "forwarding in XDP takes next hops from the kernel, and has no queue for \
+                 --screen or --feedback",
+            ),
+        });
+    }
     let feed = Feed::Route {
+        in_xdp: cfg.in_xdp,
         kernel_hops: cfg.routes.is_empty(),
         local: if cfg.routes.is_empty() {
             Vec::new()

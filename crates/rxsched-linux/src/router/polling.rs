@@ -86,6 +86,7 @@ impl<T: TxBackend> App for Forward<T> {
 pub struct PollingRouter<R, T, C, W> {
     poller: Poller<R, C, W, Forward<T>>,
     mode: Mode,
+    in_xdp: bool,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -131,6 +132,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         Ok(PollingRouter {
             poller,
             mode: cfg.mode,
+            in_xdp: cfg.in_xdp,
         })
     }
 
@@ -207,7 +209,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             r.drops.insert(DropPoint::XskRxRing, sock);
         }
         r.inhibits.extend(p.lp.inhibits());
-        r.add_program(&program);
+        r.add_program(&program, self.in_xdp);
         r.mode_switches = p.lp.mode_switches();
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);

@@ -185,12 +185,23 @@ pub struct RouterReport {
 impl RouterReport {
     /// Adds what the devices' program did (`counts`, summed over the
     /// ports, in [`RouteOutcome`]'s order): its handing to the stack, and
-    /// its drops beside the router's own.
-    pub fn add_program(&mut self, counts: &[u64]) {
+    /// its drops beside the router's own. Where the program forwards
+    /// (`in_xdp`), what it took is forwarded, and what it took or dropped
+    /// is the router's input.
+    pub fn add_program(&mut self, counts: &[u64], in_xdp: bool) {
         for (o, n) in RouteOutcome::VARIANTS.iter().zip(counts) {
             match o.fate() {
                 Some(None) if *n > 0 => *self.to_stack.entry(*o).or_default() += n,
-                Some(Some(p)) => *self.drops.entry(p).or_default() += n,
+                Some(Some(p)) => {
+                    *self.drops.entry(p).or_default() += n;
+                    if in_xdp {
+                        self.rx += n;
+                    }
+                }
+                None if in_xdp => {
+                    self.rx += n;
+                    self.forwarded += n;
+                }
                 _ => {}
             }
         }

@@ -42,6 +42,9 @@ impl Backend {
     pub fn open(self, ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
         match self {
             Backend::Xdp if *feed == Feed::Copy => crate::backend::copy::open_all(ifaces, how),
+            Backend::Xdp if matches!(feed, Feed::Route { in_xdp: true, .. }) => {
+                crate::backend::in_xdp::open_all(ifaces, how, feed)
+            }
             Backend::Xdp => crate::backend::xdp::open_all(ifaces, how, feed),
             Backend::Packet => crate::backend::packet::open_all(ifaces, how, feed),
         }

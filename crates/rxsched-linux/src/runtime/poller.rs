@@ -278,7 +278,14 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             _ => rx[i].pending(),
         };
         self.input.follow(&mut self.lp, now)?;
-        let woken = self.wait.wait(&armed, &ready, timeout)?;
+        let mut woken = self.wait.wait(&armed, &ready, timeout)?;
+        // A backend whose wake-ups are batched may hold frames its
+        // descriptor has not announced (the wait only hears wake-ups).
+        for (i, r) in self.rx.iter().enumerate() {
+            if armed[i] && !woken.contains(&i) && r.max_sleep_ns().is_some() && r.pending() {
+                woken.push(i);
+            }
+        }
         let now = self.clock.now();
         let errors = self.wait.take_errors();
         if let Some(l) = &mut self.links {

@@ -27,6 +27,11 @@ pub enum Forwarder {
     Polling,
     /// The same with `--cycle-limit 50` (M4).
     PollingLimit50,
+    /// `rxsched route --mode polling --forward-in xdp`: the device's
+    /// program forwards, the polling thread keeps the policy.
+    PollingInXdp,
+    /// The same with `--cycle-limit 50`.
+    PollingInXdpLimit50,
 }
 
 /// A screening process behind our router: its rules and the feedback on
@@ -48,6 +53,8 @@ impl Forwarder {
             Forwarder::Interrupt => "interrupt",
             Forwarder::Polling => "polling",
             Forwarder::PollingLimit50 => "polling-cycle-limit-50",
+            Forwarder::PollingInXdp => "polling-in-xdp",
+            Forwarder::PollingInXdpLimit50 => "polling-in-xdp-cycle-limit-50",
         }
     }
 
@@ -62,18 +69,25 @@ impl Forwarder {
                 ..Route::new(mode, secs)
             }))
         };
+        let limit50 = Some(CycleLimit {
+            percent: 50,
+            wake_cost_ns,
+        });
+        let in_xdp = |cycle_limit| {
+            Some(Proc::Route(Route {
+                cycle_limit,
+                in_xdp: true,
+                ..Route::new(Mode::Polling, secs)
+            }))
+        };
         match self {
             Forwarder::Kernel => None,
             Forwarder::XdpFwd => Some(Proc::XdpFwd { secs }),
             Forwarder::Interrupt => route(Mode::Interrupt, None),
             Forwarder::Polling => route(Mode::Polling, None),
-            Forwarder::PollingLimit50 => route(
-                Mode::Polling,
-                Some(CycleLimit {
-                    percent: 50,
-                    wake_cost_ns,
-                }),
-            ),
+            Forwarder::PollingLimit50 => route(Mode::Polling, limit50),
+            Forwarder::PollingInXdp => in_xdp(None),
+            Forwarder::PollingInXdpLimit50 => in_xdp(limit50),
         }
     }
 

@@ -136,6 +136,8 @@ pub struct Route {
     pub screen: Option<String>,
     /// Queue-state feedback on the screening queue, `HIGH,LOW`.
     pub feedback: Option<&'static str>,
+    /// Forwarding in the device's XDP program (`--forward-in xdp`).
+    pub in_xdp: bool,
 }
 
 impl Route {
@@ -148,6 +150,7 @@ impl Route {
             cycle_limit: None,
             screen: None,
             feedback: None,
+            in_xdp: false,
         }
     }
 }
@@ -352,7 +355,12 @@ impl Proc {
                 .flag("--duration", r.secs)
                 .cycle_limit(r.cycle_limit)
                 .opt("--screen", r.screen.as_ref())
-                .opt("--feedback", r.feedback),
+                .opt("--feedback", r.feedback)
+                .words(if r.in_xdp {
+                    &["--forward-in", "xdp"]
+                } else {
+                    &[]
+                }),
             Proc::XdpFwd { secs } => a.flag("--ports", D0.iface).flag("--duration", secs),
             Proc::Capture(c) => a
                 .flag("-i", D0.iface)

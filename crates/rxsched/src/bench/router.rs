@@ -3,9 +3,11 @@
 //! (Linux `ip_forward`), `xdp-fwd` (forwarding in XDP, the fastest this lab
 //! can do), `interrupt` (the M1 baseline: the kernel's receive threads at
 //! device priority feed the router's socket rings) and `polling` (M2: the
-//! router's polling thread owns the receive work), in `real-router`;
-//! `polling` with `--cycle-limit 50` in `real-cpu-limit`; latency at a
-//! tenth of polling's MLFRR in `real-latency`.
+//! router's polling thread owns the receive work) and `polling-in-xdp`
+//! (the device's program forwards, as xdp-fwd does, and the polling
+//! thread keeps the policy), in `real-router`; each polling form with
+//! `--cycle-limit 50` in `real-cpu-limit`; latency at a tenth of polling's
+//! MLFRR in `real-latency`.
 
 use super::forward::{self, Dut, Forwarder};
 use super::sweep::{median, rates, Sweep};
@@ -15,12 +17,14 @@ use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::Lab;
 
 /// The forwarders swept, in the order of the series.
-const FORWARDERS: [Forwarder; 5] = [
+const FORWARDERS: [Forwarder; 7] = [
     Forwarder::Kernel,
     Forwarder::XdpFwd,
     Forwarder::Interrupt,
     Forwarder::Polling,
     Forwarder::PollingLimit50,
+    Forwarder::PollingInXdp,
+    Forwarder::PollingInXdpLimit50,
 ];
 
 /// Runs the router benchmark: `real-router`, `real-cpu-limit`, `real-latency`.
@@ -45,14 +49,19 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     idle.set("router_cpu_share", forward::idle_cpu(lab, 2.0)?);
     let mut idle_series = Series::new("polling-idle");
     idle_series.points.push(idle);
+    let limited = [Forwarder::PollingLimit50, Forwarder::PollingInXdpLimit50].map(|f| f.label());
     let (mut limit, mut main): (Vec<Series>, Vec<Series>) = series
         .into_iter()
-        .partition(|s| s.label == Forwarder::PollingLimit50.label());
-    let polling = main.iter().find(|s| s.label == "polling").cloned();
+        .partition(|s| limited.contains(&s.label.as_str()));
+    let unlimited: Vec<Series> = main
+        .iter()
+        .filter(|s| s.label == "polling" || s.label == "polling-in-xdp")
+        .cloned()
+        .collect();
     main.push(idle_series);
     let r1 = result(&files[0], main);
     let mlfrr = r1.mlfrr("polling");
-    limit.extend(polling);
+    limit.extend(unlimited);
     let r2 = result(&files[1], limit);
     let r3 = latency(&files[2], lab, mlfrr, &dut, opts.quick, progress)?;
     Ok(vec![r1, r2, r3])

@@ -298,6 +298,7 @@ fn real_clients_work_through_route_as_through_the_kernel() {
         &["--mode", "polling"][..],
         &["--mode", "interrupt"],
         &["--mode", "two-level"],
+        &["--mode", "polling", "--forward-in", "xdp"],
         &["--backend", "packet", "--mode", "polling"],
         &["--backend", "packet", "--mode", "interrupt"],
     ] {

@@ -299,17 +299,23 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
             })
         })
         .collect::<SysResult<Vec<_>>>()?;
-    let (work, thread_prio) = match how {
-        Servicing::Polling => (Sched::Fifo(NAPI_PRIO), Some(POLL_PRIO)),
-        Servicing::TimeShared => (Sched::Normal, None),
-        Servicing::Interrupt => (Sched::Fifo(DEVICE_PRIO), None),
-    };
+    let (work, thread_prio) = napi_sched(how);
     Ok(Opened {
         ports,
         gate: Box::new(NapiGate::new(ifaces, work)?),
         threaded: true,
         thread_prio,
     })
+}
+
+/// How the devices' NAPI threads and the thread that drives them run, for
+/// each way of servicing them.
+pub fn napi_sched(how: Servicing) -> (Sched, Option<i32>) {
+    match how {
+        Servicing::Polling => (Sched::Fifo(NAPI_PRIO), Some(POLL_PRIO)),
+        Servicing::TimeShared => (Sched::Normal, None),
+        Servicing::Interrupt => (Sched::Fifo(DEVICE_PRIO), None),
+    }
 }
 
 fn lock(x: &Mutex<Xsk>) -> MutexGuard<'_, Xsk> {

@@ -49,6 +49,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         two_level: Default::default(),
         input_queue: 50,
         out_queue: 32,
+        in_xdp: false,
     }
 }
 

@@ -71,6 +71,13 @@ pub struct RouteArgs {
     /// too while it waits), not above every process.
     #[arg(long)]
     pub time_shared: bool,
+    /// Where frames are forwarded: `user` (an AF_XDP or packet socket,
+    /// the polling thread forwarding) or `xdp` (the devices' program
+    /// forwards them, as xdp-fwd does, and the thread keeps the policy:
+    /// when and how much the receive work runs, and the cycle limit; xdp
+    /// backend, next hops from the kernel, no --screen or --feedback).
+    #[arg(long, default_value = "user", value_parser = ["user", "xdp"])]
+    pub forward_in: String,
 }
 
 /// Parses `route`'s arguments.
@@ -113,6 +120,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         // 4.2BSD's ipintrq limit.
         input_queue: 50,
         out_queue: 256,
+        in_xdp: a.forward_in == "xdp",
     })
 }
 

@@ -1,0 +1,119 @@
+//! A router that forwards in XDP (`route --forward-in xdp`): the devices'
+//! program (`bpf/route.bpf.c`) forwards what the kernel's tables route,
+//! with `bpf_redirect`, as `xdp-fwd` does, and no frame crosses into user
+//! space. The polling thread keeps the policy: the devices' receive work
+//! (the NAPI threads the program runs in) runs when and as much as the
+//! thread lets it, through their scheduling ([`NapiGate`]), and M4 charges
+//! their CPU time to the router. There is no queue between stages to
+//! watch, so no M3.
+//!
+//! Drop points: `nic_rx_ring` (the device's `rx_dropped`) and the
+//! program's own (`other_host`, `truncated`, `bad_ihl`).
+
+use super::xdp::napi_sched;
+use super::{copy::NoTx, AnyRx, AnyTx, Feed, Opened, Port, Program, RxBackend, Servicing};
+use crate::napi_threads::NapiGate;
+use crate::sys::{self, SysResult};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// How often the polling thread looks at the receive work's CPU time (M4
+/// charges it) while it has no frames of its own to wake it.
+const LOOK_NS: u64 = 1_000_000;
+
+/// A port whose frames the program forwards: nothing to receive, its
+/// program's counters and its device's ring drops to read.
+pub struct InXdp {
+    iface: String,
+    prog: Program,
+    /// A descriptor that never becomes readable, for the thread's wait:
+    /// no frame comes this way.
+    quiet: OwnedFd,
+    base: u64,
+    last: u64,
+}
+
+impl InXdp {
+    /// Attaches `feed`'s program to `iface`, forwarding in XDP.
+    pub fn open(iface: &str, feed: &Feed) -> SysResult<InXdp> {
+        let idx = sys::ifindex(iface)? as u32;
+        let mut prog = feed
+            .program(idx, sys::mac_of(iface)?, iface)?
+            .ok_or_else(|| sys::SysError {
+                what: iface.into(),
+                syscall: "configure",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "forwarding in XDP needs the router's program",
+                ),
+            })?;
+        let base = sys::iface_counter(iface, "rx_dropped")?;
+        let entry = prog.xdp;
+        prog.object.attach(entry, iface)?;
+        let quiet =
+            rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(|e| {
+                sys::SysError {
+                    what: iface.into(),
+                    syscall: "eventfd",
+                    source: e.into(),
+                }
+            })?;
+        Ok(InXdp {
+            iface: iface.to_string(),
+            prog,
+            quiet,
+            base,
+            last: base,
+        })
+    }
+}
+
+impl RxBackend for InXdp {
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.quiet.as_raw_fd())
+    }
+    fn recv_while(&mut self, _max: usize, _f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
+        0
+    }
+    fn pending(&self) -> bool {
+        false
+    }
+    fn ring_drops(&mut self) -> SysResult<u64> {
+        match sys::iface_counter(&self.iface, "rx_dropped") {
+            Ok(n) => self.last = n,
+            // A device that has disappeared took its counters along.
+            Err(_) if sys::link_state(&self.iface)?.is_none() => {}
+            Err(e) => return Err(e),
+        }
+        Ok(self.last.saturating_sub(self.base))
+    }
+    fn program_counts(&mut self) -> SysResult<Vec<u64>> {
+        self.prog.counts()
+    }
+    fn max_sleep_ns(&self) -> Option<u64> {
+        Some(LOOK_NS)
+    }
+}
+
+/// Opens every one of `ifaces` to forward in XDP, their receive work
+/// scheduled as `how` says.
+pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
+    let ports = ifaces
+        .iter()
+        .map(|p| {
+            Ok(Port {
+                name: p.clone(),
+                rx: Box::new(InXdp::open(p, feed)?) as AnyRx,
+                tx: Box::new(NoTx(p.clone())) as AnyTx,
+                mac: sys::mac_of(p)?,
+                mtu: sys::mtu_of(p)?,
+            })
+        })
+        .collect::<SysResult<Vec<_>>>()?;
+    let (work, thread_prio) = napi_sched(how);
+    Ok(Opened {
+        ports,
+        gate: Box::new(NapiGate::new(ifaces, work)?),
+        threaded: true,
+        thread_prio,
+    })
+}
