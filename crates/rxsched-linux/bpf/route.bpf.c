@@ -52,6 +52,7 @@ enum {
 	S_FWD_DISABLED,  /* forwarding is off on the input port */
 	S_OTHER,         /* any other reason the lookup gave */
 	S_GRO,           /* merged by GRO (tc only): the kernel segments it */
+	S_NO_SOCKET,     /* arrived on a queue no socket is bound to: the kernel forwards it */
 	D_NOT_OURS,      /* dropped: another host's unicast MAC */
 	D_TRUNCATED,     /* dropped: shorter than its headers */
 	D_BAD_IHL,       /* dropped: IHL below 5 or total length outside the frame */
@@ -309,13 +310,21 @@ int xdp_route(struct xdp_md *ctx)
 	int v = classify(ctx, data, data_end, data_end - data, ctx->ingress_ifindex, 1, 1, &why,
 			 &hop);
 
+	int fwd_here = in_xdp && *in_xdp;
+	__u32 queue = ctx->rx_queue_index;
+
+	/* A queue without a socket (a multi-queue NIC's others): the kernel. */
+	if (v == V_TAKE && !fwd_here && !bpf_map_lookup_elem(&xsks, &queue)) {
+		why = S_NO_SOCKET;
+		v = V_STACK;
+	}
 	BUMP(route_stats, why, 1);
 	if (v == V_DROP)
 		return XDP_DROP;
 	if (v == V_STACK)
 		return XDP_PASS;
 	__builtin_memcpy(data, &hop, HOP_MACS);
-	if (in_xdp && *in_xdp) {
+	if (fwd_here) {
 		struct ethhdr *eth = data;
 
 		/* classify has checked these headers against data_end. */

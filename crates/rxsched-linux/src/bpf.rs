@@ -91,6 +91,9 @@ pub enum RouteOutcome {
     /// To the stack: merged by GRO before a tc program saw it (the kernel
     /// forwards it in segments; an XDP program sees frames before GRO).
     Gro,
+    /// To the stack: it arrived on a receive queue no socket of ours is
+    /// bound to (the kernel forwards it).
+    NoSocket,
     /// Dropped: another host's unicast MAC.
     NotOurs,
     /// Dropped: shorter than its headers.

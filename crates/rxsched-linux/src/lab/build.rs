@@ -45,7 +45,9 @@ impl Lab {
     }
 
     pub(super) fn make_links(&self) -> Result<(), LabError> {
+        let q = self.queues().to_string();
         for (a, b) in [(G0, D0), (D1, S0)] {
+            let (na, nb) = (self.ns(a.role), self.ns(b.role));
             run(
                 "ip",
                 &[
@@ -53,14 +55,22 @@ impl Lab {
                     "add",
                     a.iface,
                     "netns",
-                    &self.ns(a.role),
+                    &na,
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
                     "type",
                     "veth",
                     "peer",
                     "name",
                     b.iface,
                     "netns",
-                    &self.ns(b.role),
+                    &nb,
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
                 ],
             )?;
         }

@@ -188,6 +188,7 @@ pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<String, LabError> {
 #[derive(Debug, Clone)]
 pub struct Lab {
     prefix: String,
+    queues: u32,
 }
 
 impl Lab {
@@ -195,7 +196,22 @@ impl Lab {
     pub fn new(prefix: &str) -> Lab {
         Lab {
             prefix: prefix.to_string(),
+            queues: 1,
         }
+    }
+
+    /// The same lab with `n` receive and transmit queues on every veth end
+    /// (each receive queue its own NAPI thread). A veth hands a frame sent
+    /// by XDP to the peer's queue numbered by the sending CPU (modulo the
+    /// queues), so a generator on CPU 1 fills queue 1.
+    pub fn with_queues(mut self, n: u32) -> Lab {
+        self.queues = n.max(1);
+        self
+    }
+
+    /// Receive queues per veth end.
+    pub fn queues(&self) -> u32 {
+        self.queues
     }
 
     /// The lab `rxsched lab` manages.

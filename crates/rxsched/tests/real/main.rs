@@ -26,14 +26,21 @@ struct TestLab(Lab);
 
 impl TestLab {
     fn new(tag: &str) -> Option<TestLab> {
+        TestLab::with_queues(tag, 1)
+    }
+
+    /// A lab whose veth ends have `queues` receive queues each.
+    fn with_queues(tag: &str, queues: u32) -> Option<TestLab> {
         if !rxsched_linux::needs::root(&format!("the lab test {tag:?}"))
             || !rxsched_linux::needs::tool("ip", "iproute2")
         {
             return None;
         }
-        let l = Lab::new(&format!("rxt{}{tag}", std::process::id() % 100_000));
-        l.up().expect("lab up");
-        Some(TestLab(l))
+        let l = Lab::new(&format!("rxt{}{tag}", std::process::id() % 100_000)).with_queues(queues);
+        // Dropped (and so taken down) if `up` fails half-way.
+        let t = TestLab(l);
+        t.0.up().expect("lab up");
+        Some(t)
     }
 }
 

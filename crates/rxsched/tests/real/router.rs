@@ -278,3 +278,59 @@ fn screen_trial(l: &Lab, rules: &str, mode: &[&str]) -> Result<String, String> {
         Err(saw)
     }
 }
+
+/// A lab with two receive queues per port: a generator on CPU 0 fills
+/// queue 0 and one on CPU 1 fills queue 1. Forwarding in XDP serves every
+/// queue; forwarding in user space binds queue 0, and what arrives on
+/// queue 1 goes to the kernel (counted at `to_stack.no_socket`), never
+/// lost and never counted as the router's.
+#[test]
+fn every_queue_is_served_or_handed_to_the_kernel() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::with_queues("q", 2) else {
+        return;
+    };
+    trials(3, "both queues' frames delivered", || queues_trial(&t.0));
+}
+
+/// One trial of [`every_queue_is_served_or_handed_to_the_kernel`].
+fn queues_trial(l: &Lab) -> Result<String, String> {
+    let mut saw = Vec::new();
+    let mut ok = true;
+    for (how, extra) in [
+        ("in XDP", &["--forward-in", "xdp"][..]),
+        ("in user space", &[]),
+    ] {
+        let mut args = vec!["route", "--mode", "polling", "--duration", "20"];
+        args.extend_from_slice(extra);
+        let route = spawn(l, Role::Dut, &args);
+        let sink = spawn(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
+        std::thread::sleep(Duration::from_millis(400));
+        send(l, 1000, &["--cpu", "0"]);
+        send(l, 1000, &["--cpu", "1"]);
+        let s: SinkReport = report(sink);
+        stop(&route);
+        let r: RouterReport = report(route);
+        assert_eq!(r.rx, r.accounted(), "{how}: {r:?}");
+        let to_kernel = r
+            .to_stack
+            .get(&RouteOutcome::NoSocket)
+            .copied()
+            .unwrap_or(0);
+        let (want_ours, want_kernel) = if extra.is_empty() {
+            (1000, 1000)
+        } else {
+            (2000, 0)
+        };
+        saw.push(format!(
+            "{how}: the sink received {} of 2000, the router forwarded {} and handed {} to the kernel for want of a socket",
+            s.received, r.forwarded, to_kernel
+        ));
+        ok &= s.received == 2000 && r.forwarded == want_ours && to_kernel == want_kernel;
+    }
+    if ok {
+        Ok(saw.join("; "))
+    } else {
+        Err(saw.join("; "))
+    }
+}

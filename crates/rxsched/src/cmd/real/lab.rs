@@ -17,6 +17,10 @@ pub enum LabCmd {
         /// the benchmarks).
         #[arg(long)]
         ipv6: bool,
+        /// Receive and transmit queues on every veth end, each receive
+        /// queue with its own NAPI thread (a multi-queue NIC's shape).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        queues: u32,
     },
     /// Remove everything the lab made; harmless if nothing is there.
     Down,
@@ -130,8 +134,8 @@ fn power_of_two(s: &str) -> std::result::Result<u64, String> {
 /// Runs a lab command.
 pub fn lab_cmd(c: LabCmd) -> Result<()> {
     match c {
-        LabCmd::Up { ipv6 } => {
-            let l = lab::Lab::standard();
+        LabCmd::Up { ipv6, queues } => {
+            let l = lab::Lab::standard().with_queues(queues);
             l.up()?;
             if ipv6 {
                 l.ipv6_on()?;
