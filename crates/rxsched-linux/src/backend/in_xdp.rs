@@ -112,6 +112,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     let (work, thread_prio) = napi_sched(how);
     Ok(Opened {
         ports,
+        more_rx: Vec::new(),
         gate: Box::new(NapiGate::new(ifaces, work)?),
         threaded: true,
         thread_prio,

@@ -270,7 +270,22 @@ fn forward_from(
         c.feedback = None;
         c.run.cycle_limit = None;
     }
-    let mut router = polling::PollingRouter::new(opened.ports, &c, screen, sys::MonoClock, wait)?;
+    // A multi-queue device's other queues: more receive sides, after every
+    // port's first (an output port is found by its MAC, the first match:
+    // they transmit through their port's queue 0).
+    let mut ports = opened.ports;
+    for (i, rx) in opened.more_rx {
+        let (name, mac, mtu) = (ports[i].name.clone(), ports[i].mac, ports[i].mtu);
+        let tx = Box::new(crate::backend::copy::NoTx(name.clone())) as crate::backend::AnyTx;
+        ports.push(Port {
+            name,
+            rx,
+            tx,
+            mac,
+            mtu,
+        });
+    }
+    let mut router = polling::PollingRouter::new(ports, &c, screen, sys::MonoClock, wait)?;
     router.attach(opened.gate, links)?;
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;

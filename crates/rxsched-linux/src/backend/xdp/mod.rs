@@ -1,5 +1,8 @@
 //! AF_XDP: a socket bound to one queue of a device, whose XDP program
-//! (`bpf/xsk.bpf.c`) redirects every frame into the socket's receive ring.
+//! (`bpf/xsk.bpf.c`, or a feed's) redirects frames into the receive ring of
+//! the socket bound to the queue they arrived on. A router binds every
+//! receive queue of its devices, each socket with its own UMEM; one
+//! program per device serves them all.
 //! veth offers copy mode: the kernel copies each frame into a UMEM frame
 //! that user space lent it through the fill ring; transmission copies out of
 //! the UMEM when the socket is kicked with `sendto`.
@@ -63,7 +66,7 @@ struct Xsk {
     // Dropped in this order: the socket closes, then the program is
     // detached, then the memory is unmapped.
     fd: OwnedFd,
-    prog: Fed,
+    prog: Arc<Mutex<Fed>>,
     umem: Umem,
 }
 
@@ -83,8 +86,31 @@ impl Fed {
     }
 }
 
+impl Fed {
+    /// The program for `feed` on `iface`, loaded, not yet attached.
+    fn load(iface: &str, feed: &Feed) -> SysResult<Fed> {
+        let idx = ifindex(iface)? as u32;
+        Ok(
+            match feed.program(idx, crate::sys::mac_of(iface)?, iface)? {
+                Some(p) => Fed::Program(p),
+                None => Fed::All(Object::load(XSK, iface)?),
+            },
+        )
+    }
+
+    /// Its XDP entry point.
+    fn entry(&self) -> &'static str {
+        match self {
+            Fed::All(_) => "xdp_to_xsk",
+            Fed::Program(p) => p.xdp,
+        }
+    }
+}
+
 impl Xsk {
-    fn open(iface: &str, cfg: XskConfig, feed: &Feed) -> SysResult<Xsk> {
+    /// A socket on `queue` of `iface`, registered with the device's program
+    /// `prog` (which the caller attaches).
+    fn open(iface: &str, queue: u32, cfg: XskConfig, prog: Arc<Mutex<Fed>>) -> SysResult<Xsk> {
         let idx = ifindex(iface)? as u32;
         // SAFETY: plain socket(2).
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -105,14 +131,7 @@ impl Xsk {
             unsafe { *rings.fill.addr(pos.wrapping_add(i)) = i as u64 * cfg.frame_size as u64 };
         }
         rings.fill.submit(cfg.rx_frames);
-        bind(raw, idx, iface)?;
-        let (prog, entry) = match feed.program(idx, crate::sys::mac_of(iface)?, iface)? {
-            Some(p) => {
-                let xdp = p.xdp;
-                (Fed::Program(p), xdp)
-            }
-            None => (Fed::All(Object::load(XSK, iface)?), "xdp_to_xsk"),
-        };
+        bind(raw, idx, queue, iface)?;
         let mut x = Xsk {
             iface: iface.to_string(),
             frame_size: cfg.frame_size,
@@ -129,9 +148,7 @@ impl Xsk {
         };
         x.base = (x.device_dropped()?, x.socket_dropped()?);
         x.last = x.base;
-        let o = x.prog.object();
-        o.set_xsk("xsks", 0, raw)?;
-        o.attach(entry, iface)?;
+        lock_fed(&x.prog).object().set_xsk("xsks", queue, raw)?;
         Ok(x)
     }
 
@@ -268,28 +285,94 @@ impl Xsk {
 // holds the value. The two halves of a port share it behind a mutex.
 unsafe impl Send for Xsk {}
 
-/// The receive side of an AF_XDP port.
-pub struct XskRx(Arc<Mutex<Xsk>>);
+/// The receive side of an AF_XDP port: one queue's socket. The socket on
+/// queue 0 reports for the whole device (its ring drops, less every
+/// socket's, and the program's counters); the others report their own
+/// socket's drops only.
+pub struct XskRx {
+    x: Arc<Mutex<Xsk>>,
+    /// Every socket on the device, this one first, for queue 0's;
+    /// empty for the others.
+    device: Vec<Arc<Mutex<Xsk>>>,
+}
 
 /// The transmit side of an AF_XDP port.
 pub struct XskTx(Arc<Mutex<Xsk>>);
 
-/// Opens an AF_XDP socket on queue 0 of `iface` and attaches the program
-/// that feeds it. The two halves share the socket (one thread at a time
-/// uses it: the lock is taken once per batch).
-pub fn open(iface: &str, cfg: XskConfig, feed: &Feed) -> SysResult<(XskRx, XskTx)> {
-    let x = Arc::new(Mutex::new(Xsk::open(iface, cfg, feed)?));
-    Ok((XskRx(x.clone()), XskTx(x)))
+fn lock_fed(f: &Mutex<Fed>) -> MutexGuard<'_, Fed> {
+    f.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The receive queues `iface` has (1 if its sysfs entry cannot tell).
+pub fn rx_queues(iface: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Opens AF_XDP sockets on the first `queues` receive queues of `iface`
+/// and attaches the program that feeds them. Returns queue 0's two halves
+/// (which share the socket: one thread at a time uses it, the lock taken
+/// once per batch) and the other queues' receive sides.
+pub fn open(
+    iface: &str,
+    queues: u32,
+    cfg: XskConfig,
+    feed: &Feed,
+) -> SysResult<(XskRx, XskTx, Vec<XskRx>)> {
+    let prog = Arc::new(Mutex::new(Fed::load(iface, feed)?));
+    let socks = (0..queues.max(1))
+        .map(|q| {
+            Ok(Arc::new(Mutex::new(Xsk::open(
+                iface,
+                q,
+                cfg,
+                prog.clone(),
+            )?)))
+        })
+        .collect::<SysResult<Vec<_>>>()?;
+    {
+        let mut f = lock_fed(&prog);
+        let entry = f.entry();
+        f.object().attach(entry, iface)?;
+    }
+    let first = XskRx {
+        x: socks[0].clone(),
+        device: socks.clone(),
+    };
+    let tx = XskTx(socks[0].clone());
+    let more = socks[1..]
+        .iter()
+        .map(|x| XskRx {
+            x: x.clone(),
+            device: Vec::new(),
+        })
+        .collect();
+    Ok((first, tx, more))
 }
 
 /// Opens every one of `ifaces` for a command, each socket fed as `feed`
 /// says, their receive work (the devices' NAPI threads, pinned by the lab)
-/// scheduled as `how` says.
+/// scheduled as `how` says. A router binds every receive queue (its other
+/// queues in [`Opened::more_rx`]); the other commands bind queue 0, and
+/// what arrives elsewhere goes on to the kernel.
 pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
+    let mut more_rx = Vec::new();
     let ports = ifaces
         .iter()
-        .map(|p| {
-            let (rx, tx) = open(p, XskConfig::default(), feed)?;
+        .enumerate()
+        .map(|(i, p)| {
+            let queues = match feed {
+                Feed::Route { .. } => rx_queues(p),
+                _ => 1,
+            };
+            let (rx, tx, more) = open(p, queues, XskConfig::default(), feed)?;
+            more_rx.extend(more.into_iter().map(|r| (i, Box::new(r) as AnyRx)));
             Ok(Port {
                 name: p.clone(),
                 rx: Box::new(rx) as AnyRx,
@@ -302,6 +385,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     let (work, thread_prio) = napi_sched(how);
     Ok(Opened {
         ports,
+        more_rx,
         gate: Box::new(NapiGate::new(ifaces, work)?),
         threaded: true,
         thread_prio,
@@ -326,56 +410,75 @@ impl XskRx {
     /// Frames dropped after the kernel's receive work, because the socket's
     /// ring (or fill ring) was full, since opening.
     pub fn socket_drops(&self) -> SysResult<u64> {
-        let x = lock(&self.0);
-        let now = match x.socket_dropped() {
-            Ok(n) => n,
-            Err(_) if crate::sys::link_state(&x.iface)?.is_none() => x.last.1,
-            Err(e) => return Err(e),
-        };
-        Ok(now.saturating_sub(x.base.1))
+        sock_drops(&self.x)
     }
+}
+
+/// [`XskRx::socket_drops`] of the socket `x`.
+fn sock_drops(x: &Mutex<Xsk>) -> SysResult<u64> {
+    let x = lock(x);
+    let now = match x.socket_dropped() {
+        Ok(n) => n,
+        Err(_) if crate::sys::link_state(&x.iface)?.is_none() => x.last.1,
+        Err(e) => return Err(e),
+    };
+    Ok(now.saturating_sub(x.base.1))
 }
 
 impl RxBackend for XskRx {
     fn fd(&self) -> Option<RawFd> {
-        Some(lock(&self.0).fd.as_raw_fd())
+        Some(lock(&self.x).fd.as_raw_fd())
     }
 
     fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
-        lock(&self.0).recv_while(max, f)
+        lock(&self.x).recv_while(max, f)
     }
 
     fn pending(&self) -> bool {
-        lock(&self.0).rings.rx.ready().0 > 0
+        lock(&self.x).rings.rx.ready().0 > 0
     }
 
+    /// Queue 0's socket: the device's drops less every socket's (those
+    /// are `xsk_rx_ring`'s); another queue's: none of its own.
     fn ring_drops(&mut self) -> SysResult<u64> {
-        let mut x = lock(&self.0);
-        match x
-            .device_dropped()
-            .and_then(|d| Ok((d, x.socket_dropped()?)))
-        {
-            Ok(now) => x.last = now,
-            // A device that has disappeared took its counters along: the
-            // last reading is what is known.
-            Err(_) if crate::sys::link_state(&x.iface)?.is_none() => {}
-            Err(e) => return Err(e),
+        if self.device.is_empty() {
+            return Ok(0);
         }
-        let dev = x.last.0.saturating_sub(x.base.0);
-        let sock = x.last.1.saturating_sub(x.base.1);
-        Ok(dev.saturating_sub(sock))
+        let mut socks = 0;
+        for s in &self.device {
+            let mut x = lock(s);
+            match x
+                .device_dropped()
+                .and_then(|d| Ok((d, x.socket_dropped()?)))
+            {
+                Ok(now) => x.last = now,
+                // A device that has disappeared took its counters along:
+                // the last reading is what is known.
+                Err(_) if crate::sys::link_state(&x.iface)?.is_none() => {}
+                Err(e) => return Err(e),
+            }
+            socks += x.last.1.saturating_sub(x.base.1);
+        }
+        let x = lock(&self.x);
+        Ok(x.last.0.saturating_sub(x.base.0).saturating_sub(socks))
     }
 
     fn socket_drops(&mut self) -> SysResult<u64> {
-        XskRx::socket_drops(self)
+        sock_drops(&self.x)
     }
 
     fn queued(&self) -> u64 {
-        lock(&self.0).rings.rx.ready().0 as u64
+        lock(&self.x).rings.rx.ready().0 as u64
     }
 
+    /// The device's program's counters, from queue 0's socket only.
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
-        match &mut lock(&self.0).prog {
+        if self.device.is_empty() {
+            return Ok(Vec::new());
+        }
+        let prog = lock(&self.x).prog.clone();
+        let mut f = lock_fed(&prog);
+        match &mut *f {
             Fed::All(_) => Ok(Vec::new()),
             Fed::Program(p) => p.counts(),
         }

@@ -282,12 +282,12 @@ pub(super) fn map_rings(fd: RawFd, cfg: &XskConfig, fill_n: u32, what: &str) -> 
 /// Binds socket `fd` to queue 0 of device `idx` in copy mode. The kernel
 /// releases a closed socket's queue asynchronously: a socket of a process
 /// that just exited may still hold it for a while.
-pub(super) fn bind(fd: RawFd, idx: u32, what: &str) -> SysResult<()> {
+pub(super) fn bind(fd: RawFd, idx: u32, queue: u32, what: &str) -> SysResult<()> {
     // SAFETY: plain data; zeroed is valid.
     let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
     sa.sxdp_family = libc::AF_XDP as u16;
     sa.sxdp_ifindex = idx;
-    sa.sxdp_queue_id = 0;
+    sa.sxdp_queue_id = queue;
     sa.sxdp_flags = libc::XDP_COPY;
     let mut tries = 0;
     // SAFETY: sa is a valid sockaddr_xdp of its size.
