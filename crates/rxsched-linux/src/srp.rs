@@ -283,11 +283,10 @@ pub struct Server<R, C, W> {
 }
 
 impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
-    /// A server reading `rx` into `demux`'s UIQs.
-    pub fn new(rx: R, demux: Demux, cfg: &ServeConfig, clock: C, wait: W) -> SysResult<Self> {
-        let poll = cfg
-            .run
-            .poller(vec![rx], cfg.run.facility(), demux, clock, wait)?;
+    /// A server reading `rx` (a device's receive queues) into `demux`'s
+    /// UIQs.
+    pub fn new(rx: Vec<R>, demux: Demux, cfg: &ServeConfig, clock: C, wait: W) -> SysResult<Self> {
+        let poll = cfg.run.poller(rx, cfg.run.facility(), demux, clock, wait)?;
         Ok(Server { poll })
     }
 
@@ -477,7 +476,8 @@ mod tests {
         let (rx, feed) = mem::ring(4096);
         let clock = FakeClock::default();
         let demux = Demux::new(&c.consumers, c.uiq, c.rcvbuf).unwrap();
-        let mut srv = Server::new(rx, demux, &c, clock.clone(), FakeWait(clock.clone())).unwrap();
+        let mut srv =
+            Server::new(vec![rx], demux, &c, clock.clone(), FakeWait(clock.clone())).unwrap();
         let queues: Vec<_> = srv.demux().queues().to_vec();
         let mut fed = 0u64;
         for round in 0..20u64 {

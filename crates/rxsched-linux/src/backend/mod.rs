@@ -111,9 +111,9 @@ pub type AnyTx = Box<dyn TxBackend + Send>;
 pub struct Opened {
     /// The devices, in the order asked for (their queue 0).
     pub ports: Vec<Port<AnyRx, AnyTx>>,
-    /// The devices' other receive queues, each with the index of its port
-    /// in `ports` (a router's, on a multi-queue device: see
-    /// [`xdp::open_all`]); they transmit through their port's queue 0.
+    /// The devices' other receive queues (AF_XDP on a multi-queue device:
+    /// see [`xdp::open_all`]), each with the index of its port in `ports`;
+    /// they transmit through their port's queue 0.
     pub more_rx: Vec<(usize, AnyRx)>,
     /// The gate on their receive work.
     pub gate: Box<dyn Gate>,

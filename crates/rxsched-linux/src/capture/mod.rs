@@ -147,10 +147,11 @@ pub struct Capture<R, C, W> {
 }
 
 impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
-    /// A monitor reading `rx` and writing pcap to `out` from a writer
+    /// A monitor reading `rx` (a device's receive queues) and writing pcap
+    /// to `out` from a writer
     /// thread (pinned to `cfg.cpu`, normal priority).
     pub fn new(
-        rx: R,
+        rx: Vec<R>,
         out: impl Write + Send + 'static,
         cfg: &CaptureConfig,
         clock: C,
@@ -175,7 +176,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             queue_drops: 0,
             feedback: cfg.min_free.is_some(),
         };
-        let poll = cfg.run.poller(vec![rx], fac, stage, clock, wait)?;
+        let poll = cfg.run.poller(rx, fac, stage, clock, wait)?;
         Ok(Capture {
             poll,
             writer: Some(writer),

@@ -121,7 +121,7 @@ fn writes_every_accepted_frame_and_counts_denials_by_rule() {
     let file = MemFile::default();
     let clock = FakeClock::default();
     let mut c = Capture::new(
-        rx,
+        vec![rx],
         file.clone(),
         &cfg(1024, None, Some(rules)),
         clock.clone(),
@@ -169,7 +169,7 @@ fn a_full_filter_queue_drops_there_unless_feedback_stops_input() {
             ..cfg(32, feedback.then_some(8), None)
         };
         let mut c = Capture::new(
-            rx,
+            vec![rx],
             file.clone(),
             &cfg,
             clock.clone(),
@@ -232,7 +232,7 @@ fn the_writer_kick_resumes_input_before_the_timeout() {
         ..cfg(32, Some(8), None)
     };
     let mut c = Capture::new(
-        rx,
+        vec![rx],
         file.clone(),
         &cfg,
         clock.clone(),

@@ -64,8 +64,8 @@ impl Backend {
 /// wait on it, and the priority the polling thread takes once the
 /// command's helpers have started.
 pub struct Device {
-    /// The receive side.
-    pub rx: AnyRx,
+    /// The receive sides: queue 0's, then the device's other queues'.
+    pub rx: Vec<AnyRx>,
     /// The gate on its receive work.
     pub gate: Box<dyn Gate>,
     /// Its link, watched.
@@ -147,7 +147,10 @@ impl RunConfig {
     pub fn open_one(&self, who: &'static str, iface: &str, feed: &Feed) -> SysResult<Device> {
         let ifaces = [iface.to_string()];
         let o = self.backend.open(&ifaces, Servicing::Polling, feed)?;
-        let rx = o.ports.into_iter().next().expect("one port opened").rx;
+        let first = o.ports.into_iter().next().expect("one port opened").rx;
+        let rx = std::iter::once(first)
+            .chain(o.more_rx.into_iter().map(|(_, r)| r))
+            .collect();
         Ok(Device {
             rx,
             gate: o.gate,

@@ -358,19 +358,15 @@ pub fn open(
 
 /// Opens every one of `ifaces` for a command, each socket fed as `feed`
 /// says, their receive work (the devices' NAPI threads, pinned by the lab)
-/// scheduled as `how` says. A router binds every receive queue (its other
-/// queues in [`Opened::more_rx`]); the other commands bind queue 0, and
-/// what arrives elsewhere goes on to the kernel.
+/// scheduled as `how` says: a socket on every receive queue (the others
+/// than queue 0 in [`Opened::more_rx`]).
 pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
     let mut more_rx = Vec::new();
     let ports = ifaces
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let queues = match feed {
-                Feed::Route { .. } => rx_queues(p),
-                _ => 1,
-            };
+            let queues = rx_queues(p);
             let (rx, tx, more) = open(p, queues, XskConfig::default(), feed)?;
             more_rx.extend(more.into_iter().map(|r| (i, Box::new(r) as AnyRx)));
             Ok(Port {
