@@ -157,10 +157,20 @@ pub fn cpu_ns(tid: i32) -> SysResult<u64> {
 
 /// CPU time thread `tid` has used, in ns (`/proc/TID/schedstat`).
 fn schedstat_ns(tid: i32) -> SysResult<u64> {
+    schedstat(tid, 0)
+}
+
+/// How many times thread `tid` has been put on a CPU (`/proc/TID/schedstat`).
+pub fn runs(tid: i32) -> SysResult<u64> {
+    schedstat(tid, 2)
+}
+
+/// Field `i` of `/proc/TID/schedstat`: CPU time, wait time, timeslices.
+fn schedstat(tid: i32, i: usize) -> SysResult<u64> {
     let path = format!("/proc/{tid}/schedstat");
     let s = std::fs::read_to_string(&path).map_err(|e| err(&path, "read", e))?;
     s.split_whitespace()
-        .next()
+        .nth(i)
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| err(&path, "read", io::Error::from(io::ErrorKind::InvalidData)))
 }
@@ -200,6 +210,11 @@ impl NapiGate {
     /// CPU time the threads have used, in ns.
     pub fn cpu_ns(&self) -> SysResult<u64> {
         self.tids.iter().map(|t| cpu_ns(*t)).sum()
+    }
+
+    /// How many times the threads have been put on a CPU.
+    pub fn runs(&self) -> SysResult<u64> {
+        self.tids.iter().map(|t| runs(*t)).sum()
     }
 }
 

@@ -11,7 +11,7 @@
 //! program's own (`other_host`, `truncated`, `bad_ihl`).
 
 use super::xdp::napi_sched;
-use super::{copy::NoTx, AnyRx, AnyTx, Feed, Opened, Port, Program, RxBackend, Servicing};
+use super::{copy::NoTx, AnyRx, AnyTx, Feed, Gate, Opened, Port, Program, RxBackend, Servicing};
 use crate::napi_threads::NapiGate;
 use crate::sys::{self, SysResult};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -94,6 +94,24 @@ impl RxBackend for InXdp {
     }
 }
 
+/// The NAPI threads' gate, their wake-ups charged too: the forwarding is
+/// theirs, and the polling thread wakes only to look (each of their
+/// wake-ups is a device interrupt or timer on the CPU, which the kernel
+/// charges to whatever it interrupted).
+struct Woken(NapiGate);
+
+impl Gate for Woken {
+    fn set(&mut self, open: bool) -> SysResult<()> {
+        self.0.set(open)
+    }
+    fn cpu_ns(&self) -> SysResult<u64> {
+        self.0.cpu_ns()
+    }
+    fn wakeups(&self) -> SysResult<u64> {
+        self.0.runs()
+    }
+}
+
 /// Opens every one of `ifaces` to forward in XDP, their receive work
 /// scheduled as `how` says.
 pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
@@ -113,7 +131,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     Ok(Opened {
         ports,
         more_rx: Vec::new(),
-        gate: Box::new(NapiGate::new(ifaces, work)?),
+        gate: Box::new(Woken(NapiGate::new(ifaces, work)?)),
         threaded: true,
         thread_prio,
     })

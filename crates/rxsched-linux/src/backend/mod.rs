@@ -59,6 +59,13 @@ pub trait Gate {
     fn set(&mut self, open: bool) -> SysResult<()>;
     /// CPU time the receive work outside this thread has used, in ns.
     fn cpu_ns(&self) -> SysResult<u64>;
+    /// How many times that receive work was woken, where no wake-up of
+    /// the polling thread follows each (it forwards no frames itself): M4
+    /// charges each as it charges the thread's own. 0 where the thread's
+    /// wake-ups stand for them.
+    fn wakeups(&self) -> SysResult<u64> {
+        Ok(0)
+    }
 }
 
 /// No gate: the rings are all there is (AF_PACKET, in-memory ports).

@@ -83,7 +83,7 @@ impl InputCtl {
     /// interrupt started on the CPU (see [`crate::wakecost`]).
     fn cpu_used(&self, clock: &impl Clock) -> SysResult<Nanos> {
         let wakes = if self.wake_cost > 0 {
-            self.wake_cost * sys::thread_wakeups()
+            self.wake_cost * (sys::thread_wakeups() + self.gate.wakeups()?)
         } else {
             0
         };

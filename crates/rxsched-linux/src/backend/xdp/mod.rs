@@ -57,7 +57,8 @@ struct Xsk {
     frame_size: u32,
     rings: Rings,
     free_tx: Vec<u64>,
-    /// Frames taken off the receive ring, on their way back to the fill ring.
+    /// Frames taken off the receive ring, on their way back to the fill
+    /// ring (those it had no room for wait here for the next batch).
     back: Vec<u64>,
     /// Counters when opened: the device's `rx_dropped` and the socket's drops.
     base: (u64, u64),
@@ -189,9 +190,9 @@ impl Xsk {
         let (ready, pos) = self.rings.rx.ready();
         let avail = ready.min(max.min(u32::MAX as usize) as u32);
         if avail == 0 {
+            self.refill();
             return 0;
         }
-        self.back.clear();
         let mut n = 0;
         while n < avail {
             // SAFETY: entries up to `ready` are the kernel's finished writes.
@@ -204,14 +205,25 @@ impl Xsk {
             }
         }
         self.rings.rx.release(n);
-        // The frames go straight back to the kernel: the fill ring holds them all.
-        let (_, fpos) = self.rings.fill.room();
-        for (i, a) in self.back.iter().enumerate() {
-            // SAFETY: the fill ring has room for every receive frame.
-            unsafe { *self.rings.fill.addr(fpos.wrapping_add(i as u32)) = *a };
-        }
-        self.rings.fill.submit(n);
+        self.refill();
         n as usize
+    }
+
+    /// Hands the frames taken back to the kernel. The fill ring holds every
+    /// receive frame, but the kernel may publish that it consumed a fill
+    /// entry after the frame it filled shows on the receive ring: what has
+    /// no room yet goes back on a later call.
+    fn refill(&mut self) {
+        if self.back.is_empty() {
+            return;
+        }
+        let (room, fpos) = self.rings.fill.room();
+        let k = (room as usize).min(self.back.len());
+        for (i, a) in self.back.drain(..k).enumerate() {
+            // SAFETY: i < room: the fill ring has room for these.
+            unsafe { *self.rings.fill.addr(fpos.wrapping_add(i as u32)) = a };
+        }
+        self.rings.fill.submit(k as u32);
     }
 
     fn reclaim(&mut self) {

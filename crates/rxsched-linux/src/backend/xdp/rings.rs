@@ -100,7 +100,8 @@ impl Ring {
     pub(super) fn room(&self) -> (u32, u32) {
         let p = self.prod().load(Ordering::Relaxed);
         let c = self.cons().load(Ordering::Acquire);
-        (self.size - p.wrapping_sub(c), p)
+        // Saturating: a consumer position published late reads as a full ring.
+        (self.size.saturating_sub(p.wrapping_sub(c)), p)
     }
 
     /// Producer side: publishes `n` entries.
