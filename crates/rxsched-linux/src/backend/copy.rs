@@ -18,7 +18,9 @@
 //! Drop points: `nic_rx_ring` (the device's `rx_dropped`, before any
 //! copy) and `copy_ring` (the ring buffer was full).
 
-use super::{AnyRx, AnyTx, NoGate, Opened, Port, RxBackend, Servicing, TxBackend, KTHREAD_PRIO};
+use super::{
+    AnyRx, AnyTx, DeviceDrops, NoGate, Opened, Port, RxBackend, Servicing, TxBackend, KTHREAD_PRIO,
+};
 use crate::bpf::{Object, MONITOR};
 use crate::sys::{self, SysError, SysResult};
 use aya::maps::{MapData, RingBuf};
@@ -37,12 +39,9 @@ const FLOWING_NS: u64 = 100_000_000;
 
 /// The receive side of a passive port: the ring buffer of copies.
 pub struct CopyRx {
-    iface: String,
     ring: RingBuf<MapData>,
     prog: Arc<Mutex<Object>>,
-    /// The device's `rx_dropped` when opened, and when last read.
-    base: u64,
-    last: u64,
+    drops: DeviceDrops,
     /// When the reader last took a copy (monotonic ns).
     took_at: u64,
 }
@@ -56,14 +55,12 @@ impl CopyRx {
     pub fn open(iface: &str) -> SysResult<CopyRx> {
         let mut o = Object::load(MONITOR, iface)?;
         let ring = o.take_ring("copy_ring")?;
-        let base = sys::iface_counter(iface, "rx_dropped")?;
+        let drops = DeviceDrops::open(iface)?;
         o.attach("xdp_copy", iface)?;
         Ok(CopyRx {
-            iface: iface.to_string(),
             ring,
             prog: Arc::new(Mutex::new(o)),
-            base,
-            last: base,
+            drops,
             took_at: 0,
         })
     }
@@ -109,13 +106,7 @@ impl RxBackend for CopyRx {
     }
 
     fn ring_drops(&mut self) -> SysResult<u64> {
-        match sys::iface_counter(&self.iface, "rx_dropped") {
-            Ok(n) => self.last = n,
-            // A device that has disappeared took its counters along.
-            Err(_) if sys::link_state(&self.iface)?.is_none() => {}
-            Err(e) => return Err(e),
-        }
-        Ok(self.last.saturating_sub(self.base))
+        self.drops.read()
     }
 
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {

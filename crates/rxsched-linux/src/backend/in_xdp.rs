@@ -11,7 +11,9 @@
 //! program's own (`other_host`, `truncated`, `bad_ihl`).
 
 use super::xdp::napi_sched;
-use super::{copy::NoTx, AnyRx, AnyTx, Feed, Gate, Opened, Port, Program, RxBackend, Servicing};
+use super::{
+    copy::NoTx, AnyRx, AnyTx, DeviceDrops, Feed, Gate, Opened, Port, Program, RxBackend, Servicing,
+};
 use crate::napi_threads::NapiGate;
 use crate::sys::{self, SysResult};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -23,13 +25,11 @@ const LOOK_NS: u64 = 1_000_000;
 /// A port whose frames the program forwards: nothing to receive, its
 /// program's counters and its device's ring drops to read.
 pub struct InXdp {
-    iface: String,
     prog: Program,
     /// A descriptor that never becomes readable, for the thread's wait:
     /// no frame comes this way.
     quiet: OwnedFd,
-    base: u64,
-    last: u64,
+    drops: DeviceDrops,
 }
 
 impl InXdp {
@@ -46,7 +46,7 @@ impl InXdp {
                     "forwarding in XDP needs the router's program",
                 ),
             })?;
-        let base = sys::iface_counter(iface, "rx_dropped")?;
+        let drops = DeviceDrops::open(iface)?;
         let entry = prog.xdp;
         prog.object.attach(entry, iface)?;
         let quiet =
@@ -57,13 +57,7 @@ impl InXdp {
                     source: e.into(),
                 }
             })?;
-        Ok(InXdp {
-            iface: iface.to_string(),
-            prog,
-            quiet,
-            base,
-            last: base,
-        })
+        Ok(InXdp { prog, quiet, drops })
     }
 }
 
@@ -78,13 +72,7 @@ impl RxBackend for InXdp {
         false
     }
     fn ring_drops(&mut self) -> SysResult<u64> {
-        match sys::iface_counter(&self.iface, "rx_dropped") {
-            Ok(n) => self.last = n,
-            // A device that has disappeared took its counters along.
-            Err(_) if sys::link_state(&self.iface)?.is_none() => {}
-            Err(e) => return Err(e),
-        }
-        Ok(self.last.saturating_sub(self.base))
+        self.drops.read()
     }
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
         self.prog.counts()

@@ -227,6 +227,38 @@ impl Program {
     }
 }
 
+/// A device's `rx_dropped` since a command opened it: what its receive
+/// ring could not take, before any receive work.
+pub struct DeviceDrops {
+    iface: String,
+    /// When opened, and when last read.
+    base: u64,
+    last: u64,
+}
+
+impl DeviceDrops {
+    /// Counting from now.
+    pub fn open(iface: &str) -> SysResult<DeviceDrops> {
+        let base = crate::sys::iface_counter(iface, "rx_dropped")?;
+        Ok(DeviceDrops {
+            iface: iface.to_string(),
+            base,
+            last: base,
+        })
+    }
+
+    /// The drops since opening (the last reading, once the device is gone).
+    pub fn read(&mut self) -> SysResult<u64> {
+        match crate::sys::iface_counter(&self.iface, "rx_dropped") {
+            Ok(n) => self.last = n,
+            // A device that has disappeared took its counters along.
+            Err(_) if crate::sys::link_state(&self.iface)?.is_none() => {}
+            Err(e) => return Err(e),
+        }
+        Ok(self.last.saturating_sub(self.base))
+    }
+}
+
 /// Receiving frames.
 pub trait RxBackend {
     /// The descriptor that becomes readable when frames wait (the
