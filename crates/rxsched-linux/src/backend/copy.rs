@@ -91,7 +91,7 @@ impl RxBackend for CopyRx {
         n
     }
 
-    fn max_sleep_ns(&self) -> Option<u64> {
+    fn max_sleep_ns(&self, _charging: bool) -> Option<u64> {
         (sys::mono_ns().saturating_sub(self.took_at) < FLOWING_NS).then_some(LOOK_AGAIN_NS)
     }
 

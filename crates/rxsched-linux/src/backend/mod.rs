@@ -295,8 +295,9 @@ pub trait RxBackend {
     }
     /// The longest a thread waiting on [`RxBackend::fd`] may sleep before
     /// looking again, for a backend whose descriptor may stay quiet while
-    /// frames wait (its wake-ups batched); `None`: no limit.
-    fn max_sleep_ns(&self) -> Option<u64> {
+    /// frames wait (its wake-ups batched), or whose receive work M4 must
+    /// look at while it charges it (`charging`); `None`: no limit.
+    fn max_sleep_ns(&self, _charging: bool) -> Option<u64> {
         None
     }
 }
@@ -369,8 +370,8 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     fn program_counts(&mut self) -> SysResult<Vec<u64>> {
         (**self).program_counts()
     }
-    fn max_sleep_ns(&self) -> Option<u64> {
-        (**self).max_sleep_ns()
+    fn max_sleep_ns(&self, charging: bool) -> Option<u64> {
+        (**self).max_sleep_ns(charging)
     }
 }
 

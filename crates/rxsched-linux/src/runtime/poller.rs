@@ -261,10 +261,11 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         let timeout = self
             .until
             .map_or(limit, |u| u.saturating_sub(now).min(limit));
+        let charging = self.input.wake_cost().is_some();
         let timeout = self
             .rx
             .iter()
-            .filter_map(|r| r.max_sleep_ns())
+            .filter_map(|r| r.max_sleep_ns(charging))
             .fold(timeout, u64::min);
         let n = self.rx.len();
         let mut armed: Vec<bool> = (0..n)
@@ -282,7 +283,8 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         // A backend whose wake-ups are batched may hold frames its
         // descriptor has not announced (the wait only hears wake-ups).
         for (i, r) in self.rx.iter().enumerate() {
-            if armed[i] && !woken.contains(&i) && r.max_sleep_ns().is_some() && r.pending() {
+            if armed[i] && !woken.contains(&i) && r.max_sleep_ns(charging).is_some() && r.pending()
+            {
                 woken.push(i);
             }
         }
