@@ -397,3 +397,58 @@ impl Stats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(taken: u64, not_ours: u64, arp: u64) -> Vec<u64> {
+        RouteOutcome::VARIANTS
+            .iter()
+            .map(|o| match o {
+                RouteOutcome::Taken => taken,
+                RouteOutcome::NotOurs => not_ours,
+                RouteOutcome::Arp => arp,
+                _ => 0,
+            })
+            .collect()
+    }
+
+    /// Forwarding in XDP, what the program took is the router's input and
+    /// output; its drops are input too; what it handed the stack is not.
+    #[test]
+    fn the_program_s_forwarding_is_the_router_s_when_in_xdp() {
+        let c = Counters::default();
+        let mut r = RouterReport::new(Mode::Polling, &c, 0, 0);
+        r.add_program(&counts(90, 7, 3), true);
+        assert_eq!((r.rx, r.forwarded), (97, 90));
+        assert_eq!(r.dropped(DropPoint::OtherHost), 7);
+        assert_eq!(r.to_stack.get(&RouteOutcome::Arp), Some(&3));
+        assert_eq!(r.rx, r.accounted());
+        // In user space the sockets count what was taken.
+        let mut u = RouterReport::new(Mode::Polling, &c, 0, 0);
+        u.add_program(&counts(90, 7, 3), false);
+        assert_eq!((u.rx, u.forwarded), (0, 0));
+        assert_eq!(u.dropped(DropPoint::OtherHost), 7);
+    }
+
+    /// A device's refusals since the base, port by port; a port read only
+    /// now counts from zero.
+    #[test]
+    fn device_refusals_are_counted_since_the_start() {
+        let r = |d, e| DeviceRefusals {
+            tx_dropped: d,
+            tx_errors: e,
+        };
+        let base = Devices([("d1".to_string(), r(5, 1))].into_iter().collect());
+        let now = Devices(
+            [("d1".to_string(), r(9, 1)), ("d2".to_string(), r(2, 0))]
+                .into_iter()
+                .collect(),
+        );
+        let since = now.since(&base);
+        assert_eq!(since["d1"], r(4, 0));
+        assert_eq!(since["d2"], r(2, 0));
+        assert_eq!(since.values().map(|x| x.total()).sum::<u64>(), 6);
+    }
+}
