@@ -23,6 +23,7 @@
  * drops it at once while an AF_PACKET socket bound to IPv4 (which sees
  * frames after tc) receives it. */
 #include "common.h"
+#include "xsks.h"
 #include <linux/ipv6.h>
 #include <linux/pkt_cls.h>
 
@@ -92,13 +93,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } route_cfg SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u32);
-} xsks SEC(".maps");
 
 enum { V_TAKE, V_STACK, V_DROP };
 

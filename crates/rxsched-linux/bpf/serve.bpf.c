@@ -7,6 +7,7 @@
  * at once while an AF_PACKET socket bound to IPv4 (which sees frames after
  * tc) receives it. */
 #include "common.h"
+#include "xsks.h"
 #include <linux/pkt_cls.h>
 
 #define PACKET_OTHERHOST_ 3
@@ -27,13 +28,6 @@ struct {
 	__type(key, __u16);
 	__type(value, __u8);
 } udp_ports SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u32);
-} xsks SEC(".maps");
 
 /* Whether the frame is a first (or only) fragment of a UDP datagram to a
  * consumer's port. */

@@ -3,13 +3,7 @@
  * into that socket's ring, or drops it there when the ring is full). With
  * no socket bound, the frame goes on to the kernel's stack. */
 #include "common.h"
-
-struct {
-	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, 64);
-	__type(key, __u32);
-	__type(value, __u32);
-} xsks SEC(".maps");
+#include "xsks.h"
 
 SEC("xdp")
 int xdp_to_xsk(struct xdp_md *ctx)
