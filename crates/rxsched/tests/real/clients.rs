@@ -293,6 +293,15 @@ fn real_clients_work_through_route_as_through_the_kernel() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+    eprintln!(
+        "kernel forwarding: {} checks passed ({})",
+        reference.len(),
+        reference
+            .iter()
+            .map(|s| &s.what[..])
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let mut wrong = Vec::new();
     for args in [
         &["--mode", "polling"][..],
@@ -310,6 +319,13 @@ fn real_clients_work_through_route_as_through_the_kernel() {
         stop(&route);
         let r: RouterReport = report(route);
         assert!(r.forwarded > 0, "{args:?} forwarded nothing: {r:?}");
+        eprintln!(
+            "route {args:?}: {} of {} checks passed; forwarded {}, to the stack {:?}",
+            seen.iter().filter(|s| s.ok).count(),
+            seen.len(),
+            r.forwarded,
+            r.to_stack
+        );
         for s in seen.iter().filter(|s| !s.ok) {
             wrong.push(format!("{args:?}: {}:\n{}\nreport {r:?}", s.what, s.out));
         }
