@@ -2,7 +2,10 @@
  * one of its consumers owns go to user space; everything else goes on to
  * the kernel's stack, so the host keeps its own traffic while it serves.
  *
- * xdp_serve feeds an AF_XDP socket; tc_serve, at tc ingress, marks what the
+ * xdp_serve is the early demultiplexer: it redirects each datagram into
+ * the AF_XDP socket of the consumer that owns its port, on the queue it
+ * arrived on (xsks[consumer * XSKS_QUEUES + queue]); a consumer's full
+ * ring drops it there, before any copy. tc_serve, at tc ingress, marks what the
  * server takes as PACKET_OTHERHOST, so that the kernel's IP input drops it
  * at once while an AF_PACKET socket bound to IPv4 (which sees frames after
  * tc) receives it. */
@@ -21,7 +24,7 @@ struct {
 	__type(value, __u64);
 } serve_stats SEC(".maps");
 
-/* The consumers' UDP ports (host order). */
+/* The consumers' UDP ports (host order), each to its consumer's index. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -29,9 +32,9 @@ struct {
 	__type(value, __u8);
 } udp_ports SEC(".maps");
 
-/* Whether the frame is a first (or only) fragment of a UDP datagram to a
- * consumer's port. */
-static __always_inline int ours(void *data, void *data_end)
+/* The consumer owning the frame, if it is a first (or only) fragment of a
+ * UDP datagram to a consumer's port. */
+static __always_inline __u8 *ours(void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -46,7 +49,7 @@ static __always_inline int ours(void *data, void *data_end)
 	if ((void *)(udp + 1) > data_end)
 		return 0;
 	port = bpf_ntohs(udp->dest);
-	return bpf_map_lookup_elem(&udp_ports, &port) != 0;
+	return bpf_map_lookup_elem(&udp_ports, &port);
 }
 
 SEC("xdp")
@@ -54,13 +57,16 @@ int xdp_serve(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *c = ours(data, data_end);
+	__u32 key;
 
-	if (!ours(data, data_end)) {
+	if (!c || ctx->rx_queue_index >= XSKS_QUEUES) {
 		BUMP(serve_stats, O_PASSED, 1);
 		return XDP_PASS;
 	}
 	BUMP(serve_stats, O_TAKEN, 1);
-	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	key = (__u32)*c * XSKS_QUEUES + ctx->rx_queue_index;
+	return bpf_redirect_map(&xsks, key, XDP_PASS);
 }
 
 SEC("classifier")

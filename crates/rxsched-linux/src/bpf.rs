@@ -295,6 +295,11 @@ impl RouteOutcome {
     }
 }
 
+/// Receive queues and consumers the socket map has room for (`bpf/xsks.h`).
+pub const XSKS_QUEUES: u32 = 64;
+/// See [`XSKS_QUEUES`].
+pub const XSKS_CONSUMERS: usize = 16;
+
 impl Object {
     /// Sets up `bpf/route.bpf.c` for the port `ifindex` whose MAC is
     /// `mac`: next hops from the kernel's tables, or (`feed`'s
@@ -332,16 +337,24 @@ impl Object {
         self.counts("route_stats", RouteOutcome::VARIANTS.len())
     }
 
-    /// Sets up `bpf/serve.bpf.c` to take the UDP datagrams to `ports`.
+    /// Sets up `bpf/serve.bpf.c` to take the UDP datagrams to `ports`,
+    /// each port's for the consumer of its index (whose sockets sit at
+    /// [`Object::consumer_slot`] of the socket map).
     pub fn setup_serve(&mut self, ports: &[u16]) -> SysResult<()> {
         let what = self.what.clone();
         let err = |e| aya_err(&what, "bpf(BPF_MAP_UPDATE_ELEM)", e);
         let mut m: aya::maps::HashMap<&mut MapData, u16, u8> =
             self.map("udp_ports")?.try_into().map_err(err)?;
-        for p in ports {
-            m.insert(*p, 1, 0).map_err(err)?;
+        for (i, p) in ports.iter().enumerate() {
+            m.insert(*p, i as u8, 0).map_err(err)?;
         }
         Ok(())
+    }
+
+    /// Where consumer `c`'s socket on `queue` sits in the socket map
+    /// (`bpf/xsks.h`); `None` past the map's queues or consumers.
+    pub fn consumer_slot(c: usize, queue: u32) -> Option<u32> {
+        (c < XSKS_CONSUMERS && queue < XSKS_QUEUES).then(|| c as u32 * XSKS_QUEUES + queue)
     }
 
     /// `bpf/serve.bpf.c`'s counters, summed over the CPUs: datagrams taken,

@@ -71,6 +71,54 @@ pub fn threads(iface: &str) -> SysResult<Vec<NapiThread>> {
     Ok(v)
 }
 
+/// The NAPI thread of each receive queue of `iface` (in this namespace), in
+/// queue order, as the kernel pairs them (`netdev` `queue-get`), or in the
+/// order of their NAPI ids where the driver does not say; 0 for a queue
+/// whose NAPI instance has no thread.
+pub fn queue_threads(iface: &str) -> SysResult<Vec<i32>> {
+    let idx = ifindex(iface)? as u32;
+    let napis = threads(iface)?;
+    let mut nl = genl::Socket::open().map_err(|e| err(iface, "socket(NETLINK_GENERIC)", e))?;
+    let family = nl
+        .family("netdev")
+        .map_err(|e| err(iface, "genl CTRL_CMD_GETFAMILY(netdev)", e))?;
+    let replies = nl
+        .dump(
+            family,
+            genl::QUEUE_GET,
+            &genl::u32_attr(genl::QUEUE_IFINDEX, idx),
+        )
+        .map_err(|e| err(iface, "genl NETDEV_CMD_QUEUE_GET", e))?;
+    let mut rx: Vec<(u32, u32)> = Vec::new();
+    for r in replies {
+        let (mut id, mut dev, mut kind, mut napi) = (0, 0, u64::MAX, 0);
+        for (t, d) in genl::attrs(&r) {
+            match t {
+                genl::QUEUE_ID => id = genl::num(d) as u32,
+                genl::QUEUE_IFINDEX => dev = genl::num(d) as u32,
+                genl::QUEUE_TYPE => kind = genl::num(d),
+                genl::QUEUE_NAPI_ID => napi = genl::num(d) as u32,
+                _ => {}
+            }
+        }
+        if dev == idx && kind == genl::QUEUE_TYPE_RX {
+            rx.push((id, napi));
+        }
+    }
+    rx.sort_unstable();
+    if rx.is_empty() || rx.iter().any(|(_, napi)| *napi == 0) {
+        // A driver that does not tell (veth does not) creates its NAPI
+        // instances queue by queue, their ids ascending.
+        let mut by_id = napis;
+        by_id.sort_unstable_by_key(|t| t.id);
+        return Ok(by_id.into_iter().map(|t| t.tid).collect());
+    }
+    Ok(rx
+        .into_iter()
+        .map(|(_, napi)| napis.iter().find(|t| t.id == napi).map_or(0, |t| t.tid))
+        .collect())
+}
+
 /// The threads of `iface`, failing if it has none (not threaded, or no NAPI).
 pub fn thread_ids(iface: &str) -> SysResult<Vec<i32>> {
     let tids: Vec<i32> = threads(iface)?
@@ -302,6 +350,18 @@ mod genl {
     pub const NAPI_ID: u16 = 2;
     /// NETDEV_A_NAPI_PID.
     pub const NAPI_PID: u16 = 4;
+    /// NETDEV_CMD_QUEUE_GET.
+    pub const QUEUE_GET: u8 = 10;
+    /// NETDEV_A_QUEUE_ID.
+    pub const QUEUE_ID: u16 = 1;
+    /// NETDEV_A_QUEUE_IFINDEX.
+    pub const QUEUE_IFINDEX: u16 = 2;
+    /// NETDEV_A_QUEUE_TYPE.
+    pub const QUEUE_TYPE: u16 = 3;
+    /// NETDEV_QUEUE_TYPE_RX.
+    pub const QUEUE_TYPE_RX: u64 = 0;
+    /// NETDEV_A_QUEUE_NAPI_ID.
+    pub const QUEUE_NAPI_ID: u16 = 4;
 
     /// A netlink attribute holding a u32.
     pub fn u32_attr(t: u16, v: u32) -> Vec<u8> {

@@ -35,6 +35,16 @@ pub struct InXdp {
 impl InXdp {
     /// Attaches `feed`'s program to `iface`, forwarding in XDP.
     pub fn open(iface: &str, feed: &Feed) -> SysResult<InXdp> {
+        Self::open_with(iface, feed, |_| Ok(()))
+    }
+
+    /// [`InXdp::open`], with `before` setting up the program's maps (the
+    /// sockets it redirects to) before it is attached.
+    pub fn open_with(
+        iface: &str,
+        feed: &Feed,
+        before: impl FnOnce(&mut crate::bpf::Object) -> SysResult<()>,
+    ) -> SysResult<InXdp> {
         let idx = sys::ifindex(iface)? as u32;
         let mut prog = feed
             .program(idx, sys::mac_of(iface)?, iface)?
@@ -47,6 +57,7 @@ impl InXdp {
                 ),
             })?;
         let drops = DeviceDrops::open(iface)?;
+        before(&mut prog.object)?;
         let entry = prog.xdp;
         prog.object.attach(entry, iface)?;
         let quiet =
@@ -103,6 +114,14 @@ impl Gate for Woken {
     }
 }
 
+/// The gate on `ifaces`' receive work when the program does the work (their
+/// NAPI threads, scheduled as `how` says, their wake-ups charged), and the
+/// priority of the thread that keeps the policy.
+pub fn gate(ifaces: &[String], how: Servicing) -> SysResult<(Box<dyn Gate>, Option<i32>)> {
+    let (work, thread_prio) = napi_sched(how);
+    Ok((Box::new(Woken(NapiGate::new(ifaces, work)?)), thread_prio))
+}
+
 /// Opens every one of `ifaces` to forward in XDP, their receive work
 /// scheduled as `how` says.
 pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
@@ -118,11 +137,11 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
             })
         })
         .collect::<SysResult<Vec<_>>>()?;
-    let (work, thread_prio) = napi_sched(how);
+    let (gate, thread_prio) = gate(ifaces, how)?;
     Ok(Opened {
         ports,
         more_rx: Vec::new(),
-        gate: Box::new(Woken(NapiGate::new(ifaces, work)?)),
+        gate,
         threaded: true,
         thread_prio,
     })

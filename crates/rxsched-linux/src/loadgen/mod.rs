@@ -51,6 +51,9 @@ pub struct GenConfig {
     pub cpu: Option<usize>,
     /// How to send.
     pub engine: Engine,
+    /// A second stream mixed in (xdp engine): its destination UDP port and
+    /// rate, its frames leaving between the first stream's.
+    pub mix: Option<(u16, f64)>,
 }
 
 /// What the generator really did.
@@ -69,6 +72,9 @@ pub struct GenReport {
     /// Times the generator fell behind: the send queue was full (packet),
     /// or the schedule slipped and was reset (xdp).
     pub waits: u64,
+    /// Frames of the mixed stream sent, if one was mixed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix_sent: Option<u64>,
 }
 
 /// How long to listen.

@@ -13,6 +13,16 @@ const BATCH: usize = 32;
 
 /// Sends until the count or the time is reached; never longer than `duration_s`.
 pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
+    if cfg.mix.is_some() {
+        return Err(crate::sys::SysError {
+            what: cfg.iface.clone(),
+            syscall: "configure",
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a mixed stream needs the xdp engine",
+            ),
+        });
+    }
     if let Some(c) = cfg.cpu {
         sys::pin_to_cpu(c)?;
     }
@@ -84,6 +94,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
         requested_pps: cfg.rate_pps,
         achieved_pps: seq as f64 / duration_s,
         waits,
+        mix_sent: None,
     })
 }
 

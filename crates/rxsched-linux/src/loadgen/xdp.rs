@@ -37,6 +37,9 @@ struct GenState {
     first_ns: u64,
     last_ns: u64,
     forgiven: u64,
+    mix_interval_fp: u64,
+    mix_next_fp: u64,
+    mix_sent: u64,
 }
 
 // SAFETY: plain integers, no padding.
@@ -65,14 +68,28 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
     let mut obj = Object::load(GEN, "generator")?;
     let prog = obj.prog_fd("xdp_gen")?;
     obj.set("gen_hdr", 0, Header(hdr))?;
-    let interval_ns = 1e9 / cfg.rate_pps;
+    let interval_fp = |rate: f64| ((1e9 / rate * 1024.0).round() as u64).max(1);
+    let mut mix_interval_fp = 0;
+    if let Some((port, rate)) = cfg.mix {
+        let mixed = template(
+            &GenConfig {
+                dst_port: port,
+                ..cfg.clone()
+            },
+            src_mac,
+        );
+        hdr.copy_from_slice(&mixed[..42]);
+        obj.set("gen_hdr", 1, Header(hdr))?;
+        mix_interval_fp = interval_fp(rate);
+    }
     obj.set(
         "gen_cfg",
         0,
         GenState {
-            interval_fp: ((interval_ns * 1024.0).round() as u64).max(1),
+            interval_fp: interval_fp(cfg.rate_pps),
             max_lag_fp: MAX_LAG_NS << 10,
             limit: cfg.count,
+            mix_interval_fp,
             ..GenState::default()
         },
     )?;
@@ -120,6 +137,7 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
         requested_pps: cfg.rate_pps,
         achieved_pps: st.sent.saturating_sub(1) as f64 / duration_s,
         waits: st.forgiven,
+        mix_sent: cfg.mix.map(|_| st.mix_sent),
     })
 }
 

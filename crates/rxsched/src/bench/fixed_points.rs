@@ -95,7 +95,7 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
         "cpu.user:compute" | "compute_progress" => d.within(0.3, 1.0),
         // A consumer the flood leaves alone keeps nearly everything.
         "kept" if shape.livelock => d.within(0.8, 1.0),
-        "kept" => d.within(0.96, 1.0),
+        "kept" => d.within(0.99, 1.0),
         "router_cpu_share" => d.within(0.0, 0.02),
         "latency_us.p50" | "latency_us.p99" | "latency_p50_us" => d.within(10.0, 100.0),
         "p99_lowest" | "p99_highest" | "dut_steal_share" => d.within(0.0, 1.0),

@@ -162,6 +162,7 @@ mod tests {
             duration_s: 1.0,
             cpu: None,
             engine: rxsched_linux::loadgen::Engine::Packet,
+            mix: None,
         };
         let f = rxsched_linux::loadgen::probe(&cfg, G0.mac, 1, 0).to_vec();
         let (action, by) = rules.verdict(&Flow::of_frame(&f));

@@ -1,10 +1,14 @@
 //! `rxsched bench real srp`: isolation between consumers on real frames.
 //! One consumer is flooded at a rising offered rate while a second gets a
 //! modest stream (20,000 pkts/s), both on the DUT: `rxsched serve` (SRP's
-//! early demultiplexing into per-consumer queues, each consumer a process
-//! doing its own protocol work) against two ordinary Linux UDP sockets
-//! (`rxsched udp-recv`), whose protocol work the kernel does in its
-//! receive path for every datagram before it knows whose it is.
+//! early demultiplexing in the device's program into one socket per
+//! consumer, each consumer doing its own protocol work; and LRP's form,
+//! `--lrp`) against two ordinary Linux UDP sockets (`rxsched udp-recv`),
+//! whose protocol work the kernel does in its receive path for every
+//! datagram before it knows whose it is. One generator sends both streams,
+//! the modest one's frames mixed in between the flood's as on a wire (two
+//! generators on one CPU would take turns, a few milliseconds each, and
+//! the modest stream would never meet the flood at the receiver's ring).
 
 use super::proc::{run, start, Gen, Proc, Route, Running, Sink};
 use super::sweep::{rates, Measured, Sweep};
@@ -29,6 +33,7 @@ const MODEST: u16 = 7002;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Receiver {
     Srp,
+    Lrp,
     Linux,
 }
 
@@ -36,32 +41,40 @@ impl Receiver {
     fn prefix(self) -> &'static str {
         match self {
             Receiver::Srp => "srp",
+            Receiver::Lrp => "lrp",
             Receiver::Linux => "linux",
         }
     }
 }
 
-/// The two generators, flooded and modest, at once on the generator CPU:
-/// to the DUT kernel's own address (`to_kernel`) or to the user-space
-/// receiver's MAC.
+/// The flood and the modest stream mixed into it, from one generator on
+/// the generator CPU: to the DUT kernel's own address (`to_kernel`) or to
+/// the user-space receiver's MAC. Returns the flood's report and the
+/// modest stream's.
 fn offer(
     l: &Lab,
     rate: f64,
     secs: f64,
     to_kernel: bool,
 ) -> Result<(GenReport, GenReport), BenchError> {
-    let gen = |r: f64, port: u16| {
-        let g = Gen::new(r, secs).to_port(port);
-        let g = if to_kernel {
-            g.to_dut_kernel()
-        } else {
-            g.to_mac(super::proc::NOBODY_MAC)
-        };
-        start(l, g)
+    let g = Gen::new(rate, secs)
+        .to_port(FLOODED)
+        .mixed(MODEST, MODEST_PPS);
+    let g = if to_kernel {
+        g.to_dut_kernel()
+    } else {
+        g.to_mac(super::proc::NOBODY_MAC)
     };
-    let flood = gen(rate, FLOODED)?;
-    let modest = gen(MODEST_PPS, MODEST)?;
-    Ok((flood.finish()?, modest.finish()?))
+    let flood: GenReport = start(l, g)?.finish()?;
+    let sent = flood.mix_sent.unwrap_or(0);
+    let modest = GenReport {
+        sent,
+        requested_pps: MODEST_PPS,
+        achieved_pps: sent.saturating_sub(1) as f64 / flood.duration_s.max(1e-9),
+        mix_sent: None,
+        ..flood.clone()
+    };
+    Ok((flood, modest))
 }
 
 /// One trial's two points, taken together.
@@ -94,12 +107,13 @@ struct Received {
 /// Both consumers receiving while the generators offer.
 fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, BenchError> {
     let ((flood, modest), got) = match who {
-        Receiver::Srp => {
+        Receiver::Srp | Receiver::Lrp => {
             let consumers = vec![(FLOODED, "flooded"), (MODEST, "modest")];
             let srv = start(
                 l,
                 Proc::Serve {
                     consumers,
+                    lrp: who == Receiver::Lrp,
                     secs: secs + 8.0,
                 },
             )?;
@@ -168,7 +182,7 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
     let reservation_file = BenchFile::load("real-srp-reservation")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
-    let receivers = [Receiver::Srp, Receiver::Linux];
+    let receivers = [Receiver::Srp, Receiver::Lrp, Receiver::Linux];
     let mut sweep = Sweep::over_rates(receivers.len(), &rates, progress);
     let mut series = Vec::new();
     for who in receivers {
@@ -304,7 +318,14 @@ mod tests {
         let isolation = BenchFile::load("real-srp").unwrap();
         assert_eq!(
             isolation.bench.series,
-            ["srp-flooded", "srp-modest", "linux-flooded", "linux-modest"]
+            [
+                "srp-flooded",
+                "srp-modest",
+                "lrp-flooded",
+                "lrp-modest",
+                "linux-flooded",
+                "linux-modest"
+            ]
         );
         let reservation = BenchFile::load("real-srp-reservation").unwrap();
         assert_eq!(

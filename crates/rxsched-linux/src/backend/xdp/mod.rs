@@ -13,6 +13,7 @@
 //! (after the receive work: `xsk_rx_ring`, `XDP_STATISTICS`).
 
 mod rings;
+pub mod shared;
 
 use super::{AnyRx, AnyTx, Opened, Port, Servicing, DEVICE_PRIO, NAPI_PRIO, POLL_PRIO};
 use super::{Feed, Program, RxBackend, TxBackend};
@@ -155,23 +156,7 @@ impl Xsk {
 
     /// The socket's drops: its ring was full, or the fill ring was empty.
     fn socket_dropped(&self) -> SysResult<u64> {
-        // SAFETY: plain data for the kernel to fill.
-        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-        let mut l = std::mem::size_of_val(&st) as u32;
-        // SAFETY: st and l are valid for the kernel to write.
-        if unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                &mut st as *mut _ as *mut _,
-                &mut l,
-            )
-        } < 0
-        {
-            return Err(fail(&self.iface, "getsockopt(XDP_STATISTICS)"));
-        }
-        Ok(st.rx_dropped + st.rx_ring_full)
+        rings::dropped(self.fd.as_raw_fd(), &self.iface)
     }
 
     /// The device's `rx_dropped`: its own ring's drops and the socket's.

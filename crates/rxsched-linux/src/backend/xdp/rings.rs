@@ -235,22 +235,7 @@ pub(super) fn register(
 
 /// Maps the rings of socket `fd`.
 pub(super) fn map_rings(fd: RawFd, cfg: &XskConfig, fill_n: u32, what: &str) -> SysResult<Rings> {
-    // SAFETY: plain data for the kernel to fill.
-    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-    let mut ol = std::mem::size_of_val(&off) as u32;
-    // SAFETY: off and ol are valid for the kernel to write.
-    if unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            &mut off as *mut _ as *mut _,
-            &mut ol,
-        )
-    } < 0
-    {
-        return Err(fail(what, "getsockopt(XDP_MMAP_OFFSETS)"));
-    }
+    let off = offsets(fd, what)?;
     Ok(Rings {
         fill: Ring::map(fd, &off.fr, fill_n, 8, libc::XDP_UMEM_PGOFF_FILL_RING, what)?,
         comp: Ring::map(
@@ -284,12 +269,31 @@ pub(super) fn map_rings(fd: RawFd, cfg: &XskConfig, fill_n: u32, what: &str) -> 
 /// releases a closed socket's queue asynchronously: a socket of a process
 /// that just exited may still hold it for a while.
 pub(super) fn bind(fd: RawFd, idx: u32, queue: u32, what: &str) -> SysResult<()> {
+    bind_as(fd, idx, queue, None, what)
+}
+
+/// Binds socket `fd` to `queue` of device `idx`: in copy mode with a UMEM
+/// of its own, or sharing the UMEM (and, on the same queue, the fill ring)
+/// of socket `shared`.
+pub(super) fn bind_as(
+    fd: RawFd,
+    idx: u32,
+    queue: u32,
+    shared: Option<RawFd>,
+    what: &str,
+) -> SysResult<()> {
     // SAFETY: plain data; zeroed is valid.
     let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
     sa.sxdp_family = libc::AF_XDP as u16;
     sa.sxdp_ifindex = idx;
     sa.sxdp_queue_id = queue;
-    sa.sxdp_flags = libc::XDP_COPY;
+    match shared {
+        Some(s) => {
+            sa.sxdp_flags = libc::XDP_SHARED_UMEM;
+            sa.sxdp_shared_umem_fd = s as u32;
+        }
+        None => sa.sxdp_flags = libc::XDP_COPY,
+    }
     let mut tries = 0;
     // SAFETY: sa is a valid sockaddr_xdp of its size.
     while unsafe {
@@ -300,7 +304,12 @@ pub(super) fn bind(fd: RawFd, idx: u32, queue: u32, what: &str) -> SysResult<()>
         )
     } < 0
     {
-        let e = fail(what, "bind(AF_XDP, XDP_COPY)");
+        let call = if shared.is_some() {
+            "bind(AF_XDP, XDP_SHARED_UMEM)"
+        } else {
+            "bind(AF_XDP, XDP_COPY)"
+        };
+        let e = fail(what, call);
         tries += 1;
         if e.source.raw_os_error() != Some(libc::EBUSY) || tries >= 100 {
             return Err(e);
@@ -308,4 +317,47 @@ pub(super) fn bind(fd: RawFd, idx: u32, queue: u32, what: &str) -> SysResult<()>
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     Ok(())
+}
+
+/// Frames socket `fd` dropped since it was bound: its ring was full
+/// (`rx_ring_full`), or no frame was lent to the kernel (`rx_dropped`).
+pub(super) fn dropped(fd: RawFd, what: &str) -> SysResult<u64> {
+    // SAFETY: plain data for the kernel to fill.
+    let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+    let mut l = std::mem::size_of_val(&st) as u32;
+    // SAFETY: st and l are valid for the kernel to write.
+    if unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            &mut st as *mut _ as *mut _,
+            &mut l,
+        )
+    } < 0
+    {
+        return Err(fail(what, "getsockopt(XDP_STATISTICS)"));
+    }
+    Ok(st.rx_dropped + st.rx_ring_full)
+}
+
+/// The ring offsets of socket `fd`'s mappings.
+pub(super) fn offsets(fd: RawFd, what: &str) -> SysResult<libc::xdp_mmap_offsets> {
+    // SAFETY: plain data for the kernel to fill.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut ol = std::mem::size_of_val(&off) as u32;
+    // SAFETY: off and ol are valid for the kernel to write.
+    if unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            &mut off as *mut _ as *mut _,
+            &mut ol,
+        )
+    } < 0
+    {
+        return Err(fail(what, "getsockopt(XDP_MMAP_OFFSETS)"));
+    }
+    Ok(off)
 }

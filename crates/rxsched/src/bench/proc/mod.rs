@@ -31,6 +31,8 @@ pub struct Gen {
     pub dst_ip: Option<[u8; 4]>,
     /// Next hop's MAC (default: the DUT's `d0`, the lab's router).
     pub dst_mac: Option<Mac>,
+    /// A second stream mixed in: its UDP port and rate.
+    pub mix: Option<(u16, f64)>,
 }
 
 /// A MAC no lab host owns. The monitor's and the server's benches address
@@ -48,6 +50,15 @@ impl Gen {
             dport: None,
             dst_ip: None,
             dst_mac: None,
+            mix: None,
+        }
+    }
+
+    /// The same, with a second stream to `port` at `rate` mixed in.
+    pub fn mixed(self, port: u16, rate: f64) -> Gen {
+        Gen {
+            mix: Some((port, rate)),
+            ..self
         }
     }
 
@@ -218,6 +229,8 @@ pub enum Proc {
     Serve {
         /// The consumers.
         consumers: Vec<(u16, &'static str)>,
+        /// LRP's discipline rather than SRP's.
+        lrp: bool,
         /// Seconds at most.
         secs: f64,
     },
@@ -337,7 +350,8 @@ impl Proc {
                 .flag("--duration", g.secs)
                 .opt("--dport", g.dport)
                 .opt("--dst-ip", g.dst_ip.map(ip4))
-                .opt("--dst-mac", g.dst_mac),
+                .opt("--dst-mac", g.dst_mac)
+                .opt("--mix", g.mix.map(|(p, r)| format!("{p}:{r}"))),
             Proc::Sink(s) => match s.at {
                 SinkAt::Lab => a.flag("--cpu", gen_cpu),
                 SinkAt::Dut { latency_every } => a
@@ -377,10 +391,17 @@ impl Proc {
                     _ => &[],
                 })
                 .cycle_limit(c.cycle_limit),
-            Proc::Serve { consumers, secs } => {
+            Proc::Serve {
+                consumers,
+                lrp,
+                secs,
+            } => {
                 a.flag("-i", D0.iface);
                 for (port, name) in consumers {
                     a.flag("--consumer", format!("{port}:{name}"));
+                }
+                if *lrp {
+                    a.words(&["--lrp"]);
                 }
                 a.flag("--cpu", dut_cpu).flag("--duration", secs)
             }
@@ -418,8 +439,13 @@ mod tests {
             "gen --cpu 0 --rate 200000 --duration 3 --dst-mac 02:72:78:00:00:f2"
         );
         assert_eq!(
-            argv(Gen::new(1e9, 2.5).to_port(7001).to_dut_kernel()),
-            "gen --cpu 0 --rate 1000000000 --duration 2.5 --dport 7001 --dst-ip 198.18.0.2 --dst-mac 02:72:78:00:00:02"
+            argv(
+                Gen::new(1e9, 2.5)
+                    .to_port(7001)
+                    .mixed(7002, 2e4)
+                    .to_dut_kernel()
+            ),
+            "gen --cpu 0 --rate 1000000000 --duration 2.5 --dport 7001 --dst-ip 198.18.0.2 --dst-mac 02:72:78:00:00:02 --mix 7002:20000"
         );
         assert_eq!(
             argv(Sink::new(7.0, 0.5)),
@@ -490,9 +516,10 @@ mod tests {
         assert_eq!(
             argv(Proc::Serve {
                 consumers: vec![(7001, "flooded"), (7002, "modest")],
+                lrp: true,
                 secs: 10.0
             }),
-            "serve -i d0 --consumer 7001:flooded --consumer 7002:modest --cpu 1 --duration 10"
+            "serve -i d0 --consumer 7001:flooded --consumer 7002:modest --lrp --cpu 1 --duration 10"
         );
         assert_eq!(
             argv(Proc::UdpRecv {

@@ -82,6 +82,11 @@ pub struct GenArgs {
     /// Pin to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Mix a second stream in: `DPORT:RATE`, UDP to DPORT at RATE
+    /// pkts/s, its frames leaving between the first stream's as two
+    /// senders' frames meet on a wire (xdp engine; reported as `mix_sent`).
+    #[arg(long)]
+    pub mix: Option<String>,
 }
 
 /// Where the XDP engine's sink counts.
@@ -191,8 +196,22 @@ pub fn gen(a: GenArgs) -> Result<()> {
         duration_s: a.duration,
         cpu: a.cpu,
         engine: a.engine.into(),
+        mix: a.mix.as_deref().map(mix).transpose()?,
     };
     json(&rxsched_linux::loadgen::generate(&cfg)?)
+}
+
+/// `--mix DPORT:RATE`.
+fn mix(s: &str) -> Result<(u16, f64)> {
+    let bad = || Error::Input(format!("--mix: {s:?} is not DPORT:RATE (e.g. 7002:20000)"));
+    let (p, r) = s.split_once(':').ok_or_else(bad)?;
+    let port: u16 = p.parse().ok().filter(|p| *p > 0).ok_or_else(bad)?;
+    let rate: f64 = r
+        .parse()
+        .ok()
+        .filter(|r: &f64| r.is_finite() && *r > 0.0)
+        .ok_or_else(bad)?;
+    Ok((port, rate))
 }
 
 /// `rxsched sink`

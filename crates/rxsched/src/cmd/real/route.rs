@@ -133,7 +133,7 @@ fn routes(a: &RouteArgs) -> Result<Vec<Route>> {
 }
 
 /// `--feedback HIGH,LOW`.
-fn feedback(s: &str) -> Result<(f64, f64)> {
+pub(super) fn feedback(s: &str) -> Result<(f64, f64)> {
     let v: Vec<f64> = s.split(',').filter_map(|x| x.trim().parse().ok()).collect();
     match v[..] {
         [hi, lo] if 0.0 < lo && lo < hi && hi <= 1.0 => Ok((hi, lo)),

@@ -15,7 +15,9 @@ pub struct ServeArgs {
     /// repeatable (at least one).
     #[arg(long = "consumer", required = true)]
     pub consumers: Vec<String>,
-    /// Each consumer's unprocessed input queue, in frames.
+    /// Each consumer's unprocessed input queue, in frames (on the xdp
+    /// backend its socket's ring on each queue, rounded up to a power of
+    /// two).
     #[arg(long, default_value_t = 256)]
     pub uiq: u32,
     /// SRP's buffering check in bytes: a datagram is queued only if it and
@@ -23,6 +25,16 @@ pub struct ServeArgs {
     /// bound it).
     #[arg(long)]
     pub rcvbuf: Option<u64>,
+    /// LRP instead of SRP (xdp backend): each consumer's socket ring is its
+    /// NI channel of --uiq frames, and a datagram's protocol work is done
+    /// in the receive call that takes it.
+    #[arg(long)]
+    pub lrp: bool,
+    /// Queue-state feedback on the consumers' channels (xdp backend):
+    /// `HIGH,LOW` fractions of a channel's ring at which its receive queue
+    /// is held and released, or `off`.
+    #[arg(long, default_value = "0.75,0.25")]
+    pub feedback: String,
     /// The runtime's flags.
     #[command(flatten)]
     pub run: RunArgs,
@@ -66,6 +78,11 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         consumers,
         uiq: a.uiq,
         rcvbuf: a.rcvbuf,
+        lrp: a.lrp,
+        feedback: match a.feedback.as_str() {
+            "off" => None,
+            f => Some(super::route::feedback(f)?),
+        },
         exe: std::env::current_exe()
             .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     };

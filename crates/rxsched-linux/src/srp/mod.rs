@@ -11,6 +11,14 @@
 //! the IPv4 header checksum, the UDP checksum, copying the payload out. A
 //! flooded consumer's excess dies at its own UIQ; the others' frames still
 //! get through, and the work on them is theirs.
+//!
+//! That is the form on AF_PACKET (`--backend packet`). On AF_XDP the
+//! device's program demultiplexes ([`in_xdp`]): each consumer has a socket
+//! of its own on every queue, and no thread of the server touches a frame
+//! before its consumer does.
+
+mod feedback;
+mod in_xdp;
 
 use crate::backend::{RxBackend, Wait};
 use crate::runtime::{App, Poller, RunConfig};
@@ -64,6 +72,14 @@ pub struct ServeConfig {
     /// The program to run as each consumer (`rxsched`, whose hidden
     /// `consume` command calls [`consumer_main`]).
     pub exe: PathBuf,
+    /// LRP's discipline (demultiplexer in XDP only): each consumer's
+    /// socket ring is its NI channel of `uiq` frames, and a datagram's
+    /// protocol work is done in the receive call that takes it.
+    pub lrp: bool,
+    /// With the demultiplexer in XDP: queue-state feedback on the
+    /// consumers' channels, `(high, low)` fractions of a channel's ring
+    /// (see [`feedback`]); `None`: off.
+    pub feedback: Option<(f64, f64)>,
 }
 
 /// What one consumer got.
@@ -73,7 +89,7 @@ pub struct ConsumerReport {
     pub name: String,
     /// Its UDP port.
     pub port: u16,
-    /// Its process id.
+    /// Its process id (with the demultiplexer in XDP, its thread's).
     pub pid: u32,
     /// Frames queued for it.
     pub queued: u64,
@@ -83,7 +99,9 @@ pub struct ConsumerReport {
     pub bytes: u64,
     /// Frames its checksums refused.
     pub bad_checksum: u64,
-    /// Frames its full UIQ refused, before any protocol work.
+    /// Frames its full UIQ refused, before any protocol work (with the
+    /// demultiplexer in XDP: its sockets' full rings, in the device's
+    /// receive work, before any copy).
     pub uiq_drops: u64,
     /// Frames queued and not taken when it stopped.
     pub in_flight: u64,
@@ -112,6 +130,16 @@ pub struct ServeReport {
     pub consumers: Vec<ConsumerReport>,
     /// The polling thread's CPU time, in seconds.
     pub cpu_s: f64,
+    /// Where the demultiplexer ran: `xdp` (the device's program) or
+    /// `polling-thread`.
+    #[serde(default)]
+    pub demux: String,
+    /// The consumers' discipline: `srp` or `lrp`.
+    #[serde(default)]
+    pub discipline: String,
+    /// With feedback on the channels: times a queue was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback_holds: Option<u64>,
     /// Why the server stopped early, if it did (the interface disappeared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
@@ -382,19 +410,39 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
             to_stack,
             consumers,
             cpu_s,
+            demux: "polling-thread".into(),
+            feedback_holds: None,
+            discipline: "srp".into(),
             fault: p.fault().map(str::to_string),
         })
     }
 }
 
 /// Runs the server on a real interface until its duration is over, a stop
-/// signal arrives or the interface disappears: the consumers start first,
-/// as ordinary processes.
+/// signal arrives or the interface disappears: on AF_XDP with the
+/// demultiplexer in the device's program ([`in_xdp`]), on AF_PACKET in the
+/// polling thread, the consumers started first as ordinary processes.
 pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     let cfg = &ServeConfig {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
+    match cfg.run.backend {
+        crate::runtime::Backend::Xdp => in_xdp::run(cfg),
+        crate::runtime::Backend::Packet if cfg.lrp => Err(sys::SysError {
+            what: cfg.iface.clone(),
+            syscall: "configure",
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--lrp needs the demultiplexer in XDP: --backend xdp",
+            ),
+        }),
+        crate::runtime::Backend::Packet => run_in_user_space(cfg),
+    }
+}
+
+/// [`run`] with the demultiplexer in the polling thread.
+fn run_in_user_space(cfg: &ServeConfig) -> SysResult<ServeReport> {
     let demux = Demux::new(&cfg.consumers, cfg.uiq, cfg.rcvbuf)?;
     let mut procs = Vec::new();
     for q in demux.queues() {
@@ -463,6 +511,8 @@ mod tests {
             uiq: 16,
             rcvbuf: None,
             exe: "rxsched".into(),
+            lrp: false,
+            feedback: None,
         }
     }
 
