@@ -26,8 +26,11 @@ pub use scenario::{Loaded, Scenario};
 /// Builds the host a scenario describes, on its profile's costs. `base`
 /// is the directory a profile path is relative to.
 pub fn build(s: &Scenario, base: Option<&std::path::Path>) -> Result<Box<dyn Model>, SimError> {
-    let profile = Profile::load(&s.profile, base)?;
+    let mut profile = Profile::load(&s.profile, base)?;
     profile.check_kernel(s.kernel.kind, &s.profile)?;
+    if let Some(l) = &s.link {
+        profile.wire.bit_rate_bps = l.bit_rate_bps;
+    }
     let s = s.expanded();
     Ok(match s.kernel.kind {
         scenario::KernelKind::Nt => Box::new(smp::Smp::new(&s, profile)),

@@ -50,7 +50,7 @@ quantum_ms = 30
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Whatever the CPUs, servicing, load and threads: every datagram is
+    /// Whatever the CPUs, receive queues, servicing, load and threads: every datagram is
     /// delivered, in flight or dropped at a named point; every CPU's
     /// buckets cover the measured interval (the run fails otherwise); the
     /// lock's account of waiting equals the threads' blocked intervals.
@@ -64,6 +64,7 @@ proptest! {
         lock_us in prop::sample::select(vec![0.0, 5.0, 60.0, 300.0]),
         realtime in any::<bool>(),
         compute in any::<bool>(),
+        queues in 0u32..4,
         seed in 0u64..1000,
     ) {
         let mut src = NT.to_string();
@@ -74,6 +75,7 @@ proptest! {
         let m = sim(&src, &[
             ("smp.cpus", cpus.to_string()),
             ("smp.interrupt_cpu", (seed as u32 % cpus).to_string()),
+            ("smp.queues", queues.min(cpus).to_string()),
             ("smp.service", format!("\"{service}\"")),
             ("smp.detector", format!("\"{detector}\"")),
             ("smp.threshold", threshold.into()),
@@ -272,4 +274,44 @@ fn one_cpu_runs_everything_there_and_the_same_seed_gives_the_same_bytes() {
         ],
     );
     assert_ne!(json(&a), json(&c));
+}
+
+/// With a receive queue per CPU, each queue's polling thread works on its
+/// own CPU and every CPU does receive work; with one queue, one polling
+/// thread does it all, and a flood leaves the other CPUs' share of it at
+/// nothing while the per-queue host delivers more.
+#[test]
+fn a_queue_per_cpu_spreads_the_receive_work_and_one_queue_does_not() {
+    let flood = [
+        ("smp.cpus", "4".to_string()),
+        ("smp.service", "\"polling\"".into()),
+        ("traffic.rate_pps", "60000".into()),
+        ("traffic.frame_bytes", "136".into()),
+        ("process.0.threads", "0".into()),
+        ("process.0.lock_us", "0".into()),
+    ];
+    let run = |queues: &str| {
+        let mut sets = flood.to_vec();
+        sets.push(("smp.queues", queues.into()));
+        sim(NT, &sets)
+    };
+    let (per, one) = (run("0"), run("1"));
+    assert_eq!(x(&per, "queues"), 4.0);
+    for k in 0..4 {
+        assert!(
+            x(&per, &format!("cpu{k}.poll")) > 0.05,
+            "CPU {k} polls its queue: {:?}",
+            per.extra
+        );
+    }
+    let polling_cpus = (0..4)
+        .filter(|k| x(&one, &format!("cpu{k}.poll")) > 0.05)
+        .count();
+    assert!(polling_cpus <= 2, "one thread polls one queue: {:?}", one.extra);
+    assert!(
+        per.delivered > 2 * one.delivered,
+        "four queues {} against one {}",
+        per.delivered,
+        one.delivered
+    );
 }

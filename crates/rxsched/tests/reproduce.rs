@@ -102,6 +102,7 @@ experiments! {
     hansen_pinning => "hansen-pinning",
     hansen_locking => "hansen-locking",
     hansen_switch => "hansen-switch",
+    hansen_scaling => "hansen-scaling",
 }
 
 /// Strips the one field allowed to differ between identical runs.

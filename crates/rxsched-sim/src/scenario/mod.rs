@@ -214,9 +214,22 @@ pub struct Scenario {
     /// Under `kernel.kind = "nt"`: the multiprocessor.
     #[serde(default)]
     pub smp: Option<SmpCfg>,
+    /// The link the host is attached to, where it is not its testbed's:
+    /// the profile's framing at another line rate (a host's costs are the
+    /// profile's; the network it meets is the scenario's).
+    #[serde(default)]
+    pub link: Option<LinkCfg>,
     /// Run length and seed.
     #[serde(default)]
     pub run: RunCfg,
+}
+
+/// `[link]`: a line rate other than the testbed's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCfg {
+    /// Line rate in bits per second (the profile's framing and cells kept).
+    pub bit_rate_bps: f64,
 }
 
 impl Scenario {

@@ -92,7 +92,8 @@ pub struct ProcessCfg {
     /// named `<name>-1`, `<name>-2`, ...; a figure can vary the count.
     #[serde(default)]
     pub count: Option<u32>,
-    /// Under `nt`: a reader's threads, which share its socket (default 1).
+    /// Under `nt`: a reader's threads, which share its socket (default 1;
+    /// 0: one per CPU).
     #[serde(default)]
     pub threads: Option<u32>,
     /// Under `nt`: per datagram, the reader's threads hold a lock they

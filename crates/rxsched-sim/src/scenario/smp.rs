@@ -41,8 +41,17 @@ pub enum SmpDetector {
 pub struct SmpCfg {
     /// CPUs (1 to 64).
     pub cpus: u32,
-    /// The CPU the adapter interrupts (its ISR and DPC run there).
+    /// The CPU the adapter interrupts (its ISR and DPC run there); with
+    /// several queues, queue `q`'s interrupt goes to the CPU after it by
+    /// `q`, modulo the CPUs.
     pub interrupt_cpu: u32,
+    /// The adapter's receive queues (receive-side scaling: each datagram
+    /// goes to one of them at random, as a hash over many flows spreads
+    /// them), each with its own ring, interrupt and polling thread; 0: one
+    /// per CPU. With more than one, each queue's polling thread may run
+    /// only on its queue's CPU (as a Linux NAPI thread is pinned beside its
+    /// interrupt).
+    pub queues: u32,
     /// How the adapter is serviced.
     pub service: SmpService,
     /// Two-level: what counts as overload.
@@ -75,6 +84,7 @@ impl Default for SmpCfg {
         SmpCfg {
             cpus: 2,
             interrupt_cpu: 0,
+            queues: 1,
             service: SmpService::Interrupt,
             detector: SmpDetector::Cpu,
             threshold: 0.5,
@@ -85,5 +95,21 @@ impl Default for SmpCfg {
             poll_quota: 16,
             poll_realtime: None,
         }
+    }
+}
+
+impl SmpCfg {
+    /// The receive queues the adapter has.
+    pub fn queue_count(&self) -> usize {
+        if self.queues == 0 {
+            self.cpus as usize
+        } else {
+            self.queues as usize
+        }
+    }
+
+    /// The CPU queue `q` interrupts.
+    pub fn queue_cpu(&self, q: usize) -> usize {
+        (self.interrupt_cpu as usize + q) % self.cpus.max(1) as usize
     }
 }

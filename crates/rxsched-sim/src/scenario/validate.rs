@@ -50,6 +50,13 @@ impl Scenario {
         self.validate_echo(reader)?;
         self.validate_kinds(reader)?;
         self.validate_nt()?;
+        if let Some(l) = &self.link {
+            need(
+                l.bit_rate_bps.is_finite() && (1e3..=1e13).contains(&l.bit_rate_bps),
+                "link.bit_rate_bps",
+                "must be from 1e3 to 1e13 bits per second",
+            )?;
+        }
         self.run.validate()
     }
 
@@ -276,10 +283,10 @@ impl Scenario {
             "an nt thread's priority is its class: say `realtime = true` or nothing",
         )?;
         need(
-            p.threads.is_none_or(|n| (1..=64).contains(&n))
+            p.threads.is_none_or(|n| (0..=64).contains(&n))
                 && (p.threads.is_none() || p.kind == ProcessKind::Reader),
             &at("threads"),
-            "a reader has 1 to 64 threads",
+            "a reader has 1 to 64 threads, or 0 for one per CPU",
         )?;
         for (k, v) in [("lock_us", p.lock_us), ("work_us", p.work_us)] {
             need(
@@ -316,6 +323,11 @@ impl SmpCfg {
             self.interrupt_cpu < self.cpus,
             "smp.interrupt_cpu",
             "must be one of the host's CPUs (0 to smp.cpus - 1)",
+        )?;
+        need(
+            self.queues <= self.cpus,
+            "smp.queues",
+            "from 1 to smp.cpus (one interrupt and polling thread per CPU), or 0 for one per CPU",
         )?;
         let share = self.detector == SmpDetector::Cpu;
         need(

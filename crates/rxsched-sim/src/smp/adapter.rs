@@ -1,6 +1,7 @@
-//! The NT host's network adapter and how it is serviced: its receive
-//! ring, whether its interrupt is enabled, the polling thread and its
-//! pass over the ring, and the two-level switch between them (M11).
+//! The NT host's network adapter and how it is serviced, one receive
+//! queue at a time: its ring, the CPU it interrupts, whether its interrupt
+//! is enabled, its polling thread and its pass over the ring, and the
+//! two-level switch between them (M11).
 
 use super::sched::Tid;
 use crate::engine::packet::Packet;
@@ -8,9 +9,11 @@ use crate::scenario::{SmpCfg, SmpDetector, SmpService};
 use rxsched_core::{Detector, Nanos, TwoLevel};
 use std::collections::VecDeque;
 
-/// The adapter and its servicing.
+/// One receive queue of the adapter, and its servicing.
 #[derive(Debug)]
 pub(super) struct Adapter {
+    /// The CPU its interrupt goes to (its ISR and DPC run there).
+    pub(super) cpu: usize,
     /// Datagrams received and not yet taken.
     pub(super) ring: VecDeque<Packet>,
     pub(super) cap: usize,
@@ -32,11 +35,12 @@ pub(super) struct Adapter {
 }
 
 impl Adapter {
-    /// An adapter with a ring of `cap` datagrams, serviced as `cfg` says,
-    /// by the polling thread `poll` if it has one.
-    pub(super) fn new(cfg: &SmpCfg, cap: u32, poll: Option<Tid>) -> Adapter {
+    /// A queue with a ring of `cap` datagrams interrupting `cpu`, serviced
+    /// as `cfg` says, by the polling thread `poll` if it has one.
+    pub(super) fn new(cfg: &SmpCfg, cap: u32, cpu: usize, poll: Option<Tid>) -> Adapter {
         let window = ((cfg.window_ms * 1e6) as Nanos).max(1);
         Adapter {
+            cpu,
             ring: VecDeque::new(),
             cap: cap as usize,
             intr_enabled: true,

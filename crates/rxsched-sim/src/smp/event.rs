@@ -16,10 +16,10 @@ pub enum Ev {
     Echo(EchoEv),
     /// A CPU's job ends (stale if the CPU switched since).
     Done(Done),
-    /// The two-level detector's window closes.
-    Window,
-    /// The polling thread, idle in its grace period, looks again.
-    PollAgain,
+    /// A queue's two-level detector's window closes.
+    Window(u32),
+    /// A queue's polling thread, idle in its grace period, looks again.
+    PollAgain(u32),
     /// An on-off thread's sleep ends.
     Wake(u32),
 }

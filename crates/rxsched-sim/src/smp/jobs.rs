@@ -48,7 +48,7 @@ impl Smp {
                 Some(job(Work::Compute, slice))
             }
             Role::Reader => self.reader_job(t),
-            Role::Poll => self.poll_job(),
+            Role::Poll(q) => self.poll_job(q as usize),
         }
     }
 
@@ -117,13 +117,13 @@ impl Smp {
         }
         // The polling thread has taken its quota: it yields its CPU to a
         // ready thread of its priority (NT's SwitchToThread), if one waits.
-        if self.threads[t].role == Role::Poll
-            && self.adapter.pass > self.cfg.poll_quota
-            && self.threads[t].job.is_none()
-        {
-            self.adapter.pass = 0;
-            if self.rotate(t, cpu) {
-                return;
+        if let Role::Poll(q) = self.threads[t].role {
+            let a = &mut self.adapters[q as usize];
+            if a.pass > self.cfg.poll_quota && self.threads[t].job.is_none() {
+                a.pass = 0;
+                if self.rotate(t, cpu) {
+                    return;
+                }
             }
         }
         // A scheduling point: the quantum.

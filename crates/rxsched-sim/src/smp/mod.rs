@@ -1,7 +1,9 @@
 //! A multiprocessor host after Windows NT 4.0, for Hansen & Jul 1997
 //! (`kernel.kind = "nt"`): any number of CPUs, each with its own interrupt
 //! levels (an ISR above the DPC above threads); one network adapter whose
-//! interrupt goes to one configured CPU; threads scheduled across the CPUs
+//! interrupt goes to one configured CPU (or, with several receive queues,
+//! one queue's to each CPU, each with its own polling thread pinned there:
+//! a Linux-style host of one NAPI thread per queue); threads scheduled across the CPUs
 //! by [`sched`]; a lock the consumer's threads may share ([`lock`]); and
 //! three ways of servicing the adapter: interrupts (ISR and DPC),
 //! interrupt-initiated polling (the DPC only wakes a polling thread), and
@@ -74,7 +76,8 @@ pub struct Smp {
     sched: Sched,
     threads: Vec<Thread>,
     quantum: Nanos,
-    adapter: Adapter,
+    /// The adapter's receive queues.
+    adapters: Vec<Adapter>,
     consumer: Consumer,
     traffic: Traffic,
     echo: Option<EchoClient>,
@@ -99,10 +102,19 @@ impl Smp {
         let mut roster = Roster::new(n);
         roster.add_processes(&s.process, &mut rng);
         let reader = s.process.iter().rfind(|q| q.kind == ProcessKind::Reader);
-        let poll = (cfg.service != SmpService::Interrupt).then(|| {
-            let reader_rt = reader.is_some_and(|q| q.realtime.unwrap_or(false));
-            roster.add_poll(cfg.poll_realtime.unwrap_or(reader_rt), &mut rng)
-        });
+        let queues = cfg.queue_count();
+        let adapters = (0..queues)
+            .map(|q| {
+                let cpu = cfg.queue_cpu(q);
+                let poll = (cfg.service != SmpService::Interrupt).then(|| {
+                    let reader_rt = reader.is_some_and(|r| r.realtime.unwrap_or(false));
+                    let rt = cfg.poll_realtime.unwrap_or(reader_rt);
+                    let pinned = (queues > 1).then_some(cpu);
+                    roster.add_poll(q as u32, pinned, rt, &mut rng)
+                });
+                Adapter::new(&cfg, p.nic.rx_ring, cpu, poll)
+            })
+            .collect();
         Smp {
             now: 0,
             w,
@@ -115,7 +127,7 @@ impl Smp {
             sched: roster.sched,
             threads: roster.threads,
             quantum: ((s.run.quantum_ms * 1e6) as Nanos).max(1),
-            adapter: Adapter::new(&cfg, p.nic.rx_ring, poll),
+            adapters,
             consumer: Consumer::new(&s.kernel, reader),
             traffic: Traffic::new(&s.traffic),
             echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
@@ -131,15 +143,17 @@ impl Smp {
         if let Some(e) = &mut self.echo {
             e.start(0, &mut self.events);
         }
-        if self.adapter.two.is_some() {
-            self.events.push(self.adapter.window, Ev::Window);
+        for (q, a) in self.adapters.iter().enumerate() {
+            if a.two.is_some() {
+                self.events.push(a.window, Ev::Window(q as u32));
+            }
         }
         // Compute threads are ready from the start; readers wait for data.
         for t in 0..self.threads.len() {
             match self.threads[t].role {
                 Role::Compute | Role::Onoff { .. } => self.wake(t),
                 Role::Reader => self.consumer.waiting.push_back(t),
-                Role::Poll => {}
+                Role::Poll(_) => {}
             }
         }
         self.reschedule_all()?;
@@ -165,14 +179,14 @@ impl Smp {
                     }
                 }
                 Ev::Done(d) => self.done(d),
-                Ev::Window => self.window(),
+                Ev::Window(q) => self.window(q as usize),
                 Ev::Wake(t) => {
                     let t = t as usize;
                     if self.sched.threads[t].state == sched::State::Blocked {
                         self.wake(t);
                     }
                 }
-                Ev::PollAgain => self.poll_again(),
+                Ev::PollAgain(q) => self.poll_again(q as usize),
             }
             self.reschedule_all()?;
         }

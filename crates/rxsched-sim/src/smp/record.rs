@@ -14,8 +14,10 @@ impl Smp {
     /// Closes the books at the end of the run and makes the record.
     pub(super) fn finish(mut self) -> Result<(Metrics, Samples), SimError> {
         self.account_all();
-        if self.adapter.polling {
-            self.adapter.polling_w += self.w.clip(self.adapter.polling_since, self.now);
+        for a in &mut self.adapters {
+            if a.polling {
+                a.polling_w += self.w.clip(a.polling_since, self.now);
+            }
         }
         let cpu = self.ledger.shares().map_err(SimError::Invariant)?;
         let window = self.w.len();
@@ -33,17 +35,21 @@ impl Smp {
             "dpc_share_of_one_cpu".into(),
             cpu.get("dpc").copied().unwrap_or(0.0) * n as f64,
         );
-        extra.insert(
-            "polling_share".into(),
-            self.adapter.polling_w as f64 / window as f64,
-        );
-        extra.insert(
-            "polling_now".into(),
-            f64::from(u8::from(self.adapter.polling)),
-        );
-        if let Some(tl) = &self.adapter.two {
-            extra.insert("two_level_switches".into(), tl.switches() as f64);
+        // Queue 0's (the only one in a host of one queue); the queues
+        // of a host of several are alike.
+        let a0 = &self.adapters[0];
+        extra.insert("polling_share".into(), a0.polling_w as f64 / window as f64);
+        extra.insert("polling_now".into(), f64::from(u8::from(a0.polling)));
+        let switches: u64 = self
+            .adapters
+            .iter()
+            .filter_map(|a| a.two.as_ref())
+            .map(|t| t.switches())
+            .sum();
+        if a0.two.is_some() {
+            extra.insert("two_level_switches".into(), switches as f64);
         }
+        extra.insert("queues".into(), self.adapters.len() as f64);
         self.lock_numbers(&mut extra);
         for (i, th) in self.sched.threads.iter().enumerate() {
             if self.threads[i].role == Role::Reader {
@@ -54,7 +60,7 @@ impl Smp {
         let record = Record {
             in_flight: self.in_flight(),
             cpu,
-            mode_switches: self.adapter.two.as_ref().map_or(0, |t| t.switches()),
+            mode_switches: switches,
             inhibits: BTreeMap::new(),
             extra,
         };
@@ -91,7 +97,8 @@ impl Smp {
             .flatten()
             .filter_map(|j| j.work.packet())
             .count() as u64;
-        self.adapter.ring.len() as u64 + self.consumer.sock.len() as u64 + held
+        let rings: usize = self.adapters.iter().map(|a| a.ring.len()).sum();
+        rings as u64 + self.consumer.sock.len() as u64 + held
     }
 
     /// The lock's waiting, from its side and from the threads', and how

@@ -21,7 +21,8 @@ pub(super) enum Role {
         on: Nanos,
         off: Nanos,
     },
-    Poll,
+    /// The polling thread of receive queue `q`.
+    Poll(u32),
 }
 
 /// Where a reader thread is in its loop.
@@ -135,7 +136,13 @@ impl Roster {
                 (None, None) => rng.gen_range(0..n),
             };
             let (role, count) = match q.kind {
-                ProcessKind::Reader => (Role::Reader, q.threads.unwrap_or(1)),
+                ProcessKind::Reader => (
+                    Role::Reader,
+                    match q.threads {
+                        Some(0) => n as u32,
+                        t => t.unwrap_or(1),
+                    },
+                ),
                 ProcessKind::Onoff => {
                     let (on, off) = q.onoff_ns();
                     (Role::Onoff { on, off }, 1)
@@ -157,12 +164,21 @@ impl Roster {
         }
     }
 
-    /// Adds the polling thread, which may run on any CPU; its ideal CPU is
-    /// drawn from `rng`.
-    pub(super) fn add_poll(&mut self, realtime: bool, rng: &mut ChaCha8Rng) -> Tid {
-        let ideal = rng.gen_range(0..self.cpus);
+    /// Adds the polling thread of queue `q`: the only one may run on any
+    /// CPU, its ideal CPU drawn from `rng`; one of several is pinned to
+    /// its queue's CPU `cpu`.
+    pub(super) fn add_poll(
+        &mut self,
+        q: u32,
+        pinned: Option<usize>,
+        realtime: bool,
+        rng: &mut ChaCha8Rng,
+    ) -> Tid {
         let prio = if realtime { REALTIME } else { NORMAL };
-        let all = self.all();
-        self.add(Role::Poll, prio, all, ideal, "poll".into())
+        let (mask, ideal) = match pinned {
+            Some(c) => (1u64 << c, c),
+            None => (self.all(), rng.gen_range(0..self.cpus)),
+        };
+        self.add(Role::Poll(q), prio, mask, ideal, "poll".into())
     }
 }

@@ -56,6 +56,7 @@ pub const ALL: &[(&str, &str)] = files![
     "hansen-latency",
     "hansen-locking",
     "hansen-switch",
+    "hansen-scaling",
 ];
 
 /// The prefix of a real bench's check file: `experiments/real-<name>.toml`.
