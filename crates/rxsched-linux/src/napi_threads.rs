@@ -241,6 +241,11 @@ impl NapiGate {
         for i in ifaces {
             tids.extend(thread_ids(i)?);
         }
+        NapiGate::of_threads(tids, open)
+    }
+
+    /// The gate over the NAPI threads `tids`, opened at `open`.
+    pub fn of_threads(tids: Vec<i32>, open: Sched) -> SysResult<NapiGate> {
         let g = NapiGate { tids, open };
         g.set_all(open)?;
         Ok(g)

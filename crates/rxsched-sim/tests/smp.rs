@@ -307,7 +307,11 @@ fn a_queue_per_cpu_spreads_the_receive_work_and_one_queue_does_not() {
     let polling_cpus = (0..4)
         .filter(|k| x(&one, &format!("cpu{k}.poll")) > 0.05)
         .count();
-    assert!(polling_cpus <= 2, "one thread polls one queue: {:?}", one.extra);
+    assert!(
+        polling_cpus <= 2,
+        "one thread polls one queue: {:?}",
+        one.extra
+    );
     assert!(
         per.delivered > 2 * one.delivered,
         "four queues {} against one {}",

@@ -310,6 +310,11 @@ pub trait TxBackend {
     fn send(&mut self, frames: &[&[u8]]) -> SysResult<usize>;
     /// The descriptor to wait on for room (POLLOUT), if the backend has one.
     fn fd(&self) -> Option<RawFd>;
+    /// Another handle on the same device queue, for another thread to send
+    /// through (the two take turns), if the backend can share it.
+    fn share(&self) -> Option<AnyTx> {
+        None
+    }
 }
 
 /// Blocking until a receive "interrupt": one of the armed ports has input.

@@ -11,6 +11,7 @@ pub mod forward;
 pub mod interrupt;
 pub mod polling;
 pub mod report;
+pub mod threads;
 pub mod two_level;
 
 pub use crate::runtime::{Backend, Port};
@@ -93,6 +94,12 @@ pub struct RouterConfig {
     /// Forward in the devices' XDP program, the thread keeping the policy
     /// ([`crate::backend::in_xdp`]); else in user space.
     pub in_xdp: bool,
+    /// One polling thread per CPU listed (a CPU may be listed twice), the
+    /// receive queues dealt out to them ([`threads`]); empty: one thread.
+    pub cpus: Vec<usize>,
+    /// With `cpus`: M4 for the whole router, a share of one CPU split
+    /// evenly over the threads.
+    pub cycle_limit_total: Option<f64>,
 }
 
 /// The two-level switch's settings (Hansen & Jul 1997 §5.1: more than 50%
@@ -274,7 +281,11 @@ fn forward_from(
     // port's first (an output port is found by its MAC, the first match:
     // they transmit through their port's queue 0).
     let mut ports = opened.ports;
+    let mut queue_of: Vec<(usize, u32)> = (0..ports.len()).map(|i| (i, 0)).collect();
+    let mut next_queue = vec![1u32; ports.len()];
     for (i, rx) in opened.more_rx {
+        queue_of.push((i, next_queue[i]));
+        next_queue[i] += 1;
         let (name, mac, mtu) = (ports[i].name.clone(), ports[i].mac, ports[i].mtu);
         let tx = Box::new(crate::backend::copy::NoTx(name.clone())) as crate::backend::AnyTx;
         ports.push(Port {
@@ -284,6 +295,11 @@ fn forward_from(
             mac,
             mtu,
         });
+    }
+    if !c.cpus.is_empty() {
+        // Each thread gates its own queues' receive threads.
+        drop(opened.gate);
+        return threads::run(&c, ports, &queue_of, devices, opened.thread_prio);
     }
     let mut router = polling::PollingRouter::new(ports, &c, screen, sys::MonoClock, wait)?;
     router.attach(opened.gate, links)?;

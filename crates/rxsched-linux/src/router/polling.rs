@@ -25,7 +25,8 @@ pub struct Forward<T> {
     egress: Vec<Egress>,
     outq: Vec<OutQueue>,
     out_cap: usize,
-    counters: Counters,
+    /// Shared by every polling thread of one router.
+    counters: Arc<Counters>,
     buf: Vec<u8>,
     /// The screening stage the frames go to, if any; its queue is what M3
     /// watches then.
@@ -102,6 +103,19 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         clock: C,
         wait: W,
     ) -> SysResult<Self> {
+        Self::with_counters(ports, cfg, screen, clock, wait, Arc::default())
+    }
+
+    /// [`PollingRouter::new`], counting into `counters` (shared with the
+    /// router's other polling threads).
+    pub fn with_counters(
+        ports: Vec<Port<R, T>>,
+        cfg: &RouterConfig,
+        screen: Option<ScreenEnd>,
+        clock: C,
+        wait: W,
+        counters: Arc<Counters>,
+    ) -> SysResult<Self> {
         let mut fac = cfg.run.facility();
         if let Some((hi, lo)) = cfg.feedback {
             let watched = screen
@@ -121,7 +135,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             outq: ports.iter().map(|_| OutQueue::default()).collect(),
             routes: cfg.routes.clone(),
             out_cap: cfg.out_queue,
-            counters: Counters::default(),
+            counters,
             buf: vec![0u8; 65_536],
             screen,
             tx: Vec::new(),
@@ -181,22 +195,47 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// arrives or a port disappears, printing live counters as asked; then
     /// reports.
     pub fn run(&mut self, cfg: &RouterConfig) -> SysResult<RouterReport> {
+        let (duration_s, cpu_s) = self.serve(cfg, cfg.run.stats_every_s)?;
+        let mut r = self.report()?;
+        r.duration_s = duration_s;
+        r.cpu_s = cpu_s;
+        Ok(r)
+    }
+
+    /// Runs as [`PollingRouter::run`] does, the live line every
+    /// `stats_every_s` (0: only on SIGUSR1); returns the seconds it ran and
+    /// the thread's CPU seconds.
+    pub fn serve(&mut self, cfg: &RouterConfig, stats_every_s: f64) -> SysResult<(f64, f64)> {
         let mode = self.mode;
         let mut prev = (0, 0, self.poller.clock.now());
-        let (duration_s, cpu_s) = self.poller.run_for(
+        self.poller.run_for(
             cfg.run.duration_s,
-            cfg.run.stats_every_s,
+            stats_every_s,
             &mut |p, now| {
                 let (a, extra) = (&p.app, live_extra(p));
                 let line = live_line(mode, &a.counters, a.screen.as_ref(), &extra, &mut prev, now);
                 eprintln!("{line}");
             },
             &|_| false,
-        )?;
-        let mut r = self.report()?;
-        r.duration_s = duration_s;
-        r.cpu_s = cpu_s;
-        Ok(r)
+        )
+    }
+
+    /// This thread's share of the report: its rings' drops, its devices'
+    /// program counts, what it holds, its inhibits and its fault.
+    pub fn part(&mut self) -> SysResult<Part> {
+        let (ring, sock) = self.poller.ring_drops()?;
+        let program = self.poller.program_counts()?;
+        let p = &self.poller;
+        Ok(Part {
+            ring,
+            sock,
+            program,
+            in_flight: self.in_flight(),
+            inhibits: p.lp.inhibits(),
+            taken: p.taken,
+            wake_cost_ns: p.wake_cost(),
+            fault: p.fault().map(str::to_string),
+        })
     }
 
     /// The report so far.
@@ -215,6 +254,27 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.fault = p.fault().map(str::to_string);
         Ok(r)
     }
+}
+
+/// One polling thread's share of a router's report.
+#[derive(Debug, Clone, Default)]
+pub struct Part {
+    /// Frames its rings dropped (`nic_rx_ring`).
+    pub ring: u64,
+    /// Frames its sockets' rings dropped (`xsk_rx_ring`).
+    pub sock: u64,
+    /// Its devices' program counts (queue 0's socket reports them).
+    pub program: Vec<u64>,
+    /// Frames on its output queues.
+    pub in_flight: u64,
+    /// Its input inhibits by cause.
+    pub inhibits: Vec<(rxsched_core::InhibitCause, u64)>,
+    /// Frames it took off its rings.
+    pub taken: u64,
+    /// With M4: the cost charged per wake-up.
+    pub wake_cost_ns: Option<u64>,
+    /// Why it stopped early, if it did.
+    pub fault: Option<String>,
 }
 
 /// The live line's tail: how the devices are serviced (two-level), or the

@@ -180,6 +180,9 @@ pub struct RouterReport {
     /// Why the run ended early, if it did (a port disappeared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// With one polling thread per CPU (`--cpus`): what each did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<super::threads::ThreadReport>,
 }
 
 impl RouterReport {
@@ -300,6 +303,7 @@ impl RouterReport {
             two_level: None,
             screen: None,
             fault: None,
+            threads: Vec::new(),
         }
     }
 

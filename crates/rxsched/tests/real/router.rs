@@ -282,9 +282,11 @@ fn screen_trial(l: &Lab, rules: &str, mode: &[&str]) -> Result<String, String> {
 /// A lab with two receive queues per port: a generator on CPU 0 fills
 /// queue 0 and one on CPU 1 fills queue 1. Forwarding in XDP serves every
 /// queue (the program runs on each); forwarding in user space binds a
-/// socket to each, served by the one polling thread. None goes to the
-/// kernel for want of a socket (`to_stack.no_socket`). A capture, copying
-/// or taking, sees both queues' frames.
+/// socket to each, served by the one polling thread, or by two (`--cpus
+/// 1,1`, each thread its share of the queues, both taking frames). None
+/// goes to the kernel for want of a socket (`to_stack.no_socket`). A
+/// capture, copying or taking, sees both queues' frames, and so does a
+/// server's consumer, its socket on each queue sharing the queue's memory.
 #[test]
 fn every_queue_is_served() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -301,6 +303,7 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
     for (how, extra) in [
         ("in XDP", &["--forward-in", "xdp"][..]),
         ("in user space", &[]),
+        ("by two polling threads", &["--cpus", "1,1"]),
     ] {
         let mut args = vec!["route", "--mode", "polling", "--duration", "20"];
         args.extend_from_slice(extra);
@@ -323,7 +326,34 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
             s.received, r.forwarded, to_kernel
         ));
         ok &= s.received == 2000 && r.forwarded == 2000 && to_kernel == 0;
+        if !r.threads.is_empty() {
+            let taken: Vec<u64> = r.threads.iter().map(|t| t.taken).collect();
+            saw.push(format!("the threads took {taken:?}"));
+            ok &= taken.len() == 2 && taken.iter().all(|n| *n > 0);
+        }
     }
+    let srv = spawn(
+        l,
+        Role::Dut,
+        &[
+            "serve",
+            "-i",
+            "d0",
+            "--consumer",
+            "9001:probes",
+            "--duration",
+            "20",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    send(l, 1000, &["--cpu", "0"]);
+    send(l, 1000, &["--cpu", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    stop(&srv);
+    let r: ServeReport = report(srv);
+    let got = r.consumers[0].received;
+    saw.push(format!("serve's consumer took {got} of 2000"));
+    ok &= got == 2000;
     let dir = std::env::temp_dir().join(format!("rxsched-queues-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (file, rules) = (dir.join("d0.pcap"), dir.join("gen.rules"));
@@ -351,5 +381,57 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
         Ok(saw.join("; "))
     } else {
         Err(saw.join("; "))
+    }
+}
+
+/// One cap for the whole router: two polling threads on the DUT CPU under
+/// `--cycle-limit-total 40` leave a compute process beside them at least
+/// 45% of that CPU under a flood (60% less the wake-ups' and the
+/// accounting's slack) into one queue, and the router forwards. (That
+/// every thread takes its queues' frames is `every_queue_is_served`'s.)
+#[test]
+fn one_cap_holds_for_every_polling_thread() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::with_queues("c", 2) else {
+        return;
+    };
+    trials(3, "the whole router's cap", || cap_trial(&t.0));
+}
+
+/// One trial of [`one_cap_holds_for_every_polling_thread`].
+fn cap_trial(l: &Lab) -> Result<String, String> {
+    let route = spawn(
+        l,
+        Role::Dut,
+        &[
+            "route",
+            "--cpus",
+            "1,1",
+            "--cycle-limit-total",
+            "40",
+            "--duration",
+            "20",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let spin = spawn(l, Role::Dut, &["spin", "--cpu", "1", "--duration", "3"]);
+    let flood = spawn(
+        l,
+        Role::Gen,
+        &["gen", "--rate", "1e9", "--duration", "3", "--cpu", "0"],
+    );
+    let _: GenReport = report(flood);
+    let s: rxsched_linux::spin::SpinReport = report(spin);
+    stop(&route);
+    let r: RouterReport = report(route);
+    let taken: Vec<u64> = r.threads.iter().map(|t| t.taken).collect();
+    let saw = format!(
+        "compute kept {:.2} of the CPU; the threads took {taken:?}, forwarded {} in all; inhibits {:?}",
+        s.cpu_share, r.forwarded, r.inhibits
+    );
+    if s.cpu_share >= 0.45 && taken.len() == 2 && r.forwarded > 0 {
+        Ok(saw)
+    } else {
+        Err(saw)
     }
 }

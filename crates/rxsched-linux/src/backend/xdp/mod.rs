@@ -489,4 +489,8 @@ impl TxBackend for XskTx {
     fn fd(&self) -> Option<RawFd> {
         Some(lock(&self.0).fd.as_raw_fd())
     }
+
+    fn share(&self) -> Option<AnyTx> {
+        Some(Box::new(XskTx(self.0.clone())))
+    }
 }

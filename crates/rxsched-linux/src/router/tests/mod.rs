@@ -50,6 +50,8 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         input_queue: 50,
         out_queue: 32,
         in_xdp: false,
+        cpus: Vec::new(),
+        cycle_limit_total: None,
     }
 }
 

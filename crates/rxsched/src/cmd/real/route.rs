@@ -78,6 +78,16 @@ pub struct RouteArgs {
     /// backend, next hops from the kernel, no --screen or --feedback).
     #[arg(long, default_value = "user", value_parser = ["user", "xdp"])]
     pub forward_in: String,
+    /// One polling thread per CPU listed (`1-3`, `1,3`; a CPU listed twice
+    /// gets two), the ports' receive queues dealt out to them in turn,
+    /// each thread with its own quota, feedback and cycle limit (polling,
+    /// xdp backend, forwarding in user space; instead of --cpu).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// With --cpus, M4 for the whole router: this percentage of one CPU,
+    /// split evenly over the threads.
+    #[arg(long)]
+    pub cycle_limit_total: Option<f64>,
 }
 
 /// Parses `route`'s arguments.
@@ -107,6 +117,29 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             "--feedback and --cycle-limit belong to --mode polling".into(),
         ));
     }
+    let cpus = match &a.cpus {
+        Some(l) if run.cpu.is_some() => {
+            return Err(Error::Input(format!(
+                "--cpus {l} and --cpu: give one or the other"
+            )))
+        }
+        Some(l) => cpu_list(l)?,
+        None => Vec::new(),
+    };
+    let cycle_limit_total = match a.cycle_limit_total {
+        Some(_) if cpus.is_empty() => {
+            return Err(Error::Input(
+                "--cycle-limit-total caps the threads of --cpus together: give --cpus".into(),
+            ))
+        }
+        Some(p) if !(p > 0.0 && p <= 100.0) => {
+            return Err(Error::flag(
+                "cycle-limit-total",
+                format!("{p} is not a percentage in (0, 100]"),
+            ))
+        }
+        p => p.map(|p| p / 100.0),
+    };
     Ok(RouterConfig {
         run,
         ports: a.ports.clone(),
@@ -121,7 +154,34 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         input_queue: 50,
         out_queue: 256,
         in_xdp: a.forward_in == "xdp",
+        cpus,
+        cycle_limit_total,
     })
+}
+
+/// `--cpus LIST`: CPUs and ranges, comma-separated (`1-3,5`), each online.
+fn cpu_list(s: &str) -> Result<Vec<usize>> {
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    let bad = |why: String| Error::Input(format!("--cpus {s:?}: {why}"));
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = match (a.trim().parse(), b.trim().parse()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => return Err(bad(format!("{part:?} is not a CPU or a range A-B"))),
+        };
+        if b >= online {
+            return Err(bad(format!(
+                "CPU {b} is not online (this host has {online})"
+            )));
+        }
+        v.extend(a..=b);
+    }
+    if v.len() > 64 {
+        return Err(bad("at most 64 threads".into()));
+    }
+    Ok(v)
 }
 
 /// `--route`s: none, and the kernel's tables give every next hop.

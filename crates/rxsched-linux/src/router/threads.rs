@@ -1,0 +1,282 @@
+//! One polling thread per CPU (`route --cpus`): the receive queues of every
+//! port are dealt out to the threads (queue q of port p to thread p + q,
+//! modulo the threads), each thread pinned to its
+//! CPU with its queues' NAPI threads, each with its own polling loop
+//! (quota, M3, M4 over its own queues' receive work) and its own output
+//! queues. They count into one set of counters and send through each
+//! port's queue-0 socket, taking turns on it. A cap for the whole router
+//! (`--cycle-limit-total`) is split evenly over the threads, so their sum
+//! never passes it.
+
+use super::polling::{Part, PollingRouter};
+use super::{Counters, Devices, Port, RouterConfig, RouterReport};
+use crate::backend::copy::NoTx;
+use crate::backend::packet::EpollWait;
+use crate::backend::{AnyRx, AnyTx, RxBackend};
+use crate::links::LinkWatch;
+use crate::napi_threads::{self, NapiGate, Sched};
+use crate::runtime::{NAPI_PRIO, POLL_PRIO};
+use crate::sys::{self, SysError, SysResult};
+use rxsched_core::DropPoint;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+/// What one polling thread did, in the router's report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThreadReport {
+    /// Its CPU.
+    pub cpu: usize,
+    /// Its receive queues, as `PORT:QUEUE`.
+    pub queues: Vec<String>,
+    /// Frames it took off them.
+    pub taken: u64,
+    /// Its CPU time, in seconds.
+    pub cpu_s: f64,
+}
+
+/// A receive side with nothing to receive: a port whose queue 0 another
+/// thread serves, kept in this thread's list for its transmit side. Its
+/// descriptor never becomes readable.
+struct Elsewhere(OwnedFd);
+
+impl Elsewhere {
+    fn new() -> SysResult<Elsewhere> {
+        rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)
+            .map(Elsewhere)
+            .map_err(|e| SysError {
+                what: "router".into(),
+                syscall: "eventfd",
+                source: e.into(),
+            })
+    }
+}
+
+impl RxBackend for Elsewhere {
+    fn fd(&self) -> Option<RawFd> {
+        Some(self.0.as_raw_fd())
+    }
+    fn recv_while(&mut self, _max: usize, _f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
+        0
+    }
+    fn pending(&self) -> bool {
+        false
+    }
+    fn ring_drops(&mut self) -> SysResult<u64> {
+        Ok(0)
+    }
+}
+
+fn invalid(msg: &str) -> SysError {
+    SysError {
+        what: "router".into(),
+        syscall: "configure",
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, msg.to_string()),
+    }
+}
+
+/// One thread's share: its CPU, its ports (every port's transmit side
+/// first, with that port's queue 0 if it is this thread's), its queues'
+/// names and NAPI threads.
+struct Share {
+    cpu: usize,
+    ports: Vec<Port<AnyRx, AnyTx>>,
+    queues: Vec<String>,
+    napi: Vec<i32>,
+}
+
+/// Deals `ports` (every port's queue 0, then the other queues, `queue_of`
+/// naming each receive side's port and queue) out to the CPUs `cpus`.
+fn deal(
+    ports: Vec<Port<AnyRx, AnyTx>>,
+    queue_of: &[(usize, u32)],
+    nports: usize,
+    cpus: &[usize],
+) -> SysResult<Vec<Share>> {
+    let mut napi: Vec<Vec<i32>> = Vec::new();
+    for p in &ports[..nports] {
+        napi.push(napi_threads::queue_threads(&p.name)?);
+    }
+    let mut shares: Vec<Share> = cpus
+        .iter()
+        .map(|&cpu| Share {
+            cpu,
+            ports: Vec::new(),
+            queues: Vec::new(),
+            napi: Vec::new(),
+        })
+        .collect();
+    let egress: Vec<(String, crate::wire::Mac, usize)> = ports[..nports]
+        .iter()
+        .map(|p| (p.name.clone(), p.mac, p.mtu))
+        .collect();
+    let shared_tx: Vec<Vec<AnyTx>> = ports[..nports]
+        .iter()
+        .map(|p| {
+            (0..cpus.len())
+                .map(|_| {
+                    p.tx.share()
+                        .ok_or_else(|| invalid("--cpus needs the xdp backend"))
+                })
+                .collect::<SysResult<Vec<_>>>()
+        })
+        .collect::<SysResult<_>>()?;
+    let mut firsts: Vec<Vec<Option<AnyRx>>> = (0..cpus.len())
+        .map(|_| (0..nports).map(|_| None).collect())
+        .collect();
+    let mut extra: Vec<Vec<Port<AnyRx, AnyTx>>> = (0..cpus.len()).map(|_| Vec::new()).collect();
+    for (j, port) in ports.into_iter().enumerate() {
+        // Queue q of port p to thread (p + q) mod k: each port's queues
+        // spread over the threads, and one queue per port still spreads
+        // the ports.
+        let (p, q) = queue_of[j];
+        let t = (p + q as usize) % cpus.len();
+        shares[t].queues.push(format!("{}:{q}", egress[p].0));
+        if let Some(tid) = napi[p].get(q as usize).copied().filter(|t| *t > 0) {
+            shares[t].napi.push(tid);
+        }
+        if j < nports {
+            firsts[t][p] = Some(port.rx);
+        } else {
+            extra[t].push(Port {
+                tx: Box::new(NoTx(port.name.clone())) as AnyTx,
+                ..port
+            });
+        }
+    }
+    let mut shared_tx: Vec<std::vec::IntoIter<AnyTx>> =
+        shared_tx.into_iter().map(|v| v.into_iter()).collect();
+    for (t, share) in shares.iter_mut().enumerate() {
+        for (p, first) in firsts[t].iter_mut().enumerate() {
+            let (name, mac, mtu) = egress[p].clone();
+            let rx = match first.take() {
+                Some(rx) => rx,
+                None => Box::new(Elsewhere::new()?) as AnyRx,
+            };
+            share.ports.push(Port {
+                name,
+                rx,
+                tx: shared_tx[p].next().expect("one per thread"),
+                mac,
+                mtu,
+            });
+        }
+        share.ports.append(&mut extra[t]);
+    }
+    Ok(shares)
+}
+
+/// Runs the router's polling threads, one per CPU of `cfg.cpus`, over
+/// `ports` (each port's queue 0 first, then the other queues, `queue_of`
+/// naming each), until the run ends; returns the router's report and each
+/// thread's.
+pub(super) fn run(
+    cfg: &RouterConfig,
+    ports: Vec<Port<AnyRx, AnyTx>>,
+    queue_of: &[(usize, u32)],
+    devices: &Devices,
+    prio: Option<i32>,
+) -> SysResult<RouterReport> {
+    let nports = cfg.ports.len();
+    if cfg.screen.is_some() || cfg.in_xdp || cfg.mode != super::Mode::Polling {
+        return Err(invalid(
+            "--cpus runs polling threads that forward in user space: no --screen, --forward-in xdp or --mode other than polling",
+        ));
+    }
+    let k = cfg.cpus.len();
+    let mut c = cfg.clone();
+    if let Some(total) = cfg.cycle_limit_total {
+        // Each thread its equal part: the sum never passes the cap.
+        let each = total / k as f64;
+        c.run.cycle_limit = Some(c.run.cycle_limit.map_or(each, |l| l.min(each)));
+    }
+    if c.run.cycle_limit.is_some() && c.run.wake_cost_ns.is_none() {
+        c.run.wake_cost_ns = Some(crate::wakecost::measure(cfg.cpus[0])?);
+    }
+    let counters: Arc<Counters> = Arc::default();
+    let _ = counters.devices.set(devices.clone());
+    let shares = deal(ports, queue_of, nports, &cfg.cpus)?;
+    let mut handles = Vec::new();
+    for (i, share) in shares.into_iter().enumerate() {
+        let (c, counters, ifaces) = (c.clone(), counters.clone(), cfg.ports.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("poll-cpu{}", share.cpu))
+            .spawn(move || -> SysResult<(Part, f64, f64, Vec<String>, usize)> {
+                sys::pin_to_cpu(share.cpu)?;
+                for t in &share.napi {
+                    napi_threads::pin(*t, share.cpu)?;
+                }
+                let gate = NapiGate::of_threads(share.napi.clone(), Sched::Fifo(NAPI_PRIO))?;
+                let mut mine = c.clone();
+                mine.run.cpu = Some(share.cpu);
+                let wait = EpollWait::new()?;
+                let mut r = PollingRouter::with_counters(
+                    share.ports,
+                    &mine,
+                    None,
+                    sys::MonoClock,
+                    wait,
+                    counters,
+                )?;
+                r.attach(
+                    Box::new(gate),
+                    LinkWatch::new("route", &ifaces, sys::mono_ns())?,
+                )?;
+                crate::runtime::take_priority(prio.or(Some(POLL_PRIO)))?;
+                // The first thread prints the live line for the router.
+                let every = if i == 0 { mine.run.stats_every_s } else { 0.0 };
+                let (d, cpu) = r.serve(&mine, every)?;
+                Ok((r.part()?, d, cpu, share.queues, share.cpu))
+            })
+            .map_err(|e| SysError {
+                what: "router".into(),
+                syscall: "clone",
+                source: e,
+            })?;
+        handles.push(h);
+    }
+    let mut parts = Vec::new();
+    for h in handles {
+        parts.push(
+            h.join()
+                .map_err(|_| invalid("a polling thread panicked"))??,
+        );
+    }
+    let ring: u64 = parts.iter().map(|p| p.0.ring).sum();
+    let sock: u64 = parts.iter().map(|p| p.0.sock).sum();
+    let in_flight: u64 = parts.iter().map(|p| p.0.in_flight).sum();
+    let mut r = RouterReport::new(cfg.mode, &counters, ring, in_flight);
+    if sock > 0 {
+        r.drops.insert(DropPoint::XskRxRing, sock);
+    }
+    let mut program: Vec<u64> = Vec::new();
+    let mut inhibits = BTreeMap::new();
+    for (p, ..) in &parts {
+        if program.len() < p.program.len() {
+            program.resize(p.program.len(), 0);
+        }
+        for (a, b) in program.iter_mut().zip(&p.program) {
+            *a += b;
+        }
+        for (cause, n) in &p.inhibits {
+            *inhibits.entry(*cause).or_insert(0) += n;
+        }
+    }
+    r.add_program(&program, false);
+    r.inhibits = inhibits;
+    r.duration_s = parts.iter().map(|p| p.1).fold(0.0, f64::max);
+    r.cpu_s = parts.iter().map(|p| p.2).sum();
+    r.wake_cost_ns = parts.iter().find_map(|p| p.0.wake_cost_ns);
+    r.fault = parts.iter().find_map(|p| p.0.fault.clone());
+    r.threads = parts
+        .into_iter()
+        .map(|(p, _, cpu_s, queues, cpu)| ThreadReport {
+            cpu,
+            queues,
+            taken: p.taken,
+            cpu_s,
+        })
+        .collect();
+    Ok(r)
+}
