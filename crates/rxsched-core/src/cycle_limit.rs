@@ -71,6 +71,15 @@ impl CycleLimit {
         self.inhibited = false;
     }
 
+    /// Input time left in the current period before an inhibit, while
+    /// input is allowed (`None` while inhibited, or with no limit short of
+    /// the whole period).
+    pub fn headroom(&mut self, now: Nanos) -> Option<Nanos> {
+        self.roll(now);
+        (!self.inhibited && self.threshold_ns < self.period_ns)
+            .then(|| self.threshold_ns.saturating_sub(self.used_ns))
+    }
+
     /// When the current inhibit ends, if one is in force.
     pub fn deadline(&self) -> Option<Nanos> {
         self.inhibited.then_some(self.period_start + self.period_ns)

@@ -133,6 +133,11 @@ impl PollLoop {
         self.fac.register(rx, tx)
     }
 
+    /// With M4: input time left in the current period before an inhibit.
+    pub fn cycle_headroom(&mut self, now: Nanos) -> Option<Nanos> {
+        self.fac.cycle_headroom(now)
+    }
+
     /// The facility, for queries.
     pub fn facility(&self) -> &PollingFacility {
         &self.fac

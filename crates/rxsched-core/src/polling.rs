@@ -125,6 +125,12 @@ impl PollingFacility {
         self.cycle.is_some()
     }
 
+    /// With M4: input time left in the current period before it inhibits
+    /// input (see [`CycleLimit::headroom`]).
+    pub fn cycle_headroom(&mut self, now: Nanos) -> Option<Nanos> {
+        self.cycle.as_mut().and_then(|c| c.headroom(now))
+    }
+
     /// The packet quota per callback.
     pub fn quota(&self) -> Quota {
         self.quota

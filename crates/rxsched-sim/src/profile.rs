@@ -215,6 +215,79 @@ pub struct Profile {
     /// The Windows NT receive path's costs, for `kernel.kind = "nt"`.
     #[serde(default)]
     pub nt: Option<NtCosts>,
+    /// The profile's free parameters and the published claims that fix
+    /// them (`rxsched calibrate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrate: Option<Calibrate>,
+}
+
+/// `[calibrate]`: what `rxsched calibrate` fits and to what.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibrate {
+    /// The free parameters.
+    pub param: Vec<FreeParam>,
+    /// The calibration claims that fix them: checks of experiments on this
+    /// profile. There are at least as many as parameters.
+    pub claims: Vec<ClaimRef>,
+    /// What the last fit gave, claim by claim (written by `calibrate --write`).
+    #[serde(default)]
+    pub fitted: Vec<Fitted>,
+}
+
+/// One free parameter: it sets costs, each its base value times the
+/// parameter (`scales`), or to the parameter itself (`sets`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreeParam {
+    /// Its name.
+    pub name: String,
+    /// What it is, in words.
+    pub why: String,
+    /// Dotted cost keys (`cost.ip_input`) and the base each is scaled from.
+    #[serde(default)]
+    pub scales: std::collections::BTreeMap<String, f64>,
+    /// Dotted cost keys set to the parameter's value.
+    #[serde(default)]
+    pub sets: Vec<String>,
+    /// The range it is searched in.
+    pub range: [f64; 2],
+    /// Its value: the last fit's (the costs it sets hold the same).
+    pub value: f64,
+}
+
+/// A calibration claim: a check of an experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRef {
+    /// The experiment id.
+    pub experiment: String,
+    /// The check's name, as in the experiment file.
+    pub check: String,
+}
+
+/// One claim's residual at the last fit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fitted {
+    /// The experiment id.
+    pub experiment: String,
+    /// The check's name.
+    pub check: String,
+    /// The relative residuals of its points (ours less published, over
+    /// published), rounded to 1e-4.
+    pub residuals: Vec<f64>,
+}
+
+impl FreeParam {
+    /// The costs this parameter gives at `v`: each dotted key and its value.
+    pub fn costs(&self, v: f64) -> Vec<(String, f64)> {
+        self.scales
+            .iter()
+            .map(|(k, base)| (k.clone(), base * v))
+            .chain(self.sets.iter().map(|k| (k.clone(), v)))
+            .collect()
+    }
 }
 
 /// The costs of an NT-style multiprocessor host (Hansen & Jul 1997): the

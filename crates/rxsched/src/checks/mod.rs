@@ -11,6 +11,7 @@
 
 mod compare;
 mod curve;
+mod residual;
 mod rule;
 mod single;
 

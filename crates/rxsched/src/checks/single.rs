@@ -34,41 +34,50 @@ pub(super) fn collapses(cv: &Curve, max: f64) -> Outcome {
 }
 
 /// Where the curve, past its peak, first falls to `fraction` of it.
+/// Where the curve, past its peak, first falls to `fraction` of the peak
+/// (interpolated between points), if it does.
+pub(super) fn livelock_x(cv: &Curve, fraction: f64) -> Option<f64> {
+    let (px, py) = peak(cv);
+    let floor = fraction * py;
+    let mut prev = (px, py);
+    for &(x, y) in cv.iter().filter(|p| p.0 > px) {
+        if y <= floor {
+            return Some(if prev.1 > y {
+                prev.0 + (x - prev.0) * (prev.1 - floor) / (prev.1 - y)
+            } else {
+                x
+            });
+        }
+        prev = (x, y);
+    }
+    None
+}
+
 pub(super) fn livelock_at(
     cv: &Curve,
     fraction: f64,
     min: Option<f64>,
     max: Option<f64>,
 ) -> Outcome {
-    let (px, py) = peak(cv);
-    let floor = fraction * py;
-    let mut prev = (px, py);
-    for &(x, y) in cv.iter().filter(|p| p.0 > px) {
-        if y <= floor {
-            let at = if prev.1 > y {
-                prev.0 + (x - prev.0) * (prev.1 - floor) / (prev.1 - y)
-            } else {
-                x
-            };
-            return (
-                within(at, min, max),
-                format!(
-                    "falls to {:.0}% of its peak ({py:.0}) at x = {at:.0} (want {})",
-                    fraction * 100.0,
-                    bounds(min, max)
-                ),
-            );
-        }
-        prev = (x, y);
-    }
-    (
-        false,
-        format!(
-            "never falls to {:.0}% of its peak ({py:.0}); last {:.0}",
-            fraction * 100.0,
-            last(cv)
+    let py = peak(cv).1;
+    match livelock_x(cv, fraction) {
+        Some(at) => (
+            within(at, min, max),
+            format!(
+                "falls to {:.0}% of its peak ({py:.0}) at x = {at:.0} (want {})",
+                fraction * 100.0,
+                bounds(min, max)
+            ),
         ),
-    )
+        None => (
+            false,
+            format!(
+                "never falls to {:.0}% of its peak ({py:.0}); last {:.0}",
+                fraction * 100.0,
+                last(cv)
+            ),
+        ),
+    }
 }
 
 /// The runs at one x split into levels: the widest gap, as a share of the highest.

@@ -1,0 +1,80 @@
+//! A check's residuals: how far our numbers are from the published ones it
+//! names, as relative errors (ours less published, over published), for
+//! the rules a calibration can be fitted to. A published range (`min` to
+//! `max`) counts from its middle, in units of its half-width over the
+//! middle, so that the range's ends sit at ±(half-width / middle).
+
+use super::curve::{interpolate, nearest, peak};
+use super::{Check, Rule, View};
+use crate::result::ResultFile;
+
+impl Check {
+    /// The residuals of this check against result `r`, one per published
+    /// point; `None` for a rule that names no published number.
+    pub fn residuals(&self, r: &ResultFile) -> Option<Vec<f64>> {
+        let v = View {
+            r,
+            metric: self.metric.as_deref().unwrap_or(&r.y.metric),
+            until: self.until.unwrap_or(f64::MAX),
+        };
+        v.residuals(&self.rule)
+    }
+}
+
+/// `ours` against the middle of `[min, max]`.
+fn from_middle(ours: f64, min: Option<f64>, max: Option<f64>) -> Option<f64> {
+    let mid = (min? + max?) / 2.0;
+    (mid != 0.0).then(|| (ours - mid) / mid.abs())
+}
+
+impl View<'_> {
+    fn residuals(&self, rule: &Rule) -> Option<Vec<f64>> {
+        match rule {
+            Rule::PeakReference { series, .. } => {
+                let s0 = series.first()?;
+                let ours = peak(&self.curve(s0)).1;
+                let published = self
+                    .r
+                    .reference_points(s0)
+                    .iter()
+                    .map(|p| p.1)
+                    .fold(f64::MIN, f64::max);
+                (published > 0.0).then(|| vec![(ours - published) / published])
+            }
+            Rule::Reference { series, .. } => {
+                let mut out = Vec::new();
+                for rf in self
+                    .r
+                    .reference
+                    .iter()
+                    .filter(|rf| series.contains(&rf.series))
+                {
+                    let cv = self.curve(&rf.series);
+                    for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
+                        if let (Some(ours), true) = (interpolate(&cv, *x), *y != 0.0) {
+                            out.push((ours - y) / y.abs());
+                        }
+                    }
+                }
+                (!out.is_empty()).then_some(out)
+            }
+            Rule::PointDiff(c) => {
+                let (a, b) = (
+                    nearest(&self.curve(&c.series[0]), c.at)?,
+                    nearest(&self.curve(&c.other[0]), c.at)?,
+                );
+                Some(vec![from_middle(b - a, c.min, c.max)?])
+            }
+            Rule::LivelockAt {
+                series,
+                fraction,
+                min,
+                max,
+            } => {
+                let at = super::single::livelock_x(&self.curve(series.first()?), *fraction)?;
+                Some(vec![from_middle(at, *min, *max)?])
+            }
+            _ => None,
+        }
+    }
+}
