@@ -30,7 +30,7 @@ pub const TX_DROPPED: usize = 2;
 pub const DENIED: usize = 3;
 
 /// Frames screened and sent in one batch at most.
-const BATCH: u32 = 32;
+const BATCH: u32 = 256;
 /// How often a full output device is retried before its frames are dropped.
 const TX_RETRIES: usize = 4;
 

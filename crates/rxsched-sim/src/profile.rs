@@ -252,7 +252,8 @@ pub struct FreeParam {
     pub sets: Vec<String>,
     /// The range it is searched in.
     pub range: [f64; 2],
-    /// Its value: the last fit's (the costs it sets hold the same).
+    /// Its value in the profile (the costs it sets hold the same); the
+    /// search starts here.
     pub value: f64,
 }
 
@@ -504,6 +505,35 @@ mod tests {
             let p = Profile::parse(name, src).unwrap();
             assert_eq!(&p.name, name);
             assert!(!p.calibrated_from.is_empty());
+        }
+    }
+
+    /// A profile's costs are what its free parameters give at their
+    /// values: the profile and its `[calibrate]` section agree.
+    #[test]
+    fn calibrated_costs_follow_their_parameters() {
+        for (name, src) in BUILTIN {
+            let p = Profile::parse(name, src).unwrap();
+            let Some(cal) = &p.calibrate else { continue };
+            assert!(cal.param.len() <= cal.claims.len(), "{name}");
+            let tree = toml::Value::try_from(&p).unwrap();
+            for fp in &cal.param {
+                for (key, want) in fp.costs(fp.value) {
+                    let (t, k) = key.split_once('.').unwrap();
+                    let have = tree[t][k]
+                        .as_integer()
+                        .map(|i| i as f64)
+                        .or_else(|| tree[t][k].as_float())
+                        .unwrap_or_else(|| panic!("{name}: no {key}"));
+                    assert!(
+                        (have - want.round()).abs() <= 0.5,
+                        "{name}: {key} is {have}, {} at {} = {} gives {want}",
+                        fp.name,
+                        fp.name,
+                        fp.value
+                    );
+                }
+            }
         }
     }
 

@@ -112,6 +112,20 @@ enum Cmd {
     },
     /// List the machine profiles and what each cost was calibrated from.
     Profiles,
+    /// Fit a profile's free parameters to its calibration claims, by least
+    /// squares through the simulator.
+    Calibrate {
+        /// A built-in profile's name (its file in this source tree), or a
+        /// profile file with a [calibrate] section.
+        profile: String,
+        /// Write the fitted values, the costs they set and the residuals
+        /// into the profile file.
+        #[arg(long)]
+        write: bool,
+        /// Runs in parallel (default: one per core).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
     /// The lab of network namespaces (root).
     Lab {
         #[command(subcommand)]
@@ -323,6 +337,11 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             keep,
         } => cmd::swarm::run(runs, seed, jobs, timeout, &out, keep),
         Cmd::Profiles => cmd::profiles::run(),
+        Cmd::Calibrate {
+            profile,
+            write,
+            jobs,
+        } => cmd::calibrate::run(&profile, write, jobs),
         Cmd::Lab { cmd } => done(cmd::real::lab_cmd(cmd)),
         Cmd::Gen(a) => done(cmd::real::gen(a)),
         Cmd::Sink(a) => done(cmd::real::sink(a)),

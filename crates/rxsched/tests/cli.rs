@@ -603,3 +603,25 @@ fn sweeps_linux_hosts_pipes_and_syntax_errors_are_handled() {
     assert_eq!(r.status.code(), Some(141), "{}", stderr(&r));
     assert!(stderr(&r).is_empty(), "{}", stderr(&r));
 }
+
+/// `calibrate` fits the DECstation 3000/300's free parameters to its
+/// calibration claims: it names them, and the fit's sum of squares is no
+/// worse than the profile's own (the search starts there). A profile with
+/// no free parameters is refused.
+#[test]
+fn calibrate_fits_a_profile_to_its_claims() {
+    let o = rxsched(&["calibrate", "dec3000-300", "--jobs", "2"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("3 free parameters, 6 claims"), "{out}");
+    let sums: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split("mean squares: ").nth(1))
+        .map(|v| v.trim().parse().unwrap())
+        .collect();
+    assert_eq!(sums.len(), 2, "{out}");
+    assert!(sums[1] <= sums[0], "the fit is worse than its start: {out}");
+    let o = rxsched(&["calibrate", "dec3000-500-fddi"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no free parameters"), "{}", stderr(&o));
+}

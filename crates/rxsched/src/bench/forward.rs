@@ -42,6 +42,8 @@ pub struct Screen {
     pub rules: String,
     /// `--feedback HIGH,LOW`.
     pub feedback: Option<&'static str>,
+    /// `--screen-queue N` (default: the router's own).
+    pub queue: Option<u32>,
 }
 
 impl Forwarder {
@@ -66,6 +68,7 @@ impl Forwarder {
                 cycle_limit,
                 screen: screen.map(|s| s.rules.clone()),
                 feedback: screen.and_then(|s| s.feedback),
+                screen_queue: screen.and_then(|s| s.queue),
                 ..Route::new(mode, secs)
             }))
         };

@@ -35,28 +35,38 @@ struct Variant {
     screen: Option<Screen>,
 }
 
+/// The paper's screening queue (Mogul & Ramakrishnan 1996 §6.6.1).
+const PAPER_QUEUE: u32 = 32;
+
 fn variants(rules: &Path) -> Vec<Variant> {
-    let screen = |feedback| {
+    // The paper's three forms on its 32-packet queue, and ours.
+    let screen = |feedback, queue| {
         Some(Screen {
             rules: rules.display().to_string(),
             feedback,
+            queue,
         })
     };
     vec![
         Variant {
             label: "interrupt-screend",
             fwd: Forwarder::Interrupt,
-            screen: screen(None),
+            screen: screen(None, Some(PAPER_QUEUE)),
         },
         Variant {
             label: "polling-screend",
             fwd: Forwarder::Polling,
-            screen: screen(None),
+            screen: screen(None, Some(PAPER_QUEUE)),
         },
         Variant {
             label: "polling-screend-feedback",
             fwd: Forwarder::Polling,
-            screen: screen(Some("0.75,0.25")),
+            screen: screen(Some("0.75,0.25"), Some(PAPER_QUEUE)),
+        },
+        Variant {
+            label: "polling-screend-feedback-q1024",
+            fwd: Forwarder::Polling,
+            screen: screen(Some("0.75,0.25"), None),
         },
         Variant {
             label: "kernel-nftables",

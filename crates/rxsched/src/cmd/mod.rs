@@ -2,6 +2,7 @@
 //! planned figures in parallel with a progress bar, and the summary line.
 
 pub mod bench;
+pub mod calibrate;
 pub mod profiles;
 pub mod real;
 pub mod reproduce;

@@ -148,6 +148,8 @@ pub struct Route {
     pub screen: Option<String>,
     /// Queue-state feedback on the screening queue, `HIGH,LOW`.
     pub feedback: Option<&'static str>,
+    /// The screening queue's length, if not the router's default.
+    pub screen_queue: Option<u32>,
     /// Forwarding in the device's XDP program (`--forward-in xdp`).
     pub in_xdp: bool,
 }
@@ -162,6 +164,7 @@ impl Route {
             cycle_limit: None,
             screen: None,
             feedback: None,
+            screen_queue: None,
             in_xdp: false,
         }
     }
@@ -370,6 +373,7 @@ impl Proc {
                 .flag("--duration", r.secs)
                 .cycle_limit(r.cycle_limit)
                 .opt("--screen", r.screen.as_ref())
+                .opt("--screen-queue", r.screen_queue)
                 .opt("--feedback", r.feedback)
                 .words(if r.in_xdp {
                     &["--forward-in", "xdp"]

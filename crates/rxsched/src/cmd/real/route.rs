@@ -64,8 +64,10 @@ pub struct RouteArgs {
     /// frames it accepts it sends on, frames it denies are counted by rule.
     #[arg(long, value_name = "RULES")]
     pub screen: Option<String>,
-    /// The screening queue's length, in frames.
-    #[arg(long, default_value_t = 32)]
+    /// The screening queue's length, in frames (the paper's screend had 32:
+    /// under load the stage and the router then take turns every few dozen
+    /// frames; at low load a frame passes at once whatever the length).
+    #[arg(long, default_value_t = 1024)]
     pub screen_queue: u32,
     /// Polling: run time-shared like any process (and the receive threads
     /// too while it waits), not above every process.
