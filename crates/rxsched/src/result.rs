@@ -345,6 +345,37 @@ impl ResultFile {
             .map_or(0.0, |(x, _)| *x)
     }
 
+    /// The MLFRR between the swept points, continuous in the costs: the
+    /// rate the first point beyond the loss tolerance delivered (its rate
+    /// times the share not lost: what the host took at overload), held
+    /// between that point and the last one within the tolerance; the last
+    /// point's x if none is beyond it. A calibration fits to this; the
+    /// checks judge the swept point (`mlfrr`), a step.
+    pub fn mlfrr_between(&self, label: &str) -> f64 {
+        let tol = self.mlfrr_loss;
+        let mut pts: Vec<(f64, f64)> = self
+            .points(label)
+            .filter_map(|p| {
+                let arrived = p.get("arrived").unwrap_or(0.0);
+                let loss = if arrived > 0.0 {
+                    p.drops() / arrived
+                } else {
+                    0.0
+                };
+                Some((p.get(&self.x.metric)?, loss))
+            })
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut last_ok = 0.0;
+        for &(x, loss) in &pts {
+            if loss > tol {
+                return (x * (1.0 - loss)).clamp(last_ok, x);
+            }
+            last_ok = x;
+        }
+        last_ok
+    }
+
     /// The published points of a series.
     pub fn reference_points(&self, label: &str) -> Vec<(f64, f64)> {
         self.reference

@@ -74,6 +74,11 @@ impl View<'_> {
                 let at = super::single::livelock_x(&self.curve(series.first()?), *fraction)?;
                 Some(vec![from_middle(at, *min, *max)?])
             }
+            Rule::Mlfrr(b) => {
+                // Between the swept points: the swept MLFRR is a step.
+                let m = self.r.mlfrr_between(b.series.first()?);
+                Some(vec![from_middle(m, b.min, b.max)?])
+            }
             _ => None,
         }
     }

@@ -11,7 +11,11 @@ pub fn run() -> Result<ExitCode> {
         let doc: toml_edit::DocumentMut = src
             .parse()
             .map_err(|e: toml_edit::TomlError| Error::Run(e.to_string()))?;
-        rxsched::out::print(&describe(name, &p.testbed, &p.calibrated_from, &doc))?;
+        let mut text = describe(name, &p.testbed, &p.calibrated_from, &doc);
+        if let Some(c) = &p.calibrate {
+            text.insert_str(text.len() - 1, &fitted(c));
+        }
+        rxsched::out::print(&text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -26,6 +30,10 @@ fn describe(name: &str, testbed: &str, from: &[String], doc: &toml_edit::Documen
     s += "  costs:\n";
     for (section, item) in doc.iter() {
         let Some(t) = item.as_table() else { continue };
+        // `[calibrate]` is shown apart, by `fitted`.
+        if section == "calibrate" {
+            continue;
+        }
         for (k, v) in t.iter() {
             let Some(v) = v.as_value() else { continue };
             let comment = v
@@ -44,6 +52,34 @@ fn describe(name: &str, testbed: &str, from: &[String], doc: &toml_edit::Documen
     s + "\n"
 }
 
+/// A profile's free parameters and the claims that fix them
+/// (`rxsched calibrate`).
+fn fitted(c: &rxsched_sim::profile::Calibrate) -> String {
+    let mut s = String::from("  free parameters (rxsched calibrate):\n");
+    for p in &c.param {
+        let keys: Vec<&str> = p
+            .scales
+            .keys()
+            .map(String::as_str)
+            .chain(p.sets.iter().map(String::as_str))
+            .collect();
+        s += &format!(
+            "    {:<14} {:>12} in [{}, {}]   {}; sets {}\n",
+            p.name,
+            p.value,
+            p.range[0],
+            p.range[1],
+            p.why,
+            keys.join(", ")
+        );
+    }
+    s += "  fitted to:\n";
+    for cl in &c.claims {
+        s += &format!("    - {}: {}\n", cl.experiment, cl.check);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,8 +89,17 @@ mod tests {
         for (name, src) in rxsched_sim::profile::BUILTIN {
             let p = rxsched_sim::Profile::parse(name, src).unwrap();
             let doc: toml_edit::DocumentMut = src.parse().unwrap();
-            let text = describe(name, &p.testbed, &p.calibrated_from, &doc);
+            let mut text = describe(name, &p.testbed, &p.calibrated_from, &doc);
+            if let Some(c) = &p.calibrate {
+                text += &fitted(c);
+                for fp in &c.param {
+                    assert!(text.contains(&fp.name), "{name}: {} missing", fp.name);
+                }
+            }
             for (section, item) in doc.iter() {
+                if section == "calibrate" {
+                    continue;
+                }
                 if let Some(t) = item.as_table() {
                     for (k, _) in t.iter() {
                         assert!(
