@@ -309,6 +309,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
          img{max-width:100%;border:1px solid #eee}section{margin-bottom:3em}</style></head><body>\n\
          <h1>rxsched: reproduced figures</h1>\n",
     );
+    h += &scoreboard(&results);
     let passed = results.iter().filter(|r| r.passed()).count();
     h += &format!(
         "<p>{} results, {} with every check passing. Lines and dots are simulated; hollow squares are the published points.</p>\n<ul>\n",
@@ -343,6 +344,99 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
     }
     h += "</body></html>\n";
     std::fs::write(dir.join("index.html"), h)
+}
+
+/// What a paper's results score, claim by claim.
+#[derive(Default)]
+struct Score {
+    reproduced: usize,
+    calibrated: usize,
+    construction: usize,
+    missed: Vec<(String, String, String)>,
+    unchecked: usize,
+}
+
+/// The paper a result belongs to, by its id's first word.
+fn paper(id: &str) -> &str {
+    match id.split('-').next().unwrap_or(id) {
+        "mogul" => "Mogul & Ramakrishnan 1996",
+        "spanos" => "Spanos et al. 2008",
+        "srp" => "Brustoloni et al. 2000 (SRP)",
+        "hansen" => "Hansen & Jul 1997",
+        "real" => "the real dataplane (this machine)",
+        _ => "other",
+    }
+}
+
+/// The scoreboard that opens the report: per paper, the claims reproduced
+/// (predictions and shapes whose checks pass), the calibrations met, the
+/// checks that hold by construction (not counted as reproduced), the
+/// misses (known or not) and the claims no check stands for; then every
+/// miss, linked to its figure.
+fn scoreboard(results: &[ResultFile]) -> String {
+    use crate::result::ClaimKind;
+    let mut papers: Vec<(&str, Score)> = Vec::new();
+    for r in results {
+        let name = paper(&r.id);
+        let i = match papers.iter().position(|(p, _)| *p == name) {
+            Some(i) => i,
+            None => {
+                papers.push((name, Score::default()));
+                papers.len() - 1
+            }
+        };
+        let sc = &mut papers[i].1;
+        sc.unchecked += r.claims.len();
+        for c in &r.checks {
+            let kind = c.claim.as_ref().map(|cl| cl.kind);
+            match (kind, c.pass) {
+                (Some(ClaimKind::Construction), _) => sc.construction += 1,
+                (_, false) => sc.missed.push((
+                    r.id.clone(),
+                    c.name.clone(),
+                    c.known_miss.clone().unwrap_or_default(),
+                )),
+                (Some(ClaimKind::Calibration), true) => sc.calibrated += 1,
+                (_, true) => sc.reproduced += 1,
+            }
+        }
+    }
+    let mut h = String::from(
+        "<h2>Scoreboard</h2>
+<table><tr><th>paper</th><th>reproduced</th><th>calibrations met</th>         <th>by construction (not counted)</th><th>missed</th><th>claims not checked</th></tr>
+",
+    );
+    for (p, sc) in &papers {
+        h += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>\n",
+            esc(p),
+            sc.reproduced,
+            sc.calibrated,
+            sc.construction,
+            if sc.missed.is_empty() { "pass" } else { "fail" },
+            sc.missed.len(),
+            sc.unchecked
+        );
+    }
+    h += "</table>\n";
+    let misses: Vec<_> = papers.iter().flat_map(|(_, sc)| &sc.missed).collect();
+    if !misses.is_empty() {
+        h += "<h3>Misses</h3>\n<ul>\n";
+        for (id, name, why) in misses {
+            let why = if why.is_empty() {
+                String::new()
+            } else {
+                format!(" <i>Known: {}</i>", esc(why))
+            };
+            h += &format!(
+                "<li><a href=\"#{0}\">{0}</a>: {1}.{why}</li>\n",
+                esc(id),
+                esc(name)
+            );
+        }
+        h += "</ul>\n";
+    }
+    h
 }
 
 /// The claims of the text about this figure: each with its section, how it

@@ -137,6 +137,10 @@ pub enum ClaimKind {
     Shape,
     /// A value the text withholds: we report ours and check nothing.
     HeldOut,
+    /// A claim the model meets by how it is built, not by what it
+    /// predicts: shown, and not counted as reproduced (the reason is in the
+    /// claim's `construction` text).
+    Construction,
 }
 
 impl ClaimKind {
@@ -147,6 +151,7 @@ impl ClaimKind {
             ClaimKind::Prediction => "prediction",
             ClaimKind::Shape => "shape",
             ClaimKind::HeldOut => "held out",
+            ClaimKind::Construction => "by construction",
         }
     }
 }
@@ -164,6 +169,9 @@ pub struct Claim {
     /// For a claim that no check stands for: why, and what we show instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unchecked: Option<String>,
+    /// For a claim met by construction: how the model is built so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub construction: Option<String>,
 }
 
 /// One verdict, computed from the points.

@@ -621,7 +621,7 @@ fn calibrate_fits_a_profile_to_its_claims() {
         .collect();
     assert_eq!(sums.len(), 2, "{out}");
     assert!(sums[1] <= sums[0], "the fit is worse than its start: {out}");
-    let o = rxsched(&["calibrate", "dec3000-500-fddi"]);
+    let o = rxsched(&["calibrate", "dual-p133-nt4"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no free parameters"), "{}", stderr(&o));
 }

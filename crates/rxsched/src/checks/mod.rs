@@ -90,6 +90,12 @@ pub fn validate(
             metric(m).map_err(|e| (key("metric"), e))?;
         }
         if let Some(cl) = &c.claim {
+            if (cl.kind == ClaimKind::Construction) != cl.construction.is_some() {
+                return Err((
+                    key("claim"),
+                    "a claim met by construction says how (`construction = \"...\"`), and only such a claim does".into(),
+                ));
+            }
             if cl.kind == ClaimKind::HeldOut || cl.unchecked.is_some() {
                 return Err((
                     key("claim"),
