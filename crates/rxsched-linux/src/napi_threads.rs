@@ -39,20 +39,33 @@ pub fn set_threaded(iface: &str, on: bool) -> SysResult<()> {
         .map_err(|e| err(iface, "write(/sys/class/net/*/threaded)", e))
 }
 
-/// The NAPI instances of `iface` (in this namespace) and their threads.
-pub fn threads(iface: &str) -> SysResult<Vec<NapiThread>> {
-    let idx = ifindex(iface)? as u32;
+/// A dump of the `netdev` family's `cmd` for device `idx` (`iface`), its
+/// filter attribute `attr`; `call` names it in errors.
+fn netdev_dump(
+    iface: &str,
+    idx: u32,
+    cmd: u8,
+    attr: u16,
+    call: &'static str,
+) -> SysResult<Vec<Vec<u8>>> {
     let mut nl = genl::Socket::open().map_err(|e| err(iface, "socket(NETLINK_GENERIC)", e))?;
     let family = nl
         .family("netdev")
         .map_err(|e| err(iface, "genl CTRL_CMD_GETFAMILY(netdev)", e))?;
-    let replies = nl
-        .dump(
-            family,
-            genl::NAPI_GET,
-            &genl::u32_attr(genl::NAPI_IFINDEX, idx),
-        )
-        .map_err(|e| err(iface, "genl NETDEV_CMD_NAPI_GET", e))?;
+    nl.dump(family, cmd, &genl::u32_attr(attr, idx))
+        .map_err(|e| err(iface, call, e))
+}
+
+/// The NAPI instances of `iface` (in this namespace) and their threads.
+pub fn threads(iface: &str) -> SysResult<Vec<NapiThread>> {
+    let idx = ifindex(iface)? as u32;
+    let replies = netdev_dump(
+        iface,
+        idx,
+        genl::NAPI_GET,
+        genl::NAPI_IFINDEX,
+        "genl NETDEV_CMD_NAPI_GET",
+    )?;
     let mut v = Vec::new();
     for r in replies {
         let (mut id, mut tid, mut dev) = (0, 0, 0);
@@ -78,17 +91,13 @@ pub fn threads(iface: &str) -> SysResult<Vec<NapiThread>> {
 pub fn queue_threads(iface: &str) -> SysResult<Vec<i32>> {
     let idx = ifindex(iface)? as u32;
     let napis = threads(iface)?;
-    let mut nl = genl::Socket::open().map_err(|e| err(iface, "socket(NETLINK_GENERIC)", e))?;
-    let family = nl
-        .family("netdev")
-        .map_err(|e| err(iface, "genl CTRL_CMD_GETFAMILY(netdev)", e))?;
-    let replies = nl
-        .dump(
-            family,
-            genl::QUEUE_GET,
-            &genl::u32_attr(genl::QUEUE_IFINDEX, idx),
-        )
-        .map_err(|e| err(iface, "genl NETDEV_CMD_QUEUE_GET", e))?;
+    let replies = netdev_dump(
+        iface,
+        idx,
+        genl::QUEUE_GET,
+        genl::QUEUE_IFINDEX,
+        "genl NETDEV_CMD_QUEUE_GET",
+    )?;
     let mut rx: Vec<(u32, u32)> = Vec::new();
     for r in replies {
         let (mut id, mut dev, mut kind, mut napi) = (0, 0, u64::MAX, 0);

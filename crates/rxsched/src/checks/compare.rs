@@ -69,32 +69,21 @@ impl View<'_> {
     /// Our curves pass within `tol` of every published point.
     pub(super) fn reference(&self, series: &[String], tol: f64) -> Outcome {
         let mut worst = (0.0f64, String::new());
-        let mut n = 0;
-        for rf in self
-            .r
-            .reference
-            .iter()
-            .filter(|rf| series.contains(&rf.series))
-        {
-            let cv = self.curve(&rf.series);
-            for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
-                let Some(ours) = interpolate(&cv, *x) else {
-                    continue;
-                };
-                n += 1;
-                let err = if *y != 0.0 {
-                    (ours - y).abs() / y.abs()
-                } else {
-                    ours.abs()
-                };
-                if err >= worst.0 {
-                    worst = (
-                        err,
-                        format!("{} at {x}: ours {ours:.3}, published {y}", rf.series),
-                    );
-                }
+        let pairs = self.published_pairs(series);
+        for (label, x, y, ours) in &pairs {
+            let err = if *y != 0.0 {
+                (ours - y).abs() / y.abs()
+            } else {
+                ours.abs()
+            };
+            if err >= worst.0 {
+                worst = (
+                    err,
+                    format!("{label} at {x}: ours {ours:.3}, published {y}"),
+                );
             }
         }
+        let n = pairs.len();
         (
             n > 0 && worst.0 <= tol,
             format!(
@@ -104,6 +93,26 @@ impl View<'_> {
                 tol * 100.0
             ),
         )
+    }
+
+    /// Every published point of `series` up to `until` where our curve
+    /// has a value: (series, x, published, ours).
+    pub(super) fn published_pairs(&self, series: &[String]) -> Vec<(String, f64, f64, f64)> {
+        let mut out = Vec::new();
+        for rf in self
+            .r
+            .reference
+            .iter()
+            .filter(|rf| series.contains(&rf.series))
+        {
+            let cv = self.curve(&rf.series);
+            for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
+                if let Some(ours) = interpolate(&cv, *x) {
+                    out.push((rf.series.clone(), *x, *y, ours));
+                }
+            }
+        }
+        out
     }
 
     /// Our peak within `tol` of the published peak.

@@ -4,7 +4,7 @@
 //! `max`) counts from its middle, in units of its half-width over the
 //! middle, so that the range's ends sit at ±(half-width / middle).
 
-use super::curve::{interpolate, nearest, peak};
+use super::curve::{nearest, peak};
 use super::{Check, Rule, View};
 use crate::result::ResultFile;
 
@@ -42,20 +42,12 @@ impl View<'_> {
                 (published > 0.0).then(|| vec![(ours - published) / published])
             }
             Rule::Reference { series, .. } => {
-                let mut out = Vec::new();
-                for rf in self
-                    .r
-                    .reference
-                    .iter()
-                    .filter(|rf| series.contains(&rf.series))
-                {
-                    let cv = self.curve(&rf.series);
-                    for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
-                        if let (Some(ours), true) = (interpolate(&cv, *x), *y != 0.0) {
-                            out.push((ours - y) / y.abs());
-                        }
-                    }
-                }
+                let out: Vec<f64> = self
+                    .published_pairs(series)
+                    .into_iter()
+                    .filter(|p| p.2 != 0.0)
+                    .map(|(_, _, y, ours)| (ours - y) / y.abs())
+                    .collect();
                 (!out.is_empty()).then_some(out)
             }
             Rule::PointDiff(c) => {
