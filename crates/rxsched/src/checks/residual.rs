@@ -66,6 +66,19 @@ impl View<'_> {
                 let at = super::single::livelock_x(&self.curve(series.first()?), *fraction)?;
                 Some(vec![from_middle(at, *min, *max)?])
             }
+            // The fitted line's intercept (T_const) or slope (k) against
+            // the published line's, series by series.
+            Rule::Fit { series, .. } | Rule::FitSlope { series, .. } => {
+                let slope = matches!(rule, Rule::FitSlope { .. });
+                series
+                    .iter()
+                    .map(|s| {
+                        let ((a, b), (ra, rb)) = self.fits(s)?;
+                        let (ours, published) = if slope { (b, rb) } else { (a, ra) };
+                        (published != 0.0).then(|| (ours - published) / published.abs())
+                    })
+                    .collect()
+            }
             Rule::Mlfrr(b) => {
                 // Between the swept points: the swept MLFRR is a step.
                 let m = self.r.mlfrr_between(b.series.first()?);

@@ -203,18 +203,8 @@ impl View<'_> {
     /// A line through the CPU-bound points of a throughput search against
     /// the published line: its intercept within `tol`, or its slope within `max`.
     pub(super) fn fit(&self, s: &str, tol: Option<f64>, max: Option<f64>) -> Outcome {
-        let cpu_bound: Vec<(f64, f64)> = {
-            let mut v: Vec<(f64, f64)> = self
-                .r
-                .points(s)
-                .filter(|p| p.get("line_limited").unwrap_or(0.0) == 0.0)
-                .filter_map(|p| Some((p.get(&self.r.x.metric)?, p.get(self.r.y_of(s))?)))
-                .collect();
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            v
-        };
-        match (line_fit(&cpu_bound), line_fit(&self.r.reference_points(s))) {
-            (Some((a, b)), Some((ra, rb))) => match (tol, max) {
+        match self.fits(s) {
+            Some(((a, b), (ra, rb))) => match (tol, max) {
                 (Some(tol), _) => {
                     let err = (a - ra).abs() / ra.abs().max(1e-12);
                     (err <= tol, format!("fitted T_const {a:.2}, k {b:.4}; published {ra:.2}, {rb:.4} ({:.1}% off)", err * 100.0))
@@ -227,11 +217,27 @@ impl View<'_> {
                     )
                 }
             },
-            _ => (
+            None => (
                 false,
                 "fewer than two CPU-bound points or reference points".to_string(),
             ),
         }
+    }
+
+    /// The line (intercept, slope) through series `s`'s CPU-bound points
+    /// of a throughput search, and the published line, if both exist.
+    pub(super) fn fits(&self, s: &str) -> Option<((f64, f64), (f64, f64))> {
+        let mut cpu_bound: Vec<(f64, f64)> = self
+            .r
+            .points(s)
+            .filter(|p| p.get("line_limited").unwrap_or(0.0) == 0.0)
+            .filter_map(|p| Some((p.get(&self.r.x.metric)?, p.get(self.r.y_of(s))?)))
+            .collect();
+        cpu_bound.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Some((
+            line_fit(&cpu_bound)?,
+            line_fit(&self.r.reference_points(s))?,
+        ))
     }
 
     /// The MLFRR of a series, within bounds.
