@@ -95,6 +95,17 @@ impl View<'_> {
         )
     }
 
+    /// Our peak of `s0` and its highest published point.
+    pub(super) fn peaks(&self, s0: &str) -> (f64, f64) {
+        let published = self
+            .r
+            .reference_points(s0)
+            .iter()
+            .map(|p| p.1)
+            .fold(f64::MIN, f64::max);
+        (peak(&self.curve(s0)).1, published)
+    }
+
     /// Every published point of `series` up to `until` where our curve
     /// has a value: (series, x, published, ours).
     pub(super) fn published_pairs(&self, series: &[String]) -> Vec<(String, f64, f64, f64)> {
@@ -117,13 +128,7 @@ impl View<'_> {
 
     /// Our peak within `tol` of the published peak.
     pub(super) fn peak_reference(&self, s0: &str, tol: f64) -> Outcome {
-        let ours = peak(&self.curve(s0)).1;
-        let published = self
-            .r
-            .reference_points(s0)
-            .iter()
-            .map(|p| p.1)
-            .fold(f64::MIN, f64::max);
+        let (ours, published) = self.peaks(s0);
         let err = (ours - published).abs() / published.abs().max(1e-9);
         (
             err <= tol,

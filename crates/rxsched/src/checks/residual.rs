@@ -4,7 +4,7 @@
 //! `max`) counts from its middle, in units of its half-width over the
 //! middle, so that the range's ends sit at ±(half-width / middle).
 
-use super::curve::{nearest, peak};
+use super::curve::nearest;
 use super::{Check, Rule, View};
 use crate::result::ResultFile;
 
@@ -31,14 +31,7 @@ impl View<'_> {
     fn residuals(&self, rule: &Rule) -> Option<Vec<f64>> {
         match rule {
             Rule::PeakReference { series, .. } => {
-                let s0 = series.first()?;
-                let ours = peak(&self.curve(s0)).1;
-                let published = self
-                    .r
-                    .reference_points(s0)
-                    .iter()
-                    .map(|p| p.1)
-                    .fold(f64::MIN, f64::max);
+                let (ours, published) = self.peaks(series.first()?);
                 (published > 0.0).then(|| vec![(ours - published) / published])
             }
             Rule::Reference { series, .. } => {

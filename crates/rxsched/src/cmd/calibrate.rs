@@ -216,7 +216,7 @@ impl Fit<'_> {
     }
 }
 
-impl CostFunction for Fit<'_> {
+impl CostFunction for &Fit<'_> {
     type Param = Vec<f64>;
     type Output = f64;
 
@@ -404,7 +404,7 @@ pub fn run(name: &str, write: bool, jobs: Option<usize>) -> Result<ExitCode> {
         .with_sd_tolerance(1e-6)
         .map_err(|e| Error::Run(format!("calibrate: {e}")))?;
     eprintln!("calibrate: searching (each step runs the claims' experiments)…");
-    let res = Executor::new(fit_ref(&fit), solver)
+    let res = Executor::new(&fit, solver)
         .configure(|s| s.max_iters(MAX_ITERS))
         .run()
         .map_err(|e| Error::Run(format!("calibrate: {e}")))?;
@@ -438,20 +438,4 @@ pub fn run(name: &str, write: bool, jobs: Option<usize>) -> Result<ExitCode> {
     }
     std::fs::remove_dir_all(&dir).ok();
     Ok(ExitCode::SUCCESS)
-}
-
-/// argmin's problem is taken by value: a reference to the fit.
-struct FitRef<'a, 'b>(&'a Fit<'b>);
-
-fn fit_ref<'a, 'b>(f: &'a Fit<'b>) -> FitRef<'a, 'b> {
-    FitRef(f)
-}
-
-impl CostFunction for FitRef<'_, '_> {
-    type Param = Vec<f64>;
-    type Output = f64;
-
-    fn cost(&self, u: &Self::Param) -> std::result::Result<f64, argmin::core::Error> {
-        self.0.cost(u)
-    }
 }

@@ -322,42 +322,29 @@ pub(super) fn bind_as(
 /// Frames socket `fd` dropped since it was bound: its ring was full
 /// (`rx_ring_full`), or no frame was lent to the kernel (`rx_dropped`).
 pub(super) fn dropped(fd: RawFd, what: &str) -> SysResult<u64> {
-    // SAFETY: plain data for the kernel to fill.
-    let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-    let mut l = std::mem::size_of_val(&st) as u32;
-    // SAFETY: st and l are valid for the kernel to write.
-    if unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_XDP,
-            libc::XDP_STATISTICS,
-            &mut st as *mut _ as *mut _,
-            &mut l,
-        )
-    } < 0
-    {
-        return Err(fail(what, "getsockopt(XDP_STATISTICS)"));
-    }
+    let st: libc::xdp_statistics =
+        getsockopt(fd, libc::XDP_STATISTICS, what, "getsockopt(XDP_STATISTICS)")?;
     Ok(st.rx_dropped + st.rx_ring_full)
 }
 
 /// The ring offsets of socket `fd`'s mappings.
 pub(super) fn offsets(fd: RawFd, what: &str) -> SysResult<libc::xdp_mmap_offsets> {
-    // SAFETY: plain data for the kernel to fill.
-    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-    let mut ol = std::mem::size_of_val(&off) as u32;
-    // SAFETY: off and ol are valid for the kernel to write.
-    if unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            &mut off as *mut _ as *mut _,
-            &mut ol,
-        )
-    } < 0
-    {
-        return Err(fail(what, "getsockopt(XDP_MMAP_OFFSETS)"));
+    getsockopt(
+        fd,
+        libc::XDP_MMAP_OFFSETS,
+        what,
+        "getsockopt(XDP_MMAP_OFFSETS)",
+    )
+}
+
+/// `getsockopt(SOL_XDP, opt)` into a plain-data `T`.
+fn getsockopt<T>(fd: RawFd, opt: libc::c_int, what: &str, call: &'static str) -> SysResult<T> {
+    // SAFETY: T is one of the kernel's plain-data structs: zeroed is valid.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut l = std::mem::size_of::<T>() as u32;
+    // SAFETY: v and l are valid for the kernel to write.
+    if unsafe { libc::getsockopt(fd, libc::SOL_XDP, opt, &mut v as *mut T as *mut _, &mut l) } < 0 {
+        return Err(fail(what, call));
     }
-    Ok(off)
+    Ok(v)
 }
