@@ -18,7 +18,12 @@
  * --forward-in xdp`) forwards the frame itself: TTL or hop limit minus one
  * and bpf_redirect to the output port, as xdp-fwd does, the policy staying
  * with the polling thread, which schedules the devices' receive work this
- * runs in. tc_route, at tc ingress, marks what
+ * runs in. With a rule set (route_cfg entry 2: how many rules), the
+ * frames it would forward in XDP are screened first, by the rules of
+ * `route --screen` in their order, the first match deciding (no match:
+ * denied); a denied frame is dropped here, counted by its rule, before
+ * any copy or transmit. xdp_screen runs the same matcher alone, for
+ * tests that hold it against user space's. tc_route, at tc ingress, marks what
  * user space takes as PACKET_OTHERHOST, so that the kernel's IP input
  * drops it at once while an AF_PACKET socket bound to IPv4 (which sees
  * frames after tc) receives it. */
@@ -57,6 +62,7 @@ enum {
 	D_NOT_OURS,      /* dropped: another host's unicast MAC */
 	D_TRUNCATED,     /* dropped: shorter than its headers */
 	D_BAD_IHL,       /* dropped: IHL below 5 or total length outside the frame */
+	D_SCREENED,      /* dropped: denied by a screening rule (forwarding in XDP) */
 	O_N
 };
 
@@ -86,13 +92,130 @@ struct {
 
 /* Entry 0: 1 to take next hops from the kernel (the default), 0 to leave
  * routing to user space's table. Entry 1: 1 to forward in XDP (with next
- * hops from the kernel) instead of handing frames to user space. */
+ * hops from the kernel) instead of handing frames to user space. Entry 2:
+ * the screening rules in screen_rules (0: none, nothing screened). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u32);
 } route_cfg SEC(".maps");
+
+/* One screening rule (rules::Rule, as bpf.rs writes it): addresses and
+ * masks in network order, ports in host order, `has` the clauses given. */
+#define SCREEN_RULES 64
+#define HAS_PROTO 1
+#define HAS_FROM 2
+#define HAS_TO 4
+#define HAS_SPORT 8
+#define HAS_DPORT 16
+struct screen_rule {
+	__u32 src, src_mask, dst, dst_mask;
+	__u16 sport_lo, sport_hi, dport_lo, dport_hi;
+	__u8 proto, has, accept, pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SCREEN_RULES);
+	__type(key, __u32);
+	__type(value, struct screen_rule);
+} screen_rules SEC(".maps");
+
+/* Frames each rule decided, per CPU; entry SCREEN_RULES is the default. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SCREEN_RULES + 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} screen_stats SEC(".maps");
+
+/* The fields the rules look at (rules::Flow): an intact IPv4 packet's
+ * protocol, addresses, and ports for a TCP or UDP first fragment whose
+ * payload holds them. */
+struct flow {
+	__u32 src, dst;
+	__u16 sport, dport;
+	__u8 is_ip, proto, has_ports;
+};
+
+static __always_inline void read_flow(void *data, void *data_end, struct flow *f)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	__u32 len = data_end - data, ihl, tot;
+	__u8 *l4;
+
+	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) ||
+	    ip->version != 4)
+		return;
+	ihl = ip->ihl * 4;
+	tot = bpf_ntohs(ip->tot_len);
+	if (ihl < sizeof(*ip) || tot < ihl || sizeof(*eth) + tot > len)
+		return;
+	f->is_ip = 1;
+	f->proto = ip->protocol;
+	f->src = ip->saddr;
+	f->dst = ip->daddr;
+	if ((ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP) ||
+	    (ip->frag_off & bpf_htons(0x1fff)) || tot - ihl < 4)
+		return;
+	/* ihl is at most 60: a bounded offset the verifier can follow. */
+	l4 = (__u8 *)ip + (ihl & 0x3c);
+	if ((void *)(l4 + 4) > data_end)
+		return;
+	f->sport = (__u16)l4[0] << 8 | l4[1];
+	f->dport = (__u16)l4[2] << 8 | l4[3];
+	f->has_ports = 1;
+}
+
+static __always_inline int rule_matches(const struct screen_rule *r, const struct flow *f)
+{
+	if (!f->is_ip)
+		return r->has == 0;
+	if ((r->has & HAS_PROTO) && r->proto != f->proto)
+		return 0;
+	if ((r->has & HAS_FROM) && (f->src & r->src_mask) != r->src)
+		return 0;
+	if ((r->has & HAS_TO) && (f->dst & r->dst_mask) != r->dst)
+		return 0;
+	if ((r->has & HAS_SPORT) &&
+	    (!f->has_ports || f->sport < r->sport_lo || f->sport > r->sport_hi))
+		return 0;
+	if ((r->has & HAS_DPORT) &&
+	    (!f->has_ports || f->dport < r->dport_lo || f->dport > r->dport_hi))
+		return 0;
+	return 1;
+}
+
+/* 1 if the first of the `n` rules that matches the frame accepts it, 0 if
+ * it denies it or none matches; the decision is counted by its rule. */
+static __always_inline int screen(void *data, void *data_end, __u32 n)
+{
+	struct flow f = {};
+	__u32 i;
+
+	read_flow(data, data_end, &f);
+	for (i = 0; i < SCREEN_RULES && i < n; i++) {
+		__u32 k = i;
+		struct screen_rule *r = bpf_map_lookup_elem(&screen_rules, &k);
+
+		if (r && rule_matches(r, &f)) {
+			BUMP(screen_stats, i, 1);
+			return r->accept;
+		}
+	}
+	BUMP(screen_stats, SCREEN_RULES, 1);
+	return 0;
+}
+
+/* How many screening rules are set (0: no screening). */
+static __always_inline __u32 screen_rule_count(void)
+{
+	__u32 two = 2, *n = bpf_map_lookup_elem(&route_cfg, &two);
+
+	return n ? *n : 0;
+}
 
 enum { V_TAKE, V_STACK, V_DROP };
 
@@ -305,12 +428,16 @@ int xdp_route(struct xdp_md *ctx)
 			 &hop);
 
 	int fwd_here = in_xdp && *in_xdp;
-	__u32 queue = ctx->rx_queue_index;
+	__u32 queue = ctx->rx_queue_index, rules = screen_rule_count();
 
 	/* A queue without a socket (a multi-queue NIC's others): the kernel. */
 	if (v == V_TAKE && !fwd_here && !bpf_map_lookup_elem(&xsks, &queue)) {
 		why = S_NO_SOCKET;
 		v = V_STACK;
+	}
+	if (v == V_TAKE && fwd_here && rules && !screen(data, data_end, rules)) {
+		why = D_SCREENED;
+		v = V_DROP;
 	}
 	BUMP(route_stats, why, 1);
 	if (v == V_DROP)
@@ -338,6 +465,17 @@ int xdp_route(struct xdp_md *ctx)
 		return bpf_redirect(hop.oif, 0);
 	}
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
+/* The screening rules alone: XDP_PASS for a frame they accept, XDP_DROP
+ * for one they deny. Never attached; tests run it on frames. */
+SEC("xdp")
+int xdp_screen(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	return screen(data, data_end, screen_rule_count()) ? XDP_PASS : XDP_DROP;
 }
 
 SEC("classifier")

@@ -5,6 +5,7 @@
 //! the process holding it exits, however it exits: a killed generator,
 //! sink or router leaves no program behind.
 
+use crate::rules::{Action, Rule, Rules};
 use crate::sys::{SysError, SysResult};
 use crate::wire::Mac;
 use aya::maps::{MapData, PerCpuArray};
@@ -100,6 +101,9 @@ pub enum RouteOutcome {
     Truncated,
     /// Dropped: an IHL below 5, or a total length outside the frame.
     BadIhl,
+    /// Dropped: denied by a screening rule (forwarding in XDP, with
+    /// `--screen`).
+    Screened,
 }
 
 /// An error of aya's as a [`SysError`] naming the object and the call,
@@ -290,7 +294,75 @@ impl RouteOutcome {
             RouteOutcome::NotOurs => Some(Some(DropPoint::OtherHost)),
             RouteOutcome::Truncated => Some(Some(DropPoint::Truncated)),
             RouteOutcome::BadIhl => Some(Some(DropPoint::BadIhl)),
+            RouteOutcome::Screened => Some(Some(DropPoint::ScreenDenied)),
             _ => Some(None),
+        }
+    }
+}
+
+/// Screening rules `bpf/route.bpf.c` holds.
+pub const SCREEN_RULES: usize = 64;
+
+/// `struct screen_rule` of `bpf/route.bpf.c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct ScreenRule {
+    src: u32,
+    src_mask: u32,
+    dst: u32,
+    dst_mask: u32,
+    sport_lo: u16,
+    sport_hi: u16,
+    dport_lo: u16,
+    dport_hi: u16,
+    proto: u8,
+    has: u8,
+    accept: u8,
+    pad: u8,
+}
+
+// SAFETY: plain integers, no padding (28 bytes, as the C struct).
+unsafe impl aya::Pod for ScreenRule {}
+
+impl ScreenRule {
+    /// The program's form of `r`.
+    fn of(r: &Rule) -> ScreenRule {
+        // Addresses as the frame holds them (network order, read as a
+        // native integer), as the program compares them.
+        let net = |n: Option<ipnet::Ipv4Net>| {
+            n.map_or((0, 0), |n| {
+                (
+                    u32::from_ne_bytes(n.network().octets()),
+                    u32::from_ne_bytes(n.netmask().octets()),
+                )
+            })
+        };
+        let ports = |p: Option<crate::rules::Ports>| p.map_or((0, 0), |p| (p.lo, p.hi));
+        let ((src, src_mask), (dst, dst_mask)) = (net(r.from), net(r.to));
+        let ((sport_lo, sport_hi), (dport_lo, dport_hi)) = (ports(r.sport), ports(r.dport));
+        let has = [
+            r.proto.is_some(),
+            r.from.is_some(),
+            r.to.is_some(),
+            r.sport.is_some(),
+            r.dport.is_some(),
+        ]
+        .iter()
+        .enumerate()
+        .fold(0u8, |a, (i, b)| a | (u8::from(*b) << i));
+        ScreenRule {
+            src,
+            src_mask,
+            dst,
+            dst_mask,
+            sport_lo,
+            sport_hi,
+            dport_lo,
+            dport_hi,
+            proto: r.proto.unwrap_or(0),
+            has,
+            accept: u8::from(r.action == Action::Accept),
+            pad: 0,
         }
     }
 }
@@ -331,10 +403,35 @@ impl Object {
         self.set("route_cfg", 0, u32::from(kernel_hops))
     }
 
-    /// `bpf/route.bpf.c`'s counters, summed over the CPUs, in
-    /// [`RouteOutcome`]'s order.
+    /// `bpf/route.bpf.c`'s counters, summed over the CPUs: its outcomes in
+    /// [`RouteOutcome`]'s order, then what each screening rule decided
+    /// ([`SCREEN_RULES`] entries, then the default's).
     pub fn route_counts(&mut self) -> SysResult<Vec<u64>> {
-        self.counts("route_stats", RouteOutcome::VARIANTS.len())
+        let mut c = self.counts("route_stats", RouteOutcome::VARIANTS.len())?;
+        c.extend(self.counts("screen_stats", SCREEN_RULES + 1)?);
+        Ok(c)
+    }
+
+    /// Sets `bpf/route.bpf.c`'s screening rules (forwarding in XDP): the
+    /// first rule a frame matches decides, none denies it.
+    pub fn setup_screen(&mut self, rules: &Rules) -> SysResult<()> {
+        if rules.rules.len() > SCREEN_RULES {
+            return Err(SysError {
+                what: self.what.clone(),
+                syscall: "configure",
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the XDP program holds {SCREEN_RULES} screening rules, not {}",
+                        rules.rules.len()
+                    ),
+                ),
+            });
+        }
+        for (i, r) in rules.rules.iter().enumerate() {
+            self.set("screen_rules", i as u32, ScreenRule::of(r))?;
+        }
+        self.set("route_cfg", 2, rules.rules.len() as u32)
     }
 
     /// Sets up `bpf/serve.bpf.c` to take the UDP datagrams to `ports`,
@@ -424,6 +521,40 @@ struct TestRunAttr {
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 
+/// BPF_PROG_TEST_RUN with `a`, whose buffers the caller keeps alive.
+fn test_run(a: &mut TestRunAttr) -> io::Result<()> {
+    // SAFETY: `a` points to buffers that live across the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            a as *mut TestRunAttr,
+            std::mem::size_of::<TestRunAttr>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Runs XDP program `prog_fd` once on a copy of `frame`; returns its
+/// verdict (`XDP_DROP` 1, `XDP_PASS` 2, ...).
+pub fn run_once(prog_fd: RawFd, frame: &[u8]) -> io::Result<u32> {
+    let mut out = vec![0u8; frame.len() + 256];
+    let mut a = TestRunAttr {
+        prog_fd: prog_fd as u32,
+        data_size_in: frame.len() as u32,
+        data_in: frame.as_ptr() as u64,
+        data_size_out: out.len() as u32,
+        data_out: out.as_mut_ptr() as u64,
+        repeat: 1,
+        ..TestRunAttr::default()
+    };
+    test_run(&mut a)?;
+    Ok(a.retval)
+}
+
 /// Runs XDP program `prog_fd` in live-frames mode on `frame`, as if it had
 /// arrived on `ifindex`: every XDP_TX leaves through that device. The call
 /// returns after `repeat` invocations, or with `EINTR` when a signal is
@@ -451,17 +582,5 @@ pub fn run_live(
         batch_size: batch,
         ..TestRunAttr::default()
     };
-    // SAFETY: `a` and the buffers it points to live across the call.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_TEST_RUN,
-            &mut a as *mut TestRunAttr,
-            std::mem::size_of::<TestRunAttr>(),
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    test_run(&mut a)
 }

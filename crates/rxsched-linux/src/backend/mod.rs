@@ -162,6 +162,9 @@ pub enum Feed {
         /// (`bpf_redirect`) instead of handing it to a socket: the
         /// commands' threads keep only the policy ([`in_xdp`]).
         in_xdp: bool,
+        /// With `in_xdp`: the screening rules the program applies to what
+        /// it forwards.
+        screen: Option<crate::rules::Rules>,
     },
     /// SRP's server's frames (`bpf/serve.bpf.c`): UDP datagrams to these
     /// ports; the rest go to the stack.
@@ -183,10 +186,14 @@ impl Feed {
                 kernel_hops,
                 local,
                 in_xdp,
+                screen,
             } => {
                 let mut o = Object::load(ROUTE, what)?;
                 o.setup_route(ifindex, mac, *kernel_hops, local)?;
                 o.set("route_cfg", 1, u32::from(*in_xdp))?;
+                if let Some(rules) = screen {
+                    o.setup_screen(rules)?;
+                }
                 Some(Program {
                     object: o,
                     xdp: "xdp_route",

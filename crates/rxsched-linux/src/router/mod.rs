@@ -17,7 +17,7 @@ pub mod two_level;
 pub use crate::runtime::{Backend, Port};
 pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
 pub use report::{
-    live_line, Counters, DeviceRefusals, Devices, RouterReport, ScreenReport, Stats,
+    live_line, Counters, DeviceRefusals, Devices, RouterReport, ScreenAt, ScreenReport, Stats,
     TwoLevelReport, REASONS,
 };
 
@@ -173,8 +173,10 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
         ..cfg.clone()
     };
     // The screening process starts before this thread takes a real-time
-    // priority, and runs as an ordinary process beside it.
+    // priority, and runs as an ordinary process beside it. Forwarding in
+    // XDP screens there instead, with no process and no queue.
     let screen = match &cfg.screen {
+        Some(_) if cfg.in_xdp => None,
         Some(s) => {
             let end = ScreenEnd::new(s)?;
             let proc = Screend::spawn(s, &end.queue, &cfg.ports, cfg.run.cpu)?;
@@ -187,6 +189,9 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
         let pid = proc.pid();
         let code = proc.stop(&end.queue, std::time::Duration::from_secs(2))?;
         r.add_screen(&end, pid, code);
+    }
+    if let (true, Some(s)) = (cfg.in_xdp, &cfg.screen) {
+        r.add_xdp_screen(&s.rules);
     }
     Ok(r)
 }
@@ -229,19 +234,24 @@ fn forward_from(
 ) -> SysResult<RouterReport> {
     // Routes given by hand leave routing to user space; the host's own
     // addresses still go to its stack.
-    if cfg.in_xdp && (!cfg.routes.is_empty() || cfg.screen.is_some() || cfg.feedback.is_some()) {
+    if cfg.in_xdp && (!cfg.routes.is_empty() || cfg.feedback.is_some()) {
         return Err(SysError {
             what: "router".into(),
             syscall: "configure",
             source: std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
                 "forwarding in XDP takes next hops from the kernel, and has no queue for \
-                 --screen or --feedback",
+                 --feedback (its --screen rules run in the program)",
             ),
         });
     }
     let feed = Feed::Route {
         in_xdp: cfg.in_xdp,
+        screen: cfg
+            .screen
+            .as_ref()
+            .filter(|_| cfg.in_xdp)
+            .map(|s| s.rules.clone()),
         kernel_hops: cfg.routes.is_empty(),
         local: if cfg.routes.is_empty() {
             Vec::new()

@@ -3,6 +3,7 @@
 
 use super::{Mode, Refused, ScreenEnd};
 use crate::bpf::RouteOutcome;
+use crate::rules::{Action, Decided, Rules};
 use crate::screen::ScreenCounts;
 use crate::sys::{self, SysResult};
 use rxsched_core::{DropPoint, InhibitCause};
@@ -174,9 +175,15 @@ pub struct RouterReport {
     /// seconds spent polling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub two_level: Option<TwoLevelReport>,
-    /// With `--screen`: what the screening process did.
+    /// With `--screen`: what the screening process (or, forwarding in
+    /// XDP, the program's rules) did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screen: Option<ScreenReport>,
+    /// What the program's screening rules decided (see
+    /// [`crate::bpf::Object::route_counts`]), until the report is told the
+    /// rules ([`RouterReport::add_xdp_screen`]).
+    #[serde(skip)]
+    pub program_screen: Vec<u64>,
     /// Why the run ended early, if it did (a port disappeared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
@@ -208,6 +215,48 @@ impl RouterReport {
                 _ => {}
             }
         }
+        let screen = counts
+            .get(RouteOutcome::VARIANTS.len()..)
+            .unwrap_or_default();
+        self.program_screen.resize(screen.len(), 0);
+        for (a, n) in self.program_screen.iter_mut().zip(screen) {
+            *a += n;
+        }
+    }
+
+    /// Adds what the program's screening `rules` decided (forwarding in
+    /// XDP): accepted frames were forwarded and denied ones dropped at
+    /// `screen_denied` (both already counted by [`Self::add_program`]);
+    /// this says by which rule.
+    pub fn add_xdp_screen(&mut self, rules: &Rules) {
+        let by = std::mem::take(&mut self.program_screen);
+        let mut counts = ScreenCounts::default();
+        let n = rules.rules.len();
+        let decided = by
+            .iter()
+            .take(n)
+            .enumerate()
+            .map(|(i, c)| (Decided::Rule(i), *c));
+        let default = by
+            .get(crate::bpf::SCREEN_RULES)
+            .map(|c| (Decided::Default, *c));
+        for (d, c) in decided.chain(default) {
+            match d {
+                Decided::Rule(i) if rules.rules[i].action == Action::Accept => counts.accepted += c,
+                _ if c > 0 => {
+                    counts.denied.insert(rules.label(d), c);
+                }
+                _ => {}
+            }
+        }
+        counts.sent = counts.accepted;
+        self.screen = Some(ScreenReport {
+            at: ScreenAt::Xdp,
+            pid: None,
+            exit_code: None,
+            queued: counts.accepted + counts.denied_total(),
+            counts,
+        });
     }
 
     /// Frames dropped at `point` (0 if none were).
@@ -259,15 +308,31 @@ pub struct TwoLevelReport {
 /// The screening stage's part of a router's report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScreenReport {
+    /// Where the rules ran: `process` (the screening process, the
+    /// paper's screend) or `xdp` (the devices' program, forwarding in XDP).
+    #[serde(rename = "where")]
+    pub at: ScreenAt,
     /// The screening process's id.
-    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     /// Its exit status, if it exited by itself when asked to stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
-    /// Frames the router handed to it.
+    /// Frames the router handed to it (in XDP: the frames screened).
     pub queued: u64,
     /// What it did with them.
     #[serde(flatten)]
     pub counts: ScreenCounts,
+}
+
+/// Where a router's screening rules ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScreenAt {
+    /// In the screening process, behind the router's queue.
+    Process,
+    /// In the devices' XDP program, before any copy.
+    Xdp,
 }
 
 impl RouterReport {
@@ -302,6 +367,7 @@ impl RouterReport {
             wake_cost_ns: None,
             two_level: None,
             screen: None,
+            program_screen: Vec::new(),
             fault: None,
             threads: Vec::new(),
         }
@@ -322,7 +388,8 @@ impl RouterReport {
         // Handed over and not yet judged: queued, or being screened.
         self.in_flight += queued.saturating_sub(counts.accepted + counts.denied_total());
         self.screen = Some(ScreenReport {
-            pid,
+            at: ScreenAt::Process,
+            pid: Some(pid),
             exit_code,
             queued,
             counts,

@@ -232,3 +232,97 @@ proptest! {
         }
     }
 }
+
+/// A frame carrying `f` (an ARP frame when it has no IPv4 fields), in one
+/// of the shapes the program must read as user space does: 0 plain, 1 with
+/// IP options, 2 a later fragment, 3 cut short inside the IP header, 4 a
+/// transport header too short for ports, 5 a total length past the frame.
+fn frame_of(f: &Flow, shape: u8) -> Vec<u8> {
+    let mut b = vec![0u8; 14];
+    b[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    b[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    let Some(ip) = f.ip else {
+        b[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        b.resize(42, 0);
+        return b;
+    };
+    b[12..14].copy_from_slice(&crate::wire::ETHERTYPE_IPV4.to_be_bytes());
+    let ihl = if shape == 1 { 24 } else { 20 };
+    let l4 = if shape == 4 { 2 } else { 16 };
+    let mut h = vec![0u8; ihl + l4];
+    h[0] = 0x40 | (ihl / 4) as u8;
+    let tot = (ihl + l4 + if shape == 5 { 40 } else { 0 }) as u16;
+    h[2..4].copy_from_slice(&tot.to_be_bytes());
+    if shape == 2 {
+        h[6..8].copy_from_slice(&185u16.to_be_bytes());
+    }
+    h[8] = 64;
+    h[9] = ip.proto;
+    h[12..16].copy_from_slice(&ip.src);
+    h[16..20].copy_from_slice(&ip.dst);
+    let (sp, dp) = ip.ports.unwrap_or((7, 7));
+    let ports = [sp.to_be_bytes(), dp.to_be_bytes()].concat();
+    let n = l4.min(4);
+    h[ihl..ihl + n].copy_from_slice(&ports[..n]);
+    b.extend_from_slice(&h);
+    if shape == 3 {
+        b.truncate(14 + 12);
+    }
+    b
+}
+
+/// The devices' program screens as user space does (`route --screen`
+/// forwarding in XDP): for random rule sets and frames of every shape,
+/// `xdp_screen` (the program's matcher, run by BPF_PROG_TEST_RUN) accepts
+/// exactly what [`Rules::verdict`] accepts, and counts the decision under
+/// the same rule.
+#[test]
+fn the_xdp_program_screens_as_the_rules_do() {
+    use crate::bpf::{run_once, Object, ROUTE, SCREEN_RULES};
+    use proptest::test_runner::{Config, TestRunner};
+    use strum::VariantArray;
+    if !crate::needs::root("the XDP screening test") {
+        return;
+    }
+    let o = std::cell::RefCell::new(Object::load(ROUTE, "route (test)").unwrap());
+    let fd = o.borrow_mut().prog_fd("xdp_screen").unwrap();
+    let base = crate::bpf::RouteOutcome::VARIANTS.len();
+    let decided = |o: &mut Object| o.route_counts().unwrap()[base..].to_vec();
+    let cases = (
+        prop::collection::vec(rule(), 0..8),
+        prop::collection::vec((flow(), 0u8..6), 1..24),
+    );
+    let mut runner = TestRunner::new(Config::with_cases(48));
+    runner
+        .run(&cases, |(rules, frames)| {
+            let set = Rules { rules };
+            let o = &mut *o.borrow_mut();
+            o.setup_screen(&set).unwrap();
+            for (f, shape) in &frames {
+                let b = frame_of(f, *shape);
+                let (want, by) = set.verdict(&Flow::of_frame(&b));
+                let before = decided(o);
+                let got = run_once(fd, &b).unwrap();
+                let after = decided(o);
+                let moved: Vec<usize> = (0..after.len())
+                    .filter(|&i| after[i] != before[i])
+                    .collect();
+                let want_idx = match by {
+                    Decided::Rule(i) => i,
+                    Decided::Default => SCREEN_RULES,
+                };
+                let want_ret = if want == Action::Accept { 2 } else { 1 };
+                prop_assert_eq!(got, want_ret, "frame {:?} shape {}: {:?}", f, shape, set);
+                prop_assert_eq!(
+                    moved,
+                    vec![want_idx],
+                    "frame {:?} shape {}: {:?}",
+                    f,
+                    shape,
+                    set
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+}

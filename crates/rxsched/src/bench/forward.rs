@@ -76,10 +76,12 @@ impl Forwarder {
             percent: 50,
             wake_cost_ns,
         });
+        // Forwarding in XDP screens in the program: no queue, no feedback.
         let in_xdp = |cycle_limit| {
             Some(Proc::Route(Route {
                 cycle_limit,
                 in_xdp: true,
+                screen: screen.map(|s| s.rules.clone()),
                 ..Route::new(Mode::Polling, secs)
             }))
         };

@@ -2,8 +2,9 @@
 //! stage (Mogul & Ramakrishnan 1996 §6.6.1's screend) on the DUT, with the
 //! compute process beside it, swept over offered load: our router with the
 //! screening process in interrupt mode, in polling mode without and with
-//! queue-state feedback, and Linux's own forwarding with the same rules as
-//! an nftables ruleset (`kernel-nftables`).
+//! queue-state feedback, our router forwarding in XDP with the rules in its
+//! program (`polling-in-xdp-screened`), and Linux's own forwarding with the
+//! same rules as an nftables ruleset (`kernel-nftables`).
 
 use super::error::Context;
 use super::forward::{measure_dut, run_trial, Forwarder, Screen};
@@ -39,7 +40,8 @@ struct Variant {
 const PAPER_QUEUE: u32 = 32;
 
 fn variants(rules: &Path) -> Vec<Variant> {
-    // The paper's three forms on its 32-packet queue, and ours.
+    // The paper's three forms on its 32-packet queue, and ours: the stage
+    // on the default queue, and the rules in the devices' program.
     let screen = |feedback, queue| {
         Some(Screen {
             rules: rules.display().to_string(),
@@ -67,6 +69,11 @@ fn variants(rules: &Path) -> Vec<Variant> {
             label: "polling-screend-feedback-q1024",
             fwd: Forwarder::Polling,
             screen: screen(Some("0.75,0.25"), None),
+        },
+        Variant {
+            label: "polling-in-xdp-screened",
+            fwd: Forwarder::PollingInXdp,
+            screen: screen(None, None),
         },
         Variant {
             label: "kernel-nftables",

@@ -10,7 +10,7 @@ use rxsched_linux::bpf::RouteOutcome;
 use rxsched_linux::capture::CaptureReport;
 use rxsched_linux::lab::{self, Lab, Role, D0, D1, S0};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
-use rxsched_linux::router::RouterReport;
+use rxsched_linux::router::{RouterReport, ScreenAt};
 use rxsched_linux::srp::ServeReport;
 use rxsched_linux::wire::{Mac, UdpProbe, ETH_LEN};
 use serde::de::DeserializeOwned;

@@ -62,6 +62,8 @@ pub struct RouteArgs {
     /// Pass every forwarded frame through a screening process that applies
     /// this rule file (see `rxsched capture --filter` for the language);
     /// frames it accepts it sends on, frames it denies are counted by rule.
+    /// With `--forward-in xdp` the devices' program applies the rules
+    /// itself (up to 64), before any copy, and there is no process.
     #[arg(long, value_name = "RULES")]
     pub screen: Option<String>,
     /// The screening queue's length, in frames (the paper's screend had 32:
@@ -77,7 +79,7 @@ pub struct RouteArgs {
     /// the polling thread forwarding) or `xdp` (the devices' program
     /// forwards them, as xdp-fwd does, and the thread keeps the policy:
     /// when and how much the receive work runs, and the cycle limit; xdp
-    /// backend, next hops from the kernel, no --screen or --feedback).
+    /// backend, next hops from the kernel, no --feedback).
     #[arg(long, default_value = "user", value_parser = ["user", "xdp"])]
     pub forward_in: String,
     /// One polling thread per CPU listed (`1-3`, `1,3`; a CPU listed twice
