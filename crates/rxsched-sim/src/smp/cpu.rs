@@ -46,7 +46,6 @@ pub(super) struct Cpu {
     pub(super) dpc_told: Nanos,
     pub(super) running: Level,
     pub(super) runner: Runner,
-    pub(super) last_thread: Option<Tid>,
     /// Threads made ready that preempt this CPU's thread, waiting for it to
     /// drop below DPC level: NT's dispatcher runs only there.
     pub(super) deferred: Vec<Tid>,
@@ -63,7 +62,6 @@ impl Cpu {
             dpc_told: 0,
             running: Level::Idle,
             runner: Runner::default(),
-            last_thread: None,
             deferred: Vec::new(),
         }
     }

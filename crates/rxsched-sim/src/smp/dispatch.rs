@@ -174,7 +174,6 @@ impl Smp {
             }
             Level::Thread(t) => {
                 let j = self.threads[t].job.take().expect("a thread job ran");
-                self.cpus[cpu].last_thread = Some(t);
                 if let Some(r) = self.threads[t].resume.take() {
                     // The switch back to a preempted job: it goes on.
                     self.threads[t].job = Some(r);
@@ -201,28 +200,32 @@ impl Smp {
             }
         }
         if let Some(pl) = self.sched.wake(t) {
-            self.placed(t, pl.cpu);
+            self.placed(t);
             if let Some(v) = pl.preempted {
                 self.threads[v].switch = true;
-                if let Some(c) = pl.moved_to {
-                    self.placed(v, c);
+                if pl.moved_to.is_some() {
+                    self.placed(v);
                 }
             }
         }
     }
 
-    /// Thread `t` was put on `cpu`.
-    fn placed(&mut self, t: Tid, cpu: usize) {
+    /// Thread `t` was put on a CPU: it is switched in, from another thread
+    /// or from NT's idle thread, which is a thread like any other: a DPC
+    /// that readies a thread on an idle CPU costs a context switch there
+    /// too (Hansen & Jul §3: "the delay caused by both issuing an interrupt
+    /// and making a context switch in order to process a packet when the
+    /// network load is low"). Before, only a change of thread was charged,
+    /// and a thread that came back to its own idle CPU switched for free.
+    fn placed(&mut self, t: Tid) {
         self.threads[t].quantum_from = self.now;
-        if self.cpus[cpu].last_thread != Some(t) {
-            self.threads[t].switch = true;
-        }
+        self.threads[t].switch = true;
     }
 
     /// The thread on `cpu` blocks; whoever the CPU takes next is placed.
     fn block(&mut self, cpu: usize) {
         if let Some(next) = self.sched.block(cpu) {
-            self.placed(next, cpu);
+            self.placed(next);
         }
     }
 
@@ -231,13 +234,12 @@ impl Smp {
     /// CPU at once). Returns whether `cpu` now holds another thread.
     pub(super) fn rotate(&mut self, t: Tid, cpu: usize) -> bool {
         let next = self.sched.quantum_end(cpu);
-        for (m, c) in self.sched.take_moved() {
-            self.threads[m].switch = true;
-            self.placed(m, c);
+        for (m, _) in self.sched.take_moved() {
+            self.placed(m);
         }
         match next {
             Some(n) if n != t => {
-                self.placed(n, cpu);
+                self.placed(n);
                 true
             }
             _ => false,
