@@ -67,9 +67,9 @@ impl View<'_> {
     }
 
     /// Our curves pass within `tol` of every published point.
-    pub(super) fn reference(&self, series: &[String], tol: f64) -> Outcome {
+    pub(super) fn reference(&self, series: &[String], at: &[f64], tol: f64) -> Outcome {
         let mut worst = (0.0f64, String::new());
-        let pairs = self.published_pairs(series);
+        let pairs = self.published_pairs(series, at);
         for (label, x, y, ours) in &pairs {
             let err = if *y != 0.0 {
                 (ours - y).abs() / y.abs()
@@ -106,9 +106,14 @@ impl View<'_> {
         (peak(&self.curve(s0)).1, published)
     }
 
-    /// Every published point of `series` up to `until` where our curve
-    /// has a value: (series, x, published, ours).
-    pub(super) fn published_pairs(&self, series: &[String]) -> Vec<(String, f64, f64, f64)> {
+    /// Every published point of `series` up to `until` (only those at the x
+    /// values `at`, unless it is empty) where our curve has a value:
+    /// (series, x, published, ours).
+    pub(super) fn published_pairs(
+        &self,
+        series: &[String],
+        at: &[f64],
+    ) -> Vec<(String, f64, f64, f64)> {
         let mut out = Vec::new();
         for rf in self
             .r
@@ -117,7 +122,12 @@ impl View<'_> {
             .filter(|rf| series.contains(&rf.series))
         {
             let cv = self.curve(&rf.series);
-            for [x, y] in rf.points.iter().filter(|p| p[0] <= self.until) {
+            let chosen = |x: f64| at.is_empty() || at.contains(&x);
+            for [x, y] in rf
+                .points
+                .iter()
+                .filter(|p| p[0] <= self.until && chosen(p[0]))
+            {
                 if let Some(ours) = interpolate(&cv, *x) {
                     out.push((rf.series.clone(), *x, *y, ours));
                 }

@@ -138,7 +138,11 @@ impl View<'_> {
             LastRatio(c) => self.ratio("last", c, |s| curve::last(&self.curve(s))),
             FirstRatio(c) => self.first_ratio(c),
             OrderLast { series, tolerance } => self.order_last(series, *tolerance),
-            Reference { series, tolerance } => self.reference(series, *tolerance),
+            Reference {
+                series,
+                tolerance,
+                at,
+            } => self.reference(series, at, *tolerance),
             PeakReference { series, tolerance } => self.peak_reference(&series[0], *tolerance),
             Below { series, max, at } => self.each(series, |_, cv| below(cv, *max, from(at))),
             Above { series, min, at } => self.each(series, |_, cv| above(cv, *min, from(at))),
@@ -287,6 +291,28 @@ mod tests {
         assert!(!c("ours", "peer", 0.01).pass, "2.5 points behind at x=2");
         let v = c("worse", "peer", 0.05);
         assert!(!v.pass && v.detail.contains("x=2"), "{}", v.detail);
+    }
+
+    #[test]
+    fn a_reference_check_may_judge_only_some_points() {
+        let mut r = result(&[("ours", &[0.0, 10.0, 20.0, 30.0])]);
+        r.reference.push(crate::result::Reference {
+            series: "ours".into(),
+            points: vec![[1.0, 10.0], [2.0, 30.0], [3.0, 30.5]],
+            note: String::new(),
+        });
+        let c = |at: &str| {
+            check(&format!(
+                "name='r'\nkind='reference'\nseries=['ours']\ntolerance=0.05\n{at}"
+            ))
+            .evaluate(&r)
+        };
+        let all = c("");
+        assert!(!all.pass && all.detail.contains("3 points"), "{}", all.detail);
+        let some = c("at=[1, 3]\n");
+        assert!(some.pass && some.detail.contains("2 points"), "{}", some.detail);
+        assert!(!c("at=[2]\n").pass);
+        assert!(!c("at=[7]\n").pass, "no point chosen: nothing reproduced");
     }
 
     #[test]

@@ -34,9 +34,9 @@ impl View<'_> {
                 let (ours, published) = self.peaks(series.first()?);
                 (published > 0.0).then(|| vec![(ours - published) / published])
             }
-            Rule::Reference { series, .. } => {
+            Rule::Reference { series, at, .. } => {
                 let out: Vec<f64> = self
-                    .published_pairs(series)
+                    .published_pairs(series, at)
                     .into_iter()
                     .filter(|p| p.2 != 0.0)
                     .map(|(_, _, y, ours)| (ours - y) / y.abs())

@@ -84,8 +84,15 @@ pub enum Rule {
         #[serde(default)]
         tolerance: f64,
     },
-    /// Our curve passes within `tolerance` (relative) of every published point.
-    Reference { series: Vec<String>, tolerance: f64 },
+    /// Our curve passes within `tolerance` (relative) of every published
+    /// point, or of those at the x values `at` (say, the points a profile
+    /// is calibrated on, apart from the ones it predicts).
+    Reference {
+        series: Vec<String>,
+        tolerance: f64,
+        #[serde(default)]
+        at: Vec<f64>,
+    },
     /// Our peak is within `tolerance` of the published peak.
     PeakReference { series: Vec<String>, tolerance: f64 },
     /// Every point from x = `at` on is at most `max`.
