@@ -27,6 +27,9 @@ pub use scenario::{Loaded, Scenario};
 /// is the directory a profile path is relative to.
 pub fn build(s: &Scenario, base: Option<&std::path::Path>) -> Result<Box<dyn Model>, SimError> {
     let mut profile = Profile::load(&s.profile, base)?;
+    if !s.profile_param.is_empty() {
+        profile = profile.with_params(&s.profile_param)?;
+    }
     profile.check_kernel(s.kernel.kind, &s.profile)?;
     if let Some(l) = &s.link {
         profile.wire.bit_rate_bps = l.bit_rate_bps;

@@ -464,6 +464,65 @@ impl Profile {
         })
     }
 
+    /// The profile with free parameters (of its `[calibrate]` section) at
+    /// the values `params` gives them: each cost they govern is set, an
+    /// integer cost rounded. Its `[calibrate]` section still records the
+    /// fitted values.
+    pub fn with_params(
+        &self,
+        params: &std::collections::BTreeMap<String, f64>,
+    ) -> Result<Profile, InputError> {
+        let err = |key: String, msg: String| InputError {
+            file: "scenario".into(),
+            line: None,
+            key: Some(key),
+            msg,
+        };
+        let mut tree = toml::Table::try_from(self)
+            .map_err(|e| err("profile".into(), format!("profile {}: {e}", self.name)))?;
+        let free = self.calibrate.as_ref().map_or(&[][..], |c| &c.param[..]);
+        for (name, v) in params {
+            let key = format!("profile_param.{name}");
+            let Some(p) = free.iter().find(|p| &p.name == name) else {
+                let names: Vec<&str> = free.iter().map(|p| p.name.as_str()).collect();
+                return Err(err(
+                    key,
+                    format!(
+                        "profile {} has no free parameter {name:?} (it has: {})",
+                        self.name,
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                ));
+            };
+            // A value outside the fit's range is allowed (a traced kernel
+            // runs at trace scale 1): the costs it gives are checked with
+            // the rest of the profile below.
+            for (cost, x) in p.costs(*v) {
+                let (table, k) = cost.split_once('.').unwrap_or(("cost", cost.as_str()));
+                let t = tree
+                    .entry(table)
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                let Some(t) = t.as_table_mut() else {
+                    return Err(err(key, format!("{cost}: not a table's key")));
+                };
+                let value = match t.get(k) {
+                    Some(toml::Value::Float(_)) => toml::Value::Float(x),
+                    _ => toml::Value::Integer(x.round() as i64),
+                };
+                t.insert(k.to_string(), value);
+            }
+        }
+        let p: Profile = tree
+            .try_into()
+            .map_err(|e| err("profile_param".into(), format!("{e}")))?;
+        p.check().map_err(|(k, msg)| err(k.into(), msg.into()))?;
+        Ok(p)
+    }
+
     /// A built-in profile by name, or a profile file by path.
     pub fn load(name: &str, base: Option<&std::path::Path>) -> Result<Profile, InputError> {
         if let Some((_, src)) = BUILTIN.iter().find(|(n, _)| *n == name) {
@@ -535,6 +594,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A scenario's `[profile_param]` sets the costs a free parameter
+    /// governs (integers rounded), leaves the rest, and names an unknown
+    /// parameter with the ones there are.
+    #[test]
+    fn a_free_parameter_can_be_set_for_one_scenario() {
+        let p = Profile::load("dec3000-300", None).unwrap();
+        let one = std::collections::BTreeMap::from([("trace_scale".to_string(), 1.0)]);
+        let traced = p.with_params(&one).unwrap();
+        assert_eq!(traced.cost.intr_dispatch, 28906);
+        assert_eq!(traced.cost.ip_input, 73177);
+        assert_eq!(
+            traced.cost.screend, p.cost.screend,
+            "not governed by the scale"
+        );
+        assert_eq!(traced.wire.bit_rate_bps, p.wire.bit_rate_bps);
+        let bad = std::collections::BTreeMap::from([("nope".to_string(), 1.0)]);
+        let e = p.with_params(&bad).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("profile_param.nope"));
+        assert!(e.msg.contains("trace_scale"), "{}", e.msg);
+        let none = Profile::load("dual-p133-nt4", None).unwrap();
+        assert!(none.with_params(&one).unwrap_err().msg.contains("none"));
     }
 
     #[test]

@@ -219,6 +219,13 @@ pub struct Scenario {
     /// profile's; the network it meets is the scenario's).
     #[serde(default)]
     pub link: Option<LinkCfg>,
+    /// `[profile_param]`: the profile's free parameters (its `[calibrate]`
+    /// section) at other values than its own, by name; each sets the costs
+    /// it governs. For a host as it ran under a measurement that slowed
+    /// it, e.g. a kernel timeline traced with every traced step inflated
+    /// (`trace_scale = 1.0`) on a wire that tracing did not slow.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub profile_param: std::collections::BTreeMap<String, f64>,
     /// Run length and seed.
     #[serde(default)]
     pub run: RunCfg,

@@ -308,9 +308,17 @@ mod tests {
             .evaluate(&r)
         };
         let all = c("");
-        assert!(!all.pass && all.detail.contains("3 points"), "{}", all.detail);
+        assert!(
+            !all.pass && all.detail.contains("3 points"),
+            "{}",
+            all.detail
+        );
         let some = c("at=[1, 3]\n");
-        assert!(some.pass && some.detail.contains("2 points"), "{}", some.detail);
+        assert!(
+            some.pass && some.detail.contains("2 points"),
+            "{}",
+            some.detail
+        );
         assert!(!c("at=[2]\n").pass);
         assert!(!c("at=[7]\n").pass, "no point chosen: nothing reproduced");
     }
