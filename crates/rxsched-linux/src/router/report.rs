@@ -310,7 +310,7 @@ pub struct TwoLevelReport {
 pub struct ScreenReport {
     /// Where the rules ran: `process` (the screening process, the
     /// paper's screend) or `xdp` (the devices' program, forwarding in XDP).
-    #[serde(rename = "where")]
+    #[serde(rename = "where", default)]
     pub at: ScreenAt,
     /// The screening process's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -326,10 +326,12 @@ pub struct ScreenReport {
 }
 
 /// Where a router's screening rules ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScreenAt {
-    /// In the screening process, behind the router's queue.
+    /// In the screening process, behind the router's queue (what a report
+    /// without `where` meant).
+    #[default]
     Process,
     /// In the devices' XDP program, before any copy.
     Xdp,
