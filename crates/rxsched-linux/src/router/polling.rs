@@ -206,14 +206,28 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// `stats_every_s` (0: only on SIGUSR1); returns the seconds it ran and
     /// the thread's CPU seconds.
     pub fn serve(&mut self, cfg: &RouterConfig, stats_every_s: f64) -> SysResult<(f64, f64)> {
-        let mode = self.mode;
+        let (mode, in_xdp) = (self.mode, self.in_xdp);
         let mut prev = (0, 0, self.poller.clock.now());
         self.poller.run_for(
             cfg.run.duration_s,
             stats_every_s,
             &mut |p, now| {
+                // Forwarding in XDP, the program's counts are the router's.
+                let program = if in_xdp {
+                    p.program_counts().unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
                 let (a, extra) = (&p.app, live_extra(p));
-                let line = live_line(mode, &a.counters, a.screen.as_ref(), &extra, &mut prev, now);
+                let line = live_line(
+                    mode,
+                    &a.counters,
+                    a.screen.as_ref(),
+                    &program,
+                    &extra,
+                    &mut prev,
+                    now,
+                );
                 eprintln!("{line}");
             },
             &|_| false,

@@ -404,12 +404,18 @@ pub fn live_line(
     mode: Mode,
     c: &Counters,
     screen: Option<&ScreenEnd>,
+    program: &[u64],
     extra: &str,
     prev: &mut (u64, u64, u64),
     now: u64,
 ) -> String {
     let sent = screen.map_or(0, |s| s.queue.counter(crate::screen::SENT));
-    let (rx, fw) = (c.rx.load(Relaxed), c.forwarded.load(Relaxed) + sent);
+    // Forwarding in XDP (`program`, the devices' counts): what the program
+    // took or dropped is the router's input, what it took is forwarded.
+    let mut from_program = RouterReport::new(mode, &Counters::default(), 0, 0);
+    from_program.add_program(program, true);
+    let rx = c.rx.load(Relaxed) + from_program.rx;
+    let fw = c.forwarded.load(Relaxed) + sent + from_program.forwarded;
     let dt = (now.saturating_sub(prev.2)).max(1) as f64 / 1e9;
     let by_device = c.devices.get().map_or(0, |base| {
         Devices::read(&base.ports())
@@ -463,7 +469,10 @@ impl Stats {
         now: u64,
     ) {
         if now >= self.next || sys::signals::take_usr1() {
-            eprintln!("{}", live_line(mode, c, screen, extra, &mut self.prev, now));
+            eprintln!(
+                "{}",
+                live_line(mode, c, screen, &[], extra, &mut self.prev, now)
+            );
             if now >= self.next {
                 self.next += self.every;
             }

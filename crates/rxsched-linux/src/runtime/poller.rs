@@ -341,7 +341,7 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         &mut self,
         duration_s: f64,
         stats_every_s: f64,
-        live: &mut dyn FnMut(&Self, Nanos),
+        live: &mut dyn FnMut(&mut Self, Nanos),
         done: &dyn Fn(&Self) -> bool,
     ) -> SysResult<(f64, f64)> {
         let t0 = self.clock.now();
