@@ -532,4 +532,7 @@ impl crate::backend::Gate for NapiGate {
     fn cpu_ns(&self) -> SysResult<u64> {
         NapiGate::cpu_ns(self)
     }
+    fn leaks_when_closed(&self) -> bool {
+        true
+    }
 }
