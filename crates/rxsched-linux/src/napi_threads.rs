@@ -532,7 +532,4 @@ impl crate::backend::Gate for NapiGate {
     fn cpu_ns(&self) -> SysResult<u64> {
         NapiGate::cpu_ns(self)
     }
-    fn leaks_when_closed(&self) -> bool {
-        true
-    }
 }

@@ -112,9 +112,6 @@ impl Gate for Woken {
     fn wakeups(&self) -> SysResult<u64> {
         self.0.runs()
     }
-    fn leaks_when_closed(&self) -> bool {
-        true
-    }
 }
 
 /// The gate on `ifaces`' receive work when the program does the work (their

@@ -66,12 +66,6 @@ pub trait Gate {
     fn wakeups(&self) -> SysResult<u64> {
         Ok(0)
     }
-    /// Whether the receive work behind a closed gate may still run until
-    /// something preempts it (threads in the idle class), so that the
-    /// thread keeping the policy should look in often while it is closed.
-    fn leaks_when_closed(&self) -> bool {
-        false
-    }
 }
 
 /// No gate: the rings are all there is (AF_PACKET, in-memory ports).

@@ -110,12 +110,6 @@ impl InputCtl {
         Ok(())
     }
 
-    /// Whether the gate is closed on receive work that may still run (see
-    /// [`Gate::leaks_when_closed`]).
-    pub fn leaking(&self) -> bool {
-        !self.gate_open && self.gate.leaks_when_closed()
-    }
-
     /// Opens or closes the gate as input is allowed or inhibited; called
     /// just before the thread sleeps. While the thread runs, the receive
     /// threads cannot run either way (they are below it), so the gate

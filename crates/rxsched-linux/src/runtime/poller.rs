@@ -18,9 +18,6 @@ use std::sync::Arc;
 
 /// The shortest sleep between two looks at the receive work's CPU time.
 const MIN_LOOK_NS: u64 = 50_000;
-/// How long the thread sleeps at most while its gate is closed on receive
-/// threads that may still run (see [`InputCtl::leaking`]).
-const CLOSED_LOOK_NS: u64 = 1_000_000;
 
 /// What a polling thread serves.
 pub trait App {
@@ -296,14 +293,6 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             _ => rx[i].pending(),
         };
         self.input.follow(&mut self.lp, now)?;
-        // Behind a closed gate the receive threads, in the idle class, still
-        // run when picked, and then until the next scheduler tick (2-4 ms
-        // were seen): a wake-up of this thread ends such a run.
-        let timeout = if self.input.leaking() {
-            timeout.min(CLOSED_LOOK_NS)
-        } else {
-            timeout
-        };
         let mut woken = self.wait.wait(&armed, &ready, timeout)?;
         // A backend whose wake-ups are batched may hold frames its
         // descriptor has not announced (the wait only hears wake-ups).
