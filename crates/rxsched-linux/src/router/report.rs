@@ -274,10 +274,17 @@ impl RouterReport {
         self.refused_by_device.values().map(|r| r.total()).sum()
     }
 
-    /// Every frame taken in, by where it went: forwarded, refused by a
-    /// device, dropped or still inside (equal to `rx` when nothing is lost).
+    /// Every frame that arrived, by where it went: forwarded, refused by a
+    /// device, dropped (on the receive rings, before the router took it, or
+    /// after) or still inside: `rx` plus [`Self::dropped_before_taking`].
     pub fn accounted(&self) -> u64 {
         self.forwarded + self.refused_by_device_total() + self.dropped_total() + self.in_flight
+    }
+
+    /// Frames dropped before the router took them: on the device's
+    /// receive ring (`nic_rx_ring`) or its socket's (`xsk_rx_ring`).
+    pub fn dropped_before_taking(&self) -> u64 {
+        self.dropped(DropPoint::NicRxRing) + self.dropped(DropPoint::XskRxRing)
     }
 
     /// Reconciles with the output devices: what they refused since `base`
