@@ -339,18 +339,24 @@ impl ResultFile {
     /// arrived (0 if even the first point did).
     pub fn mlfrr(&self, label: &str) -> f64 {
         let tol = self.mlfrr_loss;
-        let mut pts: Vec<(f64, bool)> = self
+        self.losses(label)
+            .iter()
+            .take_while(|(_, drops, arrived)| *drops <= tol * arrived)
+            .last()
+            .map_or(0.0, |(x, _, _)| *x)
+    }
+
+    /// A series' points in x order: x, frames dropped, frames arrived.
+    fn losses(&self, label: &str) -> Vec<(f64, f64, f64)> {
+        let mut pts: Vec<(f64, f64, f64)> = self
             .points(label)
             .filter_map(|p| {
                 let arrived = p.get("arrived").unwrap_or(0.0);
-                Some((p.get(&self.x.metric)?, p.drops() <= tol * arrived))
+                Some((p.get(&self.x.metric)?, p.drops(), arrived))
             })
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        pts.iter()
-            .take_while(|(_, ok)| *ok)
-            .last()
-            .map_or(0.0, |(x, _)| *x)
+        pts
     }
 
     /// The MLFRR between the swept points, continuous in the costs: the
@@ -361,21 +367,9 @@ impl ResultFile {
     /// checks judge the swept point (`mlfrr`), a step.
     pub fn mlfrr_between(&self, label: &str) -> f64 {
         let tol = self.mlfrr_loss;
-        let mut pts: Vec<(f64, f64)> = self
-            .points(label)
-            .filter_map(|p| {
-                let arrived = p.get("arrived").unwrap_or(0.0);
-                let loss = if arrived > 0.0 {
-                    p.drops() / arrived
-                } else {
-                    0.0
-                };
-                Some((p.get(&self.x.metric)?, loss))
-            })
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut last_ok = 0.0;
-        for &(x, loss) in &pts {
+        for (x, drops, arrived) in self.losses(label) {
+            let loss = if arrived > 0.0 { drops / arrived } else { 0.0 };
             if loss > tol {
                 return (x * (1.0 - loss)).clamp(last_ok, x);
             }
