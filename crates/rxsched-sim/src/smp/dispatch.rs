@@ -22,7 +22,13 @@ impl Smp {
                 changed |= self.reschedule(k);
             }
             if !changed {
-                self.sched.check().map_err(SimError::Invariant)?;
+                // The promise is held after every dispatch in test builds;
+                // a release build samples it (one dispatch in 64), which
+                // still catches a broken promise, later, at half the cost.
+                self.settles += 1;
+                if cfg!(debug_assertions) || self.settles.is_multiple_of(64) {
+                    self.sched.check().map_err(SimError::Invariant)?;
+                }
                 return Ok(());
             }
         }

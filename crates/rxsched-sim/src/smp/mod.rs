@@ -82,6 +82,8 @@ pub struct Smp {
     traffic: Traffic,
     echo: Option<EchoClient>,
     meter: Meter,
+    /// How many times the CPUs' dispatching has settled.
+    settles: u64,
 }
 
 impl Model for Smp {
@@ -132,6 +134,7 @@ impl Smp {
             traffic: Traffic::new(&s.traffic),
             echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
             meter: Meter::new(w.w0),
+            settles: 0,
             cfg,
         }
     }

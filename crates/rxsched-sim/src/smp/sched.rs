@@ -262,13 +262,27 @@ impl Sched {
                 }
             }
         }
+        // Where each thread sits in the ready queues, in one pass over them.
+        let mut queued = vec![false; self.threads.len()];
+        for (p, q) in self.ready.iter().enumerate() {
+            for &t in q {
+                let th = &self.threads[t];
+                if queued[t] || th.state != State::Ready || th.prio as usize != p {
+                    return Err(format!(
+                        "thread {t} waits in ready queue {p} in state {:?} at priority {}{}",
+                        th.state,
+                        th.prio,
+                        if queued[t] { ", twice" } else { "" }
+                    ));
+                }
+                queued[t] = true;
+            }
+        }
         for (t, th) in self.threads.iter().enumerate() {
             let ok = match th.state {
                 State::On(c) => self.on[c] == Some(t),
-                State::Ready => self.ready[th.prio as usize].contains(&t),
-                State::Blocked => {
-                    !self.on.contains(&Some(t)) && !self.ready.iter().any(|q| q.contains(&t))
-                }
+                State::Ready => queued[t],
+                State::Blocked => !self.on.contains(&Some(t)),
             };
             if !ok {
                 return Err(format!(
