@@ -23,9 +23,15 @@ pub use metrics::{Metrics, Samples};
 pub use profile::Profile;
 pub use scenario::{Loaded, Scenario};
 
-/// Builds the host a scenario describes, on its profile's costs. `base`
-/// is the directory a profile path is relative to.
-pub fn build(s: &Scenario, base: Option<&std::path::Path>) -> Result<Box<dyn Model>, SimError> {
+/// What an error about a scenario says for its file before the scenario
+/// file's name and line are known ([`Loaded`] puts them in).
+pub const IN_SCENARIO: &str = "scenario";
+
+/// The profile a scenario runs on: loaded, its free parameters set, its
+/// line rate the scenario's `[link]` if it has one; refused when the
+/// scenario's kernel needs costs it lacks or a source offers more than the
+/// line rate carries. `base` is the directory a profile path is relative to.
+pub fn profile_of(s: &Scenario, base: Option<&std::path::Path>) -> Result<Profile, InputError> {
     let mut profile = Profile::load(&s.profile, base)?;
     if !s.profile_param.is_empty() {
         profile = profile.with_params(&s.profile_param)?;
@@ -34,6 +40,27 @@ pub fn build(s: &Scenario, base: Option<&std::path::Path>) -> Result<Box<dyn Mod
     if let Some(l) = &s.link {
         profile.wire.bit_rate_bps = l.bit_rate_bps;
     }
+    for (i, t) in s.traffic.iter().enumerate() {
+        let line = profile.wire.line_rate_pps(t.frame_bytes);
+        if t.kind != scenario::TrafficKind::Burst && t.rate_pps > line * (1.0 + 1e-9) {
+            return Err(InputError {
+                file: IN_SCENARIO.into(),
+                line: None,
+                key: Some(format!("traffic.{i}.rate_pps")),
+                msg: format!(
+                    "{} pkts/s is above the line rate: {}-byte frames at {} bit/s carry at most {line:.1} pkts/s",
+                    t.rate_pps, t.frame_bytes, profile.wire.bit_rate_bps
+                ),
+            });
+        }
+    }
+    Ok(profile)
+}
+
+/// Builds the host a scenario describes, on its profile's costs. `base`
+/// is the directory a profile path is relative to.
+pub fn build(s: &Scenario, base: Option<&std::path::Path>) -> Result<Box<dyn Model>, SimError> {
+    let profile = profile_of(s, base)?;
     let s = s.expanded();
     Ok(match s.kernel.kind {
         scenario::KernelKind::Nt => Box::new(smp::Smp::new(&s, profile)),

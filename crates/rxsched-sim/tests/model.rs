@@ -14,6 +14,16 @@ fn scenario(src: &str, sets: &[(&str, &str)]) -> rxsched_sim::Scenario {
     l.with(&sets).unwrap()
 }
 
+/// `rate` or, if the wire carries fewer frames of `frame` bytes, its line
+/// rate (a scenario asking for more is refused).
+fn within_line(profile: &str, rate: u32, frame: u32) -> String {
+    let line = Profile::load(profile, None)
+        .unwrap()
+        .wire
+        .line_rate_pps(frame);
+    (rate as f64).min(line.floor()).to_string()
+}
+
 fn conserves(m: &Metrics) -> bool {
     m.arrived == m.delivered + m.drops.values().sum::<u64>() + m.in_flight
 }
@@ -53,7 +63,7 @@ proptest! {
         let procs = format!("[{}]", procs.join(", "));
         let s = scenario(BASE, &[
             ("kernel.kind", kind), ("kernel.ip_layer", ip_layer), ("kernel.quota", quota),
-            ("traffic.rate_pps", &rate.to_string()), ("traffic.kind", traffic),
+            ("traffic.rate_pps", &within_line("dec3000-300", rate, frame)), ("traffic.kind", traffic),
             ("traffic.burst", &burst.to_string()), ("traffic.frame_bytes", &frame.to_string()),
             ("traffic.jitter", if traffic == "jittered" { "0.5" } else { "0" }),
             ("process", &procs),
@@ -209,7 +219,7 @@ proptest! {
         seed in 0u64..100,
     ) {
         let s = scenario(LINUX, &[
-            ("kernel.variant", variant), ("traffic.rate_pps", &rate.to_string()),
+            ("kernel.variant", variant), ("traffic.rate_pps", &within_line("mpc8250-linux", rate, frame)),
             ("traffic.frame_bytes", &frame.to_string()), ("traffic.kind", traffic),
             ("kernel.napi_weight", &weight.to_string()), ("kernel.napi_budget", &budget.to_string()),
             ("kernel.backlog_limit", &backlog.to_string()), ("run.seed", &seed.to_string()),

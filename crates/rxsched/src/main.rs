@@ -26,7 +26,7 @@ struct Cli {
 enum Cmd {
     /// Reproduce published figures (`all` for every one).
     Reproduce {
-        /// Experiment ids, or `all`.
+        /// Experiment ids, `all`, or scenario files (`my.toml`), run with their checks.
         ids: Vec<String>,
         /// List the experiments and exit.
         #[arg(long)]

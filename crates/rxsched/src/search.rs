@@ -16,7 +16,7 @@ pub fn rfc2544(
 ) -> Result<(Metrics, Samples), SimError> {
     let profile = rxsched_sim::Profile::load(&base.profile, dir)?;
     let bytes = base.traffic.first().map_or(64, |t| t.frame_bytes);
-    let line = 1e9 / profile.wire.frame_ns(bytes) as f64;
+    let line = profile.wire.line_rate_pps(bytes);
     let mut s = base.clone();
     s.run.duration_ms = search.trial_ms;
     let mut trial = |rate: f64| -> Result<(Metrics, Samples), SimError> {

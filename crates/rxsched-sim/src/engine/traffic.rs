@@ -28,10 +28,15 @@ struct Source {
     count: u64,
     sent: u64,
     port: u8,
-    /// When this source's own last frame ends on the wire.
-    own_free: Nanos,
-    /// The wire time of its frame.
-    frame: Nanos,
+    /// When this source's own last frame ends on the wire, in ps.
+    own_free: u64,
+    /// The wire time of its frame, in ps.
+    frame: u64,
+}
+
+/// Picoseconds to the event queue's nanoseconds.
+fn ns(ps: u64) -> Nanos {
+    (ps + 500) / 1000
 }
 
 /// Every source of a run, and when each input wire is next free.
@@ -41,11 +46,13 @@ struct Source {
 /// frame whose wire was still busy with another source's when it would have
 /// started arrives that much later ([`Traffic::due`]). (Booking the
 /// wire when a frame is scheduled would let a source that starts late, or
-/// sends rarely, hold the wire for the others until then.)
+/// sends rarely, hold the wire for the others until then.) Times on the
+/// wire are kept in picoseconds, so that short frames on fast links keep
+/// their exact rate; arrivals enter the event queue at the nearest ns.
 #[derive(Debug)]
 pub struct Traffic {
     sources: Vec<Source>,
-    wire_free: Vec<Nanos>,
+    wire_free: Vec<u64>,
     next_id: u32,
 }
 
@@ -116,8 +123,8 @@ impl Traffic {
             return;
         }
         src.sent += 1;
-        let frame = wire.frame_ns(src.bytes);
-        let start = (src.next_start.round() as Nanos).max(src.own_free);
+        let frame = wire.frame_ps(src.bytes);
+        let start = ((src.next_start * 1e3).round() as u64).max(src.own_free);
         let done = start + frame;
         src.own_free = done;
         src.frame = frame;
@@ -149,7 +156,7 @@ impl Traffic {
                 }
             }
         }
-        ev.push(done, Arrival(s as u8));
+        ev.push(ns(done), Arrival(s as u8));
     }
 
     /// Source `s`'s frame is due at `now`: the packet that arrives, if its
@@ -162,7 +169,7 @@ impl Traffic {
         now: Nanos,
         ev: &mut Events<E>,
     ) -> Option<Packet> {
-        match self.busy_until(s, now) {
+        match self.busy_until(s) {
             Some(t) => {
                 ev.push(t, Arrival(s as u8));
                 None
@@ -173,15 +180,16 @@ impl Traffic {
 
     /// `None` if source `s`'s wire was free when its frame due at `now`
     /// would have started, else the time it arrives instead.
-    fn busy_until(&mut self, s: usize, now: Nanos) -> Option<Nanos> {
+    fn busy_until(&mut self, s: usize) -> Option<Nanos> {
         let src = &mut self.sources[s];
         let port = src.port as usize;
-        if self.wire_free[port] > now.saturating_sub(src.frame) {
+        let done = src.own_free;
+        if self.wire_free[port] > done.saturating_sub(src.frame) {
             let t = self.wire_free[port] + src.frame;
             src.own_free = t;
-            return Some(t);
+            return Some(ns(t));
         }
-        self.wire_free[port] = now;
+        self.wire_free[port] = done;
         None
     }
 

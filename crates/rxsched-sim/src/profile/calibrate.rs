@@ -86,7 +86,7 @@ impl Profile {
         params: &std::collections::BTreeMap<String, f64>,
     ) -> Result<Profile, InputError> {
         let err = |key: String, msg: String| InputError {
-            file: "scenario".into(),
+            file: crate::IN_SCENARIO.into(),
             line: None,
             key: Some(key),
             msg,

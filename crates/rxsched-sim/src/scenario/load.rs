@@ -54,6 +54,7 @@ impl Loaded {
             scenario,
         };
         l.scenario.validate().map_err(|(k, m)| l.error(&k, m))?;
+        l.check_profile(&l.scenario)?;
         Ok(l)
     }
 
@@ -113,7 +114,22 @@ impl Loaded {
         let s: Scenario = from_tree(&self.file, &self.src, tree).map_err(blame)?;
         s.validate()
             .map_err(|(k, msg)| blame(self.error(&k, msg)))?;
+        self.check_profile(&s).map_err(blame)?;
         Ok(s)
+    }
+
+    /// Whether scenario `s` (this file's, overrides applied) can run on its
+    /// profile ([`crate::profile_of`]); an error about the scenario names
+    /// this file's line, one inside a profile file names that file's.
+    fn check_profile(&self, s: &Scenario) -> Result<(), InputError> {
+        match crate::profile_of(s, self.dir.as_deref()) {
+            Ok(_) => Ok(()),
+            Err(e) if e.file == crate::IN_SCENARIO => {
+                let key = e.key.clone().unwrap_or_else(|| "profile".into());
+                Err(self.error(&key, e.msg))
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -245,25 +261,25 @@ mod tests {
 
     #[test]
     fn type_errors_name_line_and_key() {
-        let e = load("profile = \"x\"\n[run]\nseed = \"one\"\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[run]\nseed = \"one\"\n").unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("run.seed")));
-        let e = load("profile = \"x\"\n[kernel]\nquota = 0\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[kernel]\nquota = 0\n").unwrap_err();
         assert_eq!((e.line, e.key.as_deref()), (Some(3), Some("kernel.quota")));
     }
 
     #[test]
     fn out_of_range_values_name_line_and_key() {
-        let e = load("profile = \"x\"\n[[traffic]]\nrate_pps = -5\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[[traffic]]\nrate_pps = -5\n").unwrap_err();
         assert_eq!(
             (e.line, e.key.as_deref()),
             (Some(3), Some("traffic.0.rate_pps"))
         );
-        let e = load("profile = \"x\"\n[kernel]\nipintrq_limit = 0\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[kernel]\nipintrq_limit = 0\n").unwrap_err();
         assert_eq!(
             (e.line, e.key.as_deref()),
             (Some(3), Some("kernel.ipintrq_limit"))
         );
-        let e = load("profile = \"x\"\n[kernel.feedback]\nhigh_pct = 120\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[kernel.feedback]\nhigh_pct = 120\n").unwrap_err();
         assert_eq!(
             (e.line, e.key.as_deref()),
             (Some(3), Some("kernel.feedback.high_pct"))
@@ -272,7 +288,7 @@ mod tests {
 
     #[test]
     fn malformed_toml_names_line() {
-        let e = load("profile = \"x\"\n[kernel\nkind = 1\n").unwrap_err();
+        let e = load("profile = \"dec3000-300\"\n[kernel\nkind = 1\n").unwrap_err();
         assert_eq!(e.line, Some(2));
     }
 
@@ -280,18 +296,18 @@ mod tests {
     fn foreign_tables_are_set_aside() {
         let l = Loaded::parse_with(
             "t.toml",
-            "profile = \"x\"\n[figure]\nanything = 1\n".into(),
+            "profile = \"dec3000-300\"\n[figure]\nanything = 1\n".into(),
             None,
             &["figure"],
         )
         .unwrap();
         assert!(l.foreign.contains_key("figure"));
-        assert!(load("profile = \"x\"\n[figure]\nanything = 1\n").is_err());
+        assert!(load("profile = \"dec3000-300\"\n[figure]\nanything = 1\n").is_err());
     }
 
     #[test]
     fn overrides_apply_and_blame_the_set_key() {
-        let l = load("profile = \"x\"\n[[traffic]]\nrate_pps = 5\n").unwrap();
+        let l = load("profile = \"dec3000-300\"\n[[traffic]]\nrate_pps = 5\n").unwrap();
         let s = l
             .with(&[parse_set("traffic.rate_pps=700").unwrap()])
             .unwrap();

@@ -145,12 +145,51 @@ fn draw(seed: u64) -> (Table, BTreeSet<String>) {
     let mut covers = BTreeSet::new();
     let kind = *KERNELS.choose(r).expect("kernels");
     covers.insert(format!("kernel:{kind}"));
-    let tree = if kind == "nt" {
+    let mut tree = if kind == "nt" {
         nt::draw(r, &mut covers)
     } else {
         uni::draw(r, kind, &mut covers)
     };
+    within_line_rate(&mut tree);
     (tree, covers)
+}
+
+/// Lowers a source's rate to the line rate of its frames on the drawn
+/// profile's (or `[link]`'s) wire, which a scenario may not exceed: an
+/// overload draw stays an overload at the most the wire carries.
+fn within_line_rate(tree: &mut Table) {
+    let Some(Ok(mut wire)) = tree
+        .get("profile")
+        .and_then(|p| p.as_str())
+        .map(|p| crate::Profile::load(p, None).map(|p| p.wire))
+    else {
+        return;
+    };
+    if let Some(bps) = tree
+        .get("link")
+        .and_then(|l| l.get("bit_rate_bps"))
+        .and_then(|b| b.as_float())
+    {
+        wire.bit_rate_bps = bps;
+    }
+    let Some(sources) = tree.get_mut("traffic").and_then(|t| t.as_array_mut()) else {
+        return;
+    };
+    for t in sources.iter_mut().filter_map(|t| t.as_table_mut()) {
+        if t.get("kind").and_then(|k| k.as_str()) == Some("burst") {
+            continue;
+        }
+        let bytes = t
+            .get("frame_bytes")
+            .and_then(|b| b.as_integer())
+            .unwrap_or(64);
+        let line = wire.line_rate_pps(bytes as u32).floor();
+        if let Some(rate) = t.get("rate_pps").and_then(|r| r.as_float()) {
+            if rate > line {
+                t.insert("rate_pps".into(), toml::Value::Float(line));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

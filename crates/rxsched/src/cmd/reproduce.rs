@@ -5,7 +5,7 @@ use rxsched::error::{Error, Result};
 use rxsched::experiments;
 use rxsched::experiments::ExperimentFile;
 use rxsched::figure::{self, Options};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -22,41 +22,63 @@ pub fn list() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The experiments `ids` name: ids, `all`, or a prefix such as `spanos-fig5`.
-fn choose(ids: &[String]) -> Result<Vec<&'static str>> {
+/// One experiment to run: built in, or a user's scenario file.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Chosen {
+    Builtin(&'static str),
+    File(PathBuf),
+}
+
+/// Whether `arg` names a scenario file rather than an id: it ends in
+/// `.toml` or contains a path separator.
+fn is_path(arg: &str) -> bool {
+    arg.ends_with(".toml") || arg.contains(std::path::MAIN_SEPARATOR) || arg.contains('/')
+}
+
+/// The experiments `ids` name: ids, `all`, a prefix such as `spanos-fig5`,
+/// or the path of a scenario file with its own figure and checks.
+fn choose(ids: &[String]) -> Result<Vec<Chosen>> {
     if ids.is_empty() {
         return Err(Error::Input(
             "name experiments to reproduce, or `all`; `--list` shows them".into(),
         ));
     }
-    let mut chosen: Vec<&str> = Vec::new();
+    let mut chosen: Vec<Chosen> = Vec::new();
     for id in ids {
         let all = experiments::ALL.iter().map(|(i, _)| *i);
         if id == "all" {
-            chosen.extend(all);
+            chosen.extend(all.map(Chosen::Builtin));
         } else if let Some(i) = all.clone().find(|i| i == id) {
-            chosen.push(i);
+            chosen.push(Chosen::Builtin(i));
+        } else if is_path(id) {
+            chosen.push(Chosen::File(PathBuf::from(id)));
         } else {
             let prefixed: Vec<&str> = all.filter(|i| i.starts_with(&format!("{id}-"))).collect();
             if prefixed.is_empty() {
                 return Err(Error::Input(format!(
-                    "unknown experiment id {id:?}; `rxsched reproduce --list` shows them"
+                    "unknown experiment id {id:?}; `rxsched reproduce --list` shows them, \
+                     and a scenario file is named by its path (`./{id}.toml`)"
                 )));
             }
-            chosen.extend(prefixed);
+            chosen.extend(prefixed.into_iter().map(Chosen::Builtin));
         }
     }
     let mut seen = std::collections::BTreeSet::new();
-    chosen.retain(|i| seen.insert(*i));
+    chosen.retain(|i| seen.insert(i.clone()));
     Ok(chosen)
 }
 
 /// `reproduce ID...`
 pub fn run(ids: &[String], out: &Path, opts: Options, jobs: Option<usize>) -> Result<ExitCode> {
     let mut plans = Vec::new();
-    for id in choose(ids)? {
-        let src = experiments::get(id).expect("chosen ids exist");
-        let f = ExperimentFile::parse(&format!("experiments/{id}.toml"), src.to_string(), None)?;
+    for chosen in choose(ids)? {
+        let f = match chosen {
+            Chosen::Builtin(id) => {
+                let src = experiments::get(id).expect("chosen ids exist");
+                ExperimentFile::parse(&format!("experiments/{id}.toml"), src.to_string(), None)?
+            }
+            Chosen::File(path) => ExperimentFile::read(&path)?,
+        };
         plans.push(figure::plan(&f, None, &opts)?);
     }
     let t0 = Instant::now();

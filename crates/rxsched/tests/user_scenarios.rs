@@ -1,0 +1,102 @@
+//! A user's own scenario: `reproduce PATH` runs it with its checks, and the
+//! simulator refuses what it cannot run, naming the file and line.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn rxsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rxsched"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rxsched-user-{}-{test}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// An unmodified kernel swept past its peak, with a check that it holds
+/// its peak: the sweep livelocks, so the check must fail.
+fn livelock(kernel: &str) -> String {
+    format!(
+        "id = \"mine\"\nprofile = \"dec3000-300\"\n[kernel]\nkind = \"{kernel}\"\nquota = 10\n\
+         [[traffic]]\nrate_pps = 3000\n[run]\nduration_ms = 100\n\
+         [figure]\nvary = \"traffic.rate_pps\"\nvalues = [2000, 6000, 12000]\n\
+         x = {{ metric = \"offered_pps\", label = \"in\" }}\ny = {{ metric = \"delivered_pps\", label = \"out\" }}\n\
+         [[series]]\nlabel = \"a\"\n\
+         [[check]]\nname = \"holds its peak\"\nkind = \"flat\"\nseries = [\"a\"]\nmin = 0.9\n"
+    )
+}
+
+#[test]
+fn reproduce_runs_a_users_scenario_with_its_checks() {
+    let d = dir("reproduce");
+    let out = d.join("out");
+    for (kernel, code) in [("bsd", 1), ("polling", 0)] {
+        let p = d.join(format!("{kernel}.toml"));
+        std::fs::write(&p, livelock(kernel)).unwrap();
+        let o = rxsched(&[
+            "reproduce",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "{kernel}: {said}{}",
+            stderr(&o)
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("mine.json")).unwrap()).unwrap();
+        let check = &r["checks"][0];
+        assert_eq!(
+            check["pass"].as_bool(),
+            Some(code == 0),
+            "{kernel}: {check}"
+        );
+        assert!(said.contains("holds its peak") || code == 0, "{said}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_rate_above_the_line_rate_or_a_missing_profile_is_refused_at_its_line() {
+    let d = dir("refused");
+    let good = "profile = \"dec3000-300\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 3000\n[run]\nduration_ms = 50\n";
+    for (name, body, want) in [
+        (
+            "fast.toml",
+            good.replace("= 3000", "= 20000"),
+            ["fast.toml:5", "traffic.0.rate_pps", "line rate"],
+        ),
+        (
+            "noprof.toml",
+            good.replace("dec3000-300", "no-such"),
+            ["noprof.toml:1", "profile", "unknown profile"],
+        ),
+    ] {
+        let p = d.join(name);
+        std::fs::write(&p, body).unwrap();
+        let o = rxsched(&["sim", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(want.iter().all(|w| e.contains(w)), "{name}: {e}");
+    }
+    // Just under the line rate runs, and what arrives is what was offered.
+    let p = d.join("line.toml");
+    std::fs::write(&p, good.replace("= 3000", "= 14880")).unwrap();
+    let o = rxsched(&["sim", p.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let offered = m["offered_pps"].as_f64().unwrap();
+    assert!((offered / 14880.0 - 1.0).abs() < 0.01, "offered {offered}");
+    let _ = std::fs::remove_dir_all(&d);
+}
