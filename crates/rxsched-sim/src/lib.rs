@@ -37,6 +37,7 @@ pub fn profile_of(s: &Scenario, base: Option<&std::path::Path>) -> Result<Profil
         profile = profile.with_params(&s.profile_param)?;
     }
     profile.check_kernel(s.kernel.kind, &s.profile)?;
+    profile.check_costs(s)?;
     if let Some(l) = &s.link {
         profile.wire.bit_rate_bps = l.bit_rate_bps;
     }

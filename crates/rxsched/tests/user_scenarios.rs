@@ -100,3 +100,36 @@ fn a_rate_above_the_line_rate_or_a_missing_profile_is_refused_at_its_line() {
     assert!((offered / 14880.0 - 1.0).abs() < 0.01, "offered {offered}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A profile without a cost the scenario's host reads is refused, naming
+/// the cost, instead of running on a silent zero.
+#[test]
+fn a_profile_missing_a_cost_the_host_reads_is_refused() {
+    let d = dir("missing");
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../profiles/dec3100-ultrix.toml"
+    ))
+    .unwrap();
+    let cut: String = src
+        .lines()
+        .filter(|l| !l.starts_with("udp_input"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(d.join("mine.toml"), cut).unwrap();
+    let body = "profile = \"mine.toml\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 300\n[[process]]\nkind = \"reader\"\n[run]\nduration_ms = 50\n";
+    let p = d.join("reader.toml");
+    std::fs::write(&p, body).unwrap();
+    let o = rxsched(&["sim", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("reader.toml:1") && e.contains("cost.udp_input"),
+        "{e}"
+    );
+    // The same profile with the cost given runs.
+    std::fs::write(d.join("mine.toml"), src).unwrap();
+    let o = rxsched(&["sim", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&d);
+}

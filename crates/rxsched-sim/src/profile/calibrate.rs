@@ -94,6 +94,7 @@ impl Profile {
         let mut tree = toml::Table::try_from(self)
             .map_err(|e| err("profile".into(), format!("profile {}: {e}", self.name)))?;
         let free = self.calibrate.as_ref().map_or(&[][..], |c| &c.param[..]);
+        let mut given = self.given.clone();
         for (name, v) in params {
             let key = format!("profile_param.{name}");
             let Some(p) = free.iter().find(|p| &p.name == name) else {
@@ -115,6 +116,11 @@ impl Profile {
             // runs at trace scale 1): the costs it gives are checked with
             // the rest of the profile below.
             for (cost, x) in p.costs(*v) {
+                given.insert(if cost.contains('.') {
+                    cost.clone()
+                } else {
+                    format!("cost.{cost}")
+                });
                 let (table, k) = cost.split_once('.').unwrap_or(("cost", cost.as_str()));
                 let t = tree
                     .entry(table)
@@ -129,9 +135,10 @@ impl Profile {
                 t.insert(k.to_string(), value);
             }
         }
-        let p: Profile = tree
+        let mut p: Profile = tree
             .try_into()
             .map_err(|e| err("profile_param".into(), format!("{e}")))?;
+        p.given = given;
         p.check().map_err(|(k, msg)| err(k.into(), msg.into()))?;
         Ok(p)
     }

@@ -5,6 +5,7 @@ use crate::scenario::KernelKind;
 use serde::{Deserialize, Serialize};
 
 mod calibrate;
+mod reads;
 pub use calibrate::{Calibrate, ClaimRef, Fitted, FreeParam};
 
 /// The profiles that ship with rxsched, by name.
@@ -237,6 +238,10 @@ pub struct Profile {
     /// them (`rxsched calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrate: Option<Calibrate>,
+    /// The dotted keys of the costs the profile's text gives (the rest
+    /// are zero, and a scenario whose host reads one is refused).
+    #[serde(skip)]
+    pub given: std::collections::BTreeSet<String>,
 }
 
 /// The costs of an NT-style multiprocessor host (Hansen & Jul 1997): the
@@ -304,7 +309,8 @@ impl NtCosts {
 impl Profile {
     /// Parses a profile from TOML text.
     pub fn parse(file: &str, src: &str) -> Result<Profile, InputError> {
-        let p: Profile = toml::from_str(src).map_err(|e| from_toml(file, src, &e))?;
+        let mut p: Profile = toml::from_str(src).map_err(|e| from_toml(file, src, &e))?;
+        p.given = reads::given(src);
         p.check().map_err(|(key, msg)| InputError {
             file: file.to_string(),
             line: crate::error::line_of(src, key),

@@ -1,0 +1,154 @@
+//! Which costs a scenario's host reads. A profile that lacks one is
+//! refused, naming the key, rather than run on a silent zero: a testbed
+//! without such work says so with an explicit 0 and its reason.
+
+use super::Profile;
+use crate::scenario::{CaptureOutput, KernelKind, ProcessKind, Scenario, SmpService};
+use crate::InputError;
+use std::collections::BTreeSet;
+
+/// The dotted cost keys the host of `s` reads.
+pub fn reads(s: &Scenario) -> Vec<&'static str> {
+    let k = s.kernel.kind;
+    let has = |kind: ProcessKind| s.process.iter().any(|p| p.kind == kind);
+    let mut keys: Vec<&'static str> = Vec::new();
+    match k {
+        KernelKind::Linux => {
+            return vec![
+                "linux.t_cs_in",
+                "linux.t_cs_out",
+                "linux.t_rx",
+                "linux.t_copy_per_byte",
+                "linux.t_ip",
+                "linux.t_tx",
+                "linux.t_skb",
+                "linux.t_skb_cold",
+                "linux.cache_buffers",
+            ]
+        }
+        KernelKind::Nt => {
+            keys.extend([
+                "nt.isr",
+                "nt.dpc_entry",
+                "nt.dpc_packet",
+                "nt.dpc_per_byte",
+                "nt.wake",
+                "nt.context_switch",
+                "nt.recv",
+                "nt.recv_per_byte",
+            ]);
+            let smp = s.smp.clone().unwrap_or_default();
+            if smp.service != SmpService::Interrupt {
+                keys.push("nt.monitor");
+            }
+            if s.echo.is_some() {
+                keys.extend(["nt.send", "nt.send_per_byte"]);
+            }
+            if s.process.iter().any(|p| p.lock_us.is_some_and(|l| l > 0.0)) {
+                keys.push("nt.lock");
+            }
+            return keys;
+        }
+        _ => {}
+    }
+    keys.extend([
+        "cost.intr_dispatch",
+        "cost.rx_copy",
+        "cost.rx_copy_per_byte",
+        "cost.rx_link",
+        "cost.clock_hz",
+    ]);
+    match k {
+        KernelKind::Bsd | KernelKind::Emulated => keys.extend(["cost.ipintrq", "cost.ip_switch"]),
+        KernelKind::Polling => keys.extend([
+            "cost.poll_intr",
+            "cost.poll_switch",
+            "cost.poll_callback",
+            "cost.intr_enable",
+        ]),
+        KernelKind::Srp | KernelKind::Lrp => keys.extend([
+            "cost.srp_demux",
+            "cost.srp_signal",
+            "cost.srp_deliver",
+            "cost.srp_handler",
+        ]),
+        _ => {}
+    }
+    let reader = has(ProcessKind::Reader);
+    let tcpdump = s.process.iter().find(|p| p.kind == ProcessKind::Tcpdump);
+    if reader {
+        keys.extend([
+            "cost.ip_input",
+            "cost.udp_input",
+            "cost.app_read",
+            "cost.app_read_per_byte",
+        ]);
+    } else if tcpdump.is_none() {
+        keys.extend([
+            "cost.ip_input",
+            "cost.ip_output",
+            "cost.driver_tx",
+            "cost.tx_reclaim",
+        ]);
+    }
+    if let Some(t) = tcpdump {
+        keys.extend(["cost.pf_filter", "cost.capture_read"]);
+        if t.output == Some(CaptureOutput::File) {
+            keys.push("cost.capture_file");
+        }
+    }
+    if has(ProcessKind::Screend) {
+        keys.push("cost.screend");
+    }
+    if s.process.iter().any(|p| p.kind != ProcessKind::Reader) || s.process.len() > 1 {
+        keys.push("cost.context_switch");
+    }
+    if s.tcp.is_some() {
+        keys.extend([
+            "cost.tcp_input",
+            "cost.tcp_input_per_byte",
+            "cost.tcp_ack",
+            "cost.tcp_read",
+        ]);
+    }
+    keys
+}
+
+/// The dotted keys of every cost a profile's text gives.
+pub fn given(src: &str) -> BTreeSet<String> {
+    let Ok(tree) = src.parse::<toml::Table>() else {
+        return BTreeSet::new();
+    };
+    let mut keys = BTreeSet::new();
+    for table in ["cost", "linux", "nt"] {
+        if let Some(t) = tree.get(table).and_then(|t| t.as_table()) {
+            keys.extend(t.keys().map(|k| format!("{table}.{k}")));
+        }
+    }
+    keys
+}
+
+impl Profile {
+    /// Refuses scenario `s` if its host reads a cost this profile does
+    /// not give. The error is about the scenario's `profile` key.
+    pub fn check_costs(&self, s: &Scenario) -> Result<(), InputError> {
+        let missing: Vec<&str> = reads(s)
+            .into_iter()
+            .filter(|k| !self.given.contains(*k))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(InputError {
+            file: crate::IN_SCENARIO.into(),
+            line: None,
+            key: Some("profile".into()),
+            msg: format!(
+                "profile {:?} does not give {}, which this scenario's host reads; \
+                 give each in the profile (0 if the testbed has no such work, with the reason)",
+                self.name,
+                missing.join(", ")
+            ),
+        })
+    }
+}
