@@ -17,7 +17,9 @@ pub struct Options {
     pub quick: bool,
     /// Overrides every run's seed.
     pub seed: Option<u64>,
-    /// Overrides applied to every run, after the series' own.
+    /// Overrides applied to every run (`key`), or to one series' runs
+    /// (`LABEL:key`), after the series' own. A key some series sets
+    /// itself, or the swept key, is refused unless a series is named.
     pub sets: Vec<(String, toml::Value)>,
 }
 
@@ -47,6 +49,8 @@ pub struct Plan {
     pub seed: u64,
     /// Quick form.
     pub quick: bool,
+    /// Every override beyond the series' own, as `key=value`.
+    pub overrides: Vec<String>,
 }
 
 fn to_json(v: &toml::Value) -> Value {
@@ -105,12 +109,6 @@ pub fn plan(
                 .into(),
         })?;
     let seed = opts.seed.unwrap_or(file.loaded.scenario.run.seed);
-    let mut common: Vec<(String, toml::Value)> = Vec::new();
-    if opts.quick {
-        common.extend(figure.quick_set.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
-    common.extend(opts.sets.iter().cloned());
-    common.push(("run.seed".into(), toml::Value::Integer(seed as i64)));
     let series: Vec<(String, BTreeMap<String, toml::Value>)> = if file.exp.series.is_empty() {
         vec![("scenario".to_string(), BTreeMap::new())]
     } else {
@@ -120,10 +118,35 @@ pub fn plan(
             .map(|c| (c.label.clone(), c.set.clone()))
             .collect()
     };
+    let user = user_sets(&opts.sets, &series, figure.vary.as_deref())?;
+    let mut overrides: Vec<String> = Vec::new();
+    let mut common: Vec<(String, toml::Value)> = Vec::new();
+    if opts.quick {
+        common.extend(figure.quick_set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        overrides.extend(
+            figure
+                .quick_set
+                .iter()
+                .map(|(k, v)| format!("{k}={v} (quick)")),
+        );
+    }
+    for (label, k, v) in &user {
+        overrides.push(match label {
+            Some(l) => format!("{l}:{k}={v}"),
+            None => format!("{k}={v}"),
+        });
+        if label.is_none() {
+            common.push((k.clone(), v.clone()));
+        }
+    }
+    if let Some(s) = opts.seed {
+        overrides.push(format!("run.seed={s}"));
+    }
+    common.push(("run.seed".into(), toml::Value::Integer(seed as i64)));
     let values = values(file, &figure, opts.quick)?;
     let mut jobs = Vec::new();
     let repeats = figure.runs_per_value(opts.quick);
-    for (i, (_, set)) in series.iter().enumerate() {
+    for (i, (label, set)) in series.iter().enumerate() {
         for (v, r) in values
             .iter()
             .flat_map(|v| (0..repeats).map(move |r| (v, r)))
@@ -131,6 +154,11 @@ pub fn plan(
             let mut sets: Vec<(String, toml::Value)> =
                 set.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             sets.extend(common.iter().cloned());
+            sets.extend(
+                user.iter()
+                    .filter(|(l, _, _)| l.as_ref() == Some(label))
+                    .map(|(_, k, v)| (k.clone(), v.clone())),
+            );
             if r > 0 {
                 let s = seed.wrapping_add(u64::from(r)) as i64;
                 sets.push(("run.seed".into(), toml::Value::Integer(s)));
@@ -156,12 +184,81 @@ pub fn plan(
         figure,
         series: series
             .into_iter()
-            .map(|(l, s)| (l, s.iter().map(|(k, v)| (k.clone(), to_json(v))).collect()))
+            .map(|(l, s)| {
+                let mut config: BTreeMap<String, Value> =
+                    s.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
+                for (_, k, v) in user.iter().filter(|(ul, _, _)| ul.as_ref() == Some(&l)) {
+                    config.insert(k.clone(), to_json(v));
+                }
+                (l, config)
+            })
             .collect(),
         jobs,
         seed,
         quick: opts.quick,
+        overrides,
     })
+}
+
+/// A user's override for one series (`LABEL:key`) or for every run.
+type UserSet = (Option<String>, String, toml::Value);
+
+/// The user's `--set`s, each split into its series (if named) and key;
+/// refused when the series does not exist, or when an override of every
+/// run names a key a series or the sweep sets itself (which would hide
+/// what the file says that series is).
+fn user_sets(
+    sets: &[(String, toml::Value)],
+    series: &[(String, BTreeMap<String, toml::Value>)],
+    vary: Option<&str>,
+) -> Result<Vec<UserSet>, InputError> {
+    let refuse = |key: &str, msg: String| InputError {
+        file: "--set".into(),
+        line: None,
+        key: Some(key.to_string()),
+        msg,
+    };
+    let same = |a: &str, b: &str| {
+        a == b || a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}."))
+    };
+    let mut out = Vec::new();
+    for (k, v) in sets {
+        if let Some((label, key)) = k.split_once(':') {
+            if !series.iter().any(|(l, _)| l == label) {
+                let labels: Vec<&str> = series.iter().map(|(l, _)| l.as_str()).collect();
+                return Err(refuse(
+                    k,
+                    format!(
+                        "no series {label:?} (the series are: {})",
+                        labels.join(", ")
+                    ),
+                ));
+            }
+            out.push((Some(label.to_string()), key.to_string(), v.clone()));
+            continue;
+        }
+        if vary.is_some_and(|x| same(x, k)) {
+            return Err(refuse(
+                k,
+                "the figure sweeps this key: each point sets it, so an override would be lost"
+                    .into(),
+            ));
+        }
+        if let Some((label, _)) = series
+            .iter()
+            .find(|(_, set)| set.keys().any(|s| same(s, k)))
+        {
+            return Err(refuse(
+                k,
+                format!(
+                    "series {label:?} sets this key itself; name the series to override it there \
+                     (`--set {label}:{k}=…`)"
+                ),
+            ));
+        }
+        out.push((None, k.clone(), v.clone()));
+    }
+    Ok(out)
 }
 
 /// A TOML number for a swept value: an integer when it is one.
@@ -301,6 +398,7 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
     };
     let mut result = ResultFile::new(meta, f.x.clone(), f.y.clone(), series, reference);
     result.table = f.table.clone();
+    result.overrides = plan.overrides.clone();
     result.legend = f.legend.clone();
     result.scatter = f.runs_per_value(plan.quick) > 1;
     result.checks = exp.check.iter().map(|c| c.evaluate(&result)).collect();

@@ -44,6 +44,10 @@ enum Cmd {
         /// 9223372036854775807 (what a TOML integer holds).
         #[arg(long, value_parser = clap::value_parser!(u64).range(0..=i64::MAX as u64))]
         seed: Option<u64>,
+        /// Override a key in every run (`kernel.quota=5`), or in one
+        /// series' runs (`polling:kernel.quota=5`); the result records it.
+        #[arg(long = "set", value_name = "[SERIES:]KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Run one scenario once and print its metrics record.
     Sim {
@@ -297,12 +301,13 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             quick,
             jobs,
             seed,
+            sets,
             ..
         } => {
             let opts = Options {
                 quick,
                 seed,
-                sets: Vec::new(),
+                sets: cmd::parse_sets(&sets)?,
             };
             cmd::reproduce::run(&ids, &out, opts, jobs)
         }

@@ -357,6 +357,12 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
             seed = r.seed,
             quick = if r.quick { ", quick form" } else { "" }
         );
+        if !r.overrides.is_empty() {
+            h += &format!(
+                "<p>Run with overrides: <code>{}</code>.</p>\n",
+                esc(&r.overrides.join(" "))
+            );
+        }
         h += &summary_table(r);
         h += &values_table(r);
         h += &claims_table(r);

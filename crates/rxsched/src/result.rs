@@ -255,6 +255,11 @@ pub struct ResultFile {
     /// machine itself loses packets (a virtual CPU descheduled by its host).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mlfrr_loss: f64,
+    /// Every override the runs had beyond the file's own series: the
+    /// user's `--set`s (`LABEL:key=value` for one series' runs), the quick
+    /// form's, and `--seed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -288,6 +293,7 @@ impl ResultFile {
             legend: None,
             scatter: false,
             mlfrr_loss: 0.0,
+            overrides: Vec::new(),
         }
     }
 

@@ -133,3 +133,50 @@ fn a_profile_missing_a_cost_the_host_reads_is_refused() {
     assert!(o.status.success(), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `--set` is recorded in the result; an override of every run that a
+/// series sets itself, or the swept key, is refused unless a series is named.
+#[test]
+fn overrides_are_recorded_and_never_hide_a_series_own_setting() {
+    let d = dir("overrides");
+    let p = d.join("two.toml");
+    let body = livelock("bsd").replace(
+        "[[series]]\nlabel = \"a\"\n",
+        "[[series]]\nlabel = \"a\"\n[[series]]\nlabel = \"p\"\nset = { \"kernel.kind\" = \"polling\" }\n",
+    );
+    std::fs::write(&p, body).unwrap();
+    let out = d.join("out");
+    let run = |sets: &[&str]| {
+        let mut args = vec![
+            "reproduce",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        rxsched(&args)
+    };
+    for (set, want) in [
+        ("kernel.kind=bsd", "series \"p\" sets this key"),
+        ("traffic.rate_pps=100", "sweeps this key"),
+        ("q:kernel.quota=5", "no series \"q\""),
+    ] {
+        let o = run(&[set]);
+        assert_eq!(o.status.code(), Some(2), "{set}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{set}: {}", stderr(&o));
+    }
+    let o = run(&["p:kernel.quota=3", "run.duration_ms=60"]);
+    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("mine.json")).unwrap()).unwrap();
+    assert_eq!(
+        r["overrides"],
+        serde_json::json!(["p:kernel.quota=3", "run.duration_ms=60"]),
+        "{}",
+        r["overrides"]
+    );
+    assert_eq!(r["series"][1]["config"]["kernel.quota"], 3);
+    let _ = std::fs::remove_dir_all(&d);
+}
