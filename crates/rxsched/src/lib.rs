@@ -17,6 +17,7 @@ pub mod experiments;
 pub mod figure;
 pub mod flags;
 pub mod out;
+pub mod profile_doc;
 pub mod report;
 pub mod result;
 pub mod search;

@@ -115,7 +115,12 @@ enum Cmd {
         keep: bool,
     },
     /// List the machine profiles and what each cost was calibrated from.
-    Profiles,
+    Profiles {
+        /// Print the profile format's reference (every key, its type and
+        /// meaning, from the types themselves) instead: profiles/README.md.
+        #[arg(long)]
+        schema: bool,
+    },
     /// Fit a profile's free parameters to its calibration claims, by least
     /// squares through the simulator.
     Calibrate {
@@ -341,7 +346,8 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             out,
             keep,
         } => cmd::swarm::run(runs, seed, jobs, timeout, &out, keep),
-        Cmd::Profiles => cmd::profiles::run(),
+        Cmd::Profiles { schema: false } => cmd::profiles::run(),
+        Cmd::Profiles { schema: true } => cmd::profiles::schema(),
         Cmd::Calibrate {
             profile,
             write,

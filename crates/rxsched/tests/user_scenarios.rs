@@ -180,3 +180,29 @@ fn overrides_are_recorded_and_never_hide_a_series_own_setting() {
     assert_eq!(r["series"][1]["config"]["kernel.quota"], 3);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// profiles/README.md is the reference `profiles --schema` writes from the
+/// types: a key added to a profile type without it fails here.
+#[test]
+fn the_profile_reference_is_written_from_the_types() {
+    let o = rxsched(&["profiles", "--schema"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let generated = String::from_utf8(o.stdout).unwrap();
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../profiles/README.md"
+    ))
+    .unwrap();
+    assert!(
+        generated == committed,
+        "profiles/README.md is stale: run `rxsched profiles --schema > profiles/README.md`"
+    );
+    for key in [
+        "`rx_copy`",
+        "`t_skb_cold`",
+        "`dpc_packet`",
+        "`bit_rate_bps`",
+    ] {
+        assert!(generated.contains(key), "{key} missing");
+    }
+}

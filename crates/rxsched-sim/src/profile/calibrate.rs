@@ -7,7 +7,7 @@ use crate::error::InputError;
 use serde::{Deserialize, Serialize};
 
 /// `[calibrate]`: what `rxsched calibrate` fits and to what.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Calibrate {
     /// The free parameters.
@@ -22,7 +22,7 @@ pub struct Calibrate {
 
 /// One free parameter: it sets costs, each its base value times the
 /// parameter (`scales`), or to the parameter itself (`sets`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FreeParam {
     /// Its name.
@@ -43,7 +43,7 @@ pub struct FreeParam {
 }
 
 /// A calibration claim: a check of an experiment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRef {
     /// The experiment id.
@@ -53,7 +53,7 @@ pub struct ClaimRef {
 }
 
 /// One claim's residual at the last fit.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fitted {
     /// The experiment id.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 mod calibrate;
 mod reads;
 pub use calibrate::{Calibrate, ClaimRef, Fitted, FreeParam};
+pub use reads::schema;
 
 /// The profiles that ship with rxsched, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -37,7 +38,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// The link the host's interfaces sit on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Wire {
     /// Line rate in bits per second.
@@ -88,7 +89,7 @@ impl Wire {
 }
 
 /// Sizes of the network interface's rings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Nic {
     /// Receive descriptors; a packet arriving to a full ring is dropped.
@@ -103,7 +104,7 @@ pub struct Nic {
 }
 
 /// CPU costs, in nanoseconds unless the name says per byte.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Costs {
     /// Entering a device interrupt handler (and leaving it, unless
@@ -187,7 +188,7 @@ pub struct Costs {
 
 /// Per-packet costs of the Linux forwarding path, named after Spanos et
 /// al.'s decomposition of T_const, in nanoseconds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinuxCosts {
     /// Context switch into the interrupt service routine.
@@ -212,7 +213,7 @@ pub struct LinuxCosts {
 }
 
 /// A testbed's cost profile.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     /// Short name, used in scenarios and results.
@@ -247,7 +248,7 @@ pub struct Profile {
 /// The costs of an NT-style multiprocessor host (Hansen & Jul 1997): the
 /// interrupt service routine, the deferred procedure call that does the
 /// receive work, the threads that consume it, in nanoseconds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct NtCosts {
     /// The ISR: acknowledge the adapter, disable its interrupts, queue the DPC.

@@ -20,6 +20,12 @@ pub fn run() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints the profile format's reference.
+pub fn schema() -> Result<ExitCode> {
+    rxsched::out::print(&rxsched::profile_doc::markdown())?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// One profile: its testbed, its calibration sources, then each section's
 /// values with their comments.
 fn describe(name: &str, testbed: &str, from: &[String], doc: &toml_edit::DocumentMut) -> String {
