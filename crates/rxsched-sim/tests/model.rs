@@ -217,8 +217,10 @@ proptest! {
         backlog in 1u32..400,
         traffic in prop::sample::select(vec!["constant", "poisson"]),
         seed in 0u64..100,
+        coalesce in prop::sample::select(vec![(0.0, 0u32), (50.0, 0), (200.0, 16), (1000.0, 64)]),
     ) {
         let s = scenario(LINUX, &[
+            ("kernel.rx_usecs", &coalesce.0.to_string()), ("kernel.rx_frames", &coalesce.1.to_string()),
             ("kernel.variant", variant), ("traffic.rate_pps", &within_line("mpc8250-linux", rate, frame)),
             ("traffic.frame_bytes", &frame.to_string()), ("traffic.kind", traffic),
             ("kernel.napi_weight", &weight.to_string()), ("kernel.napi_budget", &budget.to_string()),

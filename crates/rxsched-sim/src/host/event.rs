@@ -36,6 +36,8 @@ pub enum Timer {
     PollWake,
     /// A port's circuit breaker may close.
     BreakerEnd(u8),
+    /// A port's interrupt coalescing delay has passed.
+    Coalesce(u8),
 }
 
 carries!(Ev {

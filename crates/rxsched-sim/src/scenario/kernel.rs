@@ -174,6 +174,13 @@ pub struct KernelCfg {
     pub napi_budget_us: f64,
     /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`).
     pub backlog_limit: u32,
+    /// Linux: receive interrupt coalescing (`ethtool -C rx-usecs`): the
+    /// device holds a receive interrupt until this long after the first
+    /// frame it holds it for (0: no delay).
+    pub rx_usecs: f64,
+    /// Linux: receive interrupt coalescing (`ethtool -C rx-frames`): or
+    /// until this many frames have arrived (0 or 1: the first frame).
+    pub rx_frames: u32,
 }
 
 impl KernelCfg {
@@ -225,6 +232,9 @@ impl Default for KernelCfg {
             napi_budget_us: 2000.0,
             // Linux 2.6.9: netdev_max_backlog = 300.
             backlog_limit: 300,
+            // An interrupt per frame, as the papers' drivers raise them.
+            rx_usecs: 0.0,
+            rx_frames: 0,
             inhibit_check: rxsched_core::InhibitCheck::Packet,
         }
     }

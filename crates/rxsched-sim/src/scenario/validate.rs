@@ -197,6 +197,12 @@ impl Scenario {
             !(reader && self.kernel.kind == KernelKind::Linux),
             "kernel.kind",
             "the linux kernel forwards; a reader or tcpdump needs bsd, emulated or polling",
+        )?;
+        need(
+            self.kernel.kind == KernelKind::Linux
+                || (self.kernel.rx_usecs == 0.0 && self.kernel.rx_frames <= 1),
+            "kernel.rx_usecs",
+            "interrupt coalescing is modelled for kernel.kind = \"linux\" only",
         )
     }
 
@@ -478,6 +484,22 @@ impl KernelCfg {
             self.napi_budget_us.is_finite() && (1.0..=MAX_US).contains(&self.napi_budget_us),
             "kernel.napi_budget_us",
             "must be from 1 to 1e9 µs",
+        )?;
+        need(
+            self.rx_usecs.is_finite() && (0.0..=100_000.0).contains(&self.rx_usecs),
+            "kernel.rx_usecs",
+            "must be from 0 to 100,000 µs",
+        )?;
+        need(
+            self.rx_frames <= 65_536,
+            "kernel.rx_frames",
+            "must be at most 65,536",
+        )?;
+        // A frame count alone would hold the last frames of a burst forever.
+        need(
+            self.rx_frames <= 1 || self.rx_usecs > 0.0,
+            "kernel.rx_frames",
+            "needs kernel.rx_usecs too: a device holds frames only for so long",
         )
     }
 }

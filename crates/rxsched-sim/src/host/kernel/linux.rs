@@ -7,6 +7,7 @@ use super::{Kernel, KernelReport};
 use crate::engine::job::per_byte;
 use crate::engine::packet::Packet;
 use crate::host::cpu::{CtxId, SOFT};
+use crate::host::event::{Ev, Timer};
 use crate::host::machine::Machine;
 use crate::host::step::linux::Step;
 use crate::host::step::{self, IntrSrc};
@@ -49,6 +50,13 @@ pub struct Linux {
     /// Frames handed to devices so far: a buffer's age at reclaim.
     xmit_seq: u64,
     cold_reclaims: u64,
+    /// Receive interrupt coalescing: the delay and the frame count.
+    rx_usecs: Nanos,
+    rx_frames: u32,
+    /// Per port: frames arrived since its last receive interrupt, and
+    /// whether its coalescing timer runs.
+    held: Vec<u32>,
+    timer_set: Vec<bool>,
 }
 
 impl Linux {
@@ -81,7 +89,16 @@ impl Linux {
             since_irq: vec![0; ports],
             xmit_seq: 0,
             cold_reclaims: 0,
+            rx_usecs: (k.rx_usecs * 1e3).round() as Nanos,
+            rx_frames: k.rx_frames,
+            held: vec![0; ports],
+            timer_set: vec![false; ports],
         }
+    }
+
+    /// Whether the device coalesces receive interrupts.
+    fn coalescing(&self) -> bool {
+        self.rx_usecs > 0 || self.rx_frames > 1
     }
 
     /// Whether port `n` would raise its interrupt for a receive event now.
@@ -202,7 +219,32 @@ impl Linux {
 
 impl Kernel for Linux {
     fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
-        if self.rx_irq_enabled(n as usize) {
+        let ni = n as usize;
+        if !self.rx_irq_enabled(ni) {
+            return;
+        }
+        if !self.coalescing() {
+            m.raise(IntrSrc::Port(n));
+            return;
+        }
+        // Coalescing: the interrupt waits for `rx_frames` frames, or
+        // `rx_usecs` after the first frame it waits for.
+        self.held[ni] += 1;
+        if self.rx_frames > 1 && self.held[ni] >= self.rx_frames {
+            self.held[ni] = 0;
+            m.raise(IntrSrc::Port(n));
+        } else if !self.timer_set[ni] {
+            self.timer_set[ni] = true;
+            m.push(m.now + self.rx_usecs, Ev::Timer(Timer::Coalesce(n)));
+        }
+    }
+
+    fn timer(&mut self, m: &mut Machine, t: Timer) {
+        let Timer::Coalesce(n) = t else { return };
+        let ni = n as usize;
+        self.timer_set[ni] = false;
+        if self.held[ni] > 0 && !m.nics[ni].rx.is_empty() && self.rx_irq_enabled(ni) {
+            self.held[ni] = 0;
             m.raise(IntrSrc::Port(n));
         }
     }
@@ -225,6 +267,7 @@ impl Kernel for Linux {
         let tx = std::mem::take(&mut self.tx_irq_pending[ni]);
         if rx {
             m.meter.interrupts.rx += 1;
+            self.held[ni] = 0;
         }
         if tx {
             m.meter.interrupts.tx += 1;
