@@ -126,7 +126,23 @@ enum Cmd {
     Calibrate {
         /// A built-in profile's name (its file in this source tree), or a
         /// profile file with a [calibrate] section.
-        profile: String,
+        #[arg(required_unless_present = "real")]
+        profile: Option<String>,
+        /// Measure this machine in the lab instead (root, `rxsched lab up`):
+        /// each per-frame cost in isolation on the DUT CPU, written as a
+        /// profile with how each was measured and its spread.
+        #[arg(long, conflicts_with = "write")]
+        real: bool,
+        /// With --real: the profile file to write.
+        #[arg(long, requires = "real", default_value = "linux-veth-lab.toml")]
+        out: PathBuf,
+        /// With --real: repeats of each measurement (the median is kept).
+        #[arg(long, requires = "real", default_value_t = 3,
+              value_parser = clap::value_parser!(u64).range(1..=20))]
+        repeats: u64,
+        /// With --real: shorter trials (1 s instead of 3).
+        #[arg(long, requires = "real")]
+        quick: bool,
         /// Write the fitted values, the costs they set and the residuals
         /// into the profile file.
         #[arg(long)]
@@ -349,10 +365,18 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Profiles { schema: false } => cmd::profiles::run(),
         Cmd::Profiles { schema: true } => cmd::profiles::schema(),
         Cmd::Calibrate {
+            real: true,
+            out,
+            repeats,
+            quick,
+            ..
+        } => cmd::bench::calibrate(&out, repeats as usize, quick),
+        Cmd::Calibrate {
             profile,
             write,
             jobs,
-        } => cmd::calibrate::run(&profile, write, jobs),
+            ..
+        } => cmd::calibrate::run(&profile.unwrap_or_default(), write, jobs),
         Cmd::Lab { cmd } => done(cmd::real::lab_cmd(cmd)),
         Cmd::Gen(a) => done(cmd::real::gen(a)),
         Cmd::Sink(a) => done(cmd::real::sink(a)),

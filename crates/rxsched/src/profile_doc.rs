@@ -43,7 +43,7 @@ fn section(out: &mut String, title: &str, name: &str, defs: &Value, seen: &mut V
     if let Some(d) = def.get("description").and_then(Value::as_str) {
         *out += &format!("{}\n\n", one_line(d));
     }
-    let costs = ["Costs", "LinuxCosts", "NtCosts"].contains(&name);
+    let costs = ["Costs", "LinuxCosts", "NtCosts", "LabCosts"].contains(&name);
     *out += &table(def, defs, costs);
     if let Some(props) = def.get("properties").and_then(Value::as_object) {
         for (key, prop) in props {

@@ -33,11 +33,11 @@ fn peak_memory_does_not_grow_with_simulated_time() {
     let dir = std::env::temp_dir().join(format!("rxsched-mem-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("long.toml");
-    // Polling with feedback and a reader: latency samples on every delivered
-    // packet, drops at the socket, mode switches, inhibits.
+    // An interrupt-driven host with a reader past its capacity: latency
+    // samples on every delivered packet, drops at the socket and ipintrq.
     std::fs::write(
         &path,
-        "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\n[kernel.feedback]\nenabled = true\n\
+        "profile = \"dec3100-ultrix\"\n[kernel]\nkind = \"bsd\"\nip_layer = \"softirq\"\n\
          [[traffic]]\nkind = \"poisson\"\nrate_pps = 3000\n[[process]]\nkind = \"reader\"\n\
          [[process]]\nkind = \"compute\"\n",
     )

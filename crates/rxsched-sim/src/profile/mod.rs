@@ -35,6 +35,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "p2-266-freebsd",
         include_str!("../../../../profiles/p2-266-freebsd.toml"),
     ),
+    (
+        "linux-veth-lab",
+        include_str!("../../../../profiles/linux-veth-lab.toml"),
+    ),
 ];
 
 /// The link the host's interfaces sit on.
@@ -239,10 +243,57 @@ pub struct Profile {
     /// them (`rxsched calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrate: Option<Calibrate>,
+    /// The lab's measured costs (`rxsched calibrate --real`): a Linux
+    /// host forwarding between veth interfaces, its receive work in NAPI
+    /// threads, and rxsched's own dataplane on AF_XDP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabCosts>,
     /// The dotted keys of the costs the profile's text gives (the rest
     /// are zero, and a scenario whose host reads one is refused).
     #[serde(skip)]
     pub given: std::collections::BTreeSet<String>,
+}
+
+/// Per-frame costs of the lab's dataplanes, in nanoseconds of the DUT
+/// CPU, each measured in isolation at a low rate by `rxsched calibrate
+/// --real` (CPU time of the thread that does the work, over the frames it
+/// forwarded); the spread over repeats is in `spread`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct LabCosts {
+    /// The device's receive work with Linux's own forwarding: the veth
+    /// NAPI poll, `ip_forward`, and the transmit to the next interface.
+    pub napi_kernel_forward: u64,
+    /// The device's receive work forwarding in XDP (`xdp-fwd`: the FIB
+    /// lookup and the redirect).
+    pub napi_xdp_forward: u64,
+    /// The device's receive work forwarding in route's own XDP program
+    /// (`route --forward-in xdp`).
+    pub napi_xdp_route: u64,
+    /// The device's receive work redirecting a frame to an AF_XDP socket
+    /// (copy mode: the program, the redirect and the copy into the UMEM).
+    pub napi_xsk_redirect: u64,
+    /// A NAPI thread's run beside the frames it handles: being woken,
+    /// entering and leaving its poll, going back to sleep.
+    pub napi_run: u64,
+    /// The polling router's own work per frame, about one frame a batch:
+    /// taking it from the socket's ring, the forwarding decision, the
+    /// transmit and its kick, and the ring refills.
+    pub router_polling: u64,
+    /// The interrupt-mode router's work per frame at a low rate: the same,
+    /// and sleeping and being woken for each frame.
+    pub router_interrupt: u64,
+    /// A wake-up of a sleeping thread by the receive work, to the task it
+    /// interrupts (`wakecost`).
+    pub wake: u64,
+    /// The veth receive ring (fixed in the driver), in frames.
+    pub veth_ring: u64,
+    /// An AF_XDP socket's receive ring, in frames.
+    pub xsk_rx_ring: u64,
+    /// Each cost's spread over the repeats: (largest - smallest) / median.
+    pub spread: std::collections::BTreeMap<String, f64>,
+    /// Repeats per cost.
+    pub repeats: u64,
 }
 
 /// The costs of an NT-style multiprocessor host (Hansen & Jul 1997): the

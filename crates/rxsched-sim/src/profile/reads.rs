@@ -120,7 +120,7 @@ pub fn given(src: &str) -> BTreeSet<String> {
         return BTreeSet::new();
     };
     let mut keys = BTreeSet::new();
-    for table in ["cost", "linux", "nt"] {
+    for table in ["cost", "linux", "nt", "lab"] {
         if let Some(t) = tree.get(table).and_then(|t| t.as_table()) {
             keys.extend(t.keys().map(|k| format!("{table}.{k}")));
         }

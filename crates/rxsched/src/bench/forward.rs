@@ -117,6 +117,8 @@ pub struct Counters {
     s0_dropped: u64,
     /// CPU time of the DUT's receive threads.
     napi_ns: u64,
+    /// How many times the DUT's receive threads were put on a CPU.
+    napi_runs: u64,
 }
 
 impl Counters {
@@ -127,10 +129,11 @@ impl Counters {
             .and_then(|c| rxsched_linux::napi_threads::cpu_ns(c.pid() as i32).ok())
             .unwrap_or(0);
         let mut c = lab.in_netns(Role::Dut, || {
-            let mut napi_ns = 0;
+            let (mut napi_ns, mut napi_runs) = (0, 0);
             for i in [D0.iface, D1.iface] {
                 for t in rxsched_linux::napi_threads::thread_ids(i)? {
                     napi_ns += rxsched_linux::napi_threads::cpu_ns(t)?;
+                    napi_runs += rxsched_linux::napi_threads::runs(t).unwrap_or(0);
                 }
             }
             Ok(Counters {
@@ -139,6 +142,7 @@ impl Counters {
                 d1_dropped: rxsched_linux::sys::iface_counter(D1.iface, "tx_dropped")?,
                 s0_dropped: 0,
                 napi_ns,
+                napi_runs,
             })
         })?;
         // The sink's ring is read where it is, and only as well as it can be.
@@ -269,6 +273,10 @@ fn point(o: &Observed, fwd: Forwarder, rate: f64, idle: f64) -> Point {
     let (c0, c1) = (&o.before, &o.after);
     m.extra
         .insert("napi_cpu_share".into(), share(c0.napi_ns, c1.napi_ns));
+    m.extra.insert(
+        "napi_runs_per_s".into(),
+        c1.napi_runs.saturating_sub(c0.napi_runs) as f64 / dur,
+    );
     if o.ours {
         m.cpu
             .insert("router".to_string(), share(c0.router_ns, c1.router_ns));

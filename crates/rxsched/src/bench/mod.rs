@@ -11,6 +11,7 @@
 //! disturbed, are [`sweep`]'s. What is left in each bench is which variants, which
 //! trial, and which point a trial makes.
 
+pub mod calibrate;
 pub mod capture;
 pub mod error;
 #[cfg(test)]

@@ -20,23 +20,7 @@ pub fn real(
             return Err(Error::flag("minutes", "must be from 0.05 to 1440"));
         }
     }
-    if !rxsched_linux::sys::is_root() {
-        return Err(Error::Input(
-            "bench real: needs root (CAP_NET_ADMIN and packet sockets): run it with sudo".into(),
-        ));
-    }
-    let lab = rxsched_linux::lab::Lab::standard();
-    if !lab.is_up() {
-        return Err(Error::Input(
-            "bench real: the lab is not up: run `rxsched lab up` first".into(),
-        ));
-    }
-    let opts = rxsched::bench::BenchOpts {
-        quick,
-        out: out.to_path_buf(),
-        lab,
-        minutes,
-    };
+    let opts = lab_opts("bench real", quick, out, minutes)?;
     let plain = !std::io::stderr().is_terminal();
     let bar = if plain {
         ProgressBar::hidden()
@@ -63,4 +47,69 @@ pub fn real(
     write_index(out)?;
     rxsched::out::line(&format!("report: {}", out.join("index.html").display()))?;
     Ok(verdict(ok))
+}
+
+/// The lab to run in, refused with what to do when this is not root or
+/// the lab is not up; `what` names the command in the message.
+fn lab_opts(
+    what: &str,
+    quick: bool,
+    out: &Path,
+    minutes: Option<f64>,
+) -> Result<rxsched::bench::BenchOpts> {
+    if !rxsched_linux::sys::is_root() {
+        return Err(Error::Input(format!(
+            "{what}: needs root (CAP_NET_ADMIN and packet sockets): run it with sudo"
+        )));
+    }
+    let lab = rxsched_linux::lab::Lab::standard();
+    if !lab.is_up() {
+        return Err(Error::Input(format!(
+            "{what}: the lab is not up: run `rxsched lab up` first"
+        )));
+    }
+    Ok(rxsched::bench::BenchOpts {
+        quick,
+        out: out.to_path_buf(),
+        lab,
+        minutes,
+    })
+}
+
+/// `calibrate --real`: measures the lab's per-frame costs and writes them
+/// as the profile `out`.
+pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
+    let opts = lab_opts("calibrate --real", quick, out, None)?;
+    let secs = if quick { 1.0 } else { 3.0 };
+    let t0 = std::time::Instant::now();
+    let progress = |m: &str| eprintln!("calibrate: {m}");
+    let costs = rxsched::bench::calibrate::measure(&opts, repeats, secs, &progress)
+        .map_err(|e| Error::Run(e.0))?;
+    let name = out.file_stem().map_or("linux-veth-lab".into(), |s| {
+        s.to_string_lossy().into_owned()
+    });
+    let host = format!(
+        "{}, {} CPUs",
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or_else(|_| "Linux".into(), |r| format!("Linux {}", r.trim())),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let text = rxsched::bench::calibrate::profile(&name, &costs, repeats, &host);
+    std::fs::write(out, &text)
+        .map_err(|e| Error::Input(format!("{}: cannot write the profile: {e}", out.display())))?;
+    for c in &costs {
+        rxsched::out::line(&format!(
+            "{:<20} {:>8.0} ns  spread {:>4.0}%  ({})",
+            c.key,
+            c.median(),
+            100.0 * c.spread(),
+            c.how
+        ))?;
+    }
+    rxsched::out::line(&format!(
+        "wrote {} in {:.0} s",
+        out.display(),
+        t0.elapsed().as_secs_f64()
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }

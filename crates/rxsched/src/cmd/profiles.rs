@@ -40,8 +40,20 @@ fn describe(name: &str, testbed: &str, from: &[String], doc: &toml_edit::Documen
         if section == "calibrate" {
             continue;
         }
+        let mut rows: Vec<(String, &toml_edit::Value)> = Vec::new();
         for (k, v) in t.iter() {
-            let Some(v) = v.as_value() else { continue };
+            match (v.as_value(), v.as_table()) {
+                (Some(v), _) => rows.push((k.to_string(), v)),
+                // A table inside (`[lab.spread]`): its values, one a row.
+                (None, Some(inner)) => rows.extend(
+                    inner
+                        .iter()
+                        .filter_map(|(kk, vv)| Some((format!("{k}.{kk}"), vv.as_value()?))),
+                ),
+                _ => {}
+            }
+        }
+        for (k, v) in rows {
             let comment = v
                 .decor()
                 .suffix()
@@ -109,7 +121,8 @@ mod tests {
                 if let Some(t) = item.as_table() {
                     for (k, _) in t.iter() {
                         assert!(
-                            text.contains(&format!("{section}.{k} ")),
+                            text.contains(&format!("{section}.{k} "))
+                                || text.contains(&format!("{section}.{k}.")),
                             "{name}: {section}.{k} missing"
                         );
                     }

@@ -247,3 +247,62 @@ fn the_router_survives_a_port_going_down_and_ends_when_devices_vanish() {
     .expect("a report after the fault");
     assert!(rep.fault.is_some(), "{rep:?}");
 }
+
+/// `calibrate --real` measures the lab's per-frame costs and writes a
+/// profile the simulator reads, with the spread of each. It uses the
+/// standard lab: skipped (with a line) if someone has it up already.
+#[test]
+fn calibrate_real_writes_a_profile_of_this_machine() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !rxsched_linux::needs::root("calibrate --real") {
+        return;
+    }
+    let standard = Lab::standard();
+    if standard.is_up() {
+        eprintln!("skipped calibrate --real: the standard lab is up (in use); `rxsched lab down` to run it");
+        return;
+    }
+    /// Takes the standard lab down however the test ends.
+    struct Down(Lab);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let _ = self.0.down();
+        }
+    }
+    let lab = Down(standard);
+    lab.0.up().expect("lab up");
+    let out = std::env::temp_dir().join(format!("rxsched-lab-{}.toml", std::process::id()));
+    let o = Command::new(exe())
+        .args(["calibrate", "--real", "--quick", "--repeats", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let p = rxsched_sim::Profile::parse("lab.toml", &text).unwrap();
+    let c = p.lab.expect("a [lab] table");
+    eprintln!("calibrate --real: {said}");
+    // Per frame, the receive work costs more than a cache miss and less
+    // than the 13 µs a frame at the lowest rate costs with its wake-up.
+    for (k, v) in [
+        ("napi_kernel_forward", c.napi_kernel_forward),
+        ("napi_xdp_forward", c.napi_xdp_forward),
+        ("napi_xsk_redirect", c.napi_xsk_redirect),
+        ("router_polling", c.router_polling),
+        ("router_interrupt", c.router_interrupt),
+        ("wake", c.wake),
+    ] {
+        assert!((50..200_000).contains(&v), "{k} = {v} ns: {said}");
+        assert!(
+            text.contains(&format!("{k} = ")) && c.spread.contains_key(k),
+            "{k}: {text}"
+        );
+    }
+    assert_eq!(c.xsk_rx_ring, 512);
+}
