@@ -98,8 +98,13 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
     std::fs::write(out, &text)
         .map_err(|e| Error::Input(format!("{}: cannot write the profile: {e}", out.display())))?;
     for c in &costs {
+        let unit = if c.key.ends_with("_per_s") {
+            "/s"
+        } else {
+            "ns"
+        };
         rxsched::out::line(&format!(
-            "{:<20} {:>8.0} ns  spread {:>4.0}%  ({})",
+            "{:<20} {:>8.0} {unit}  spread {:>4.0}%  ({})",
             c.key,
             c.median(),
             100.0 * c.spread(),

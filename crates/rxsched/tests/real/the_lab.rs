@@ -305,4 +305,9 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
         );
     }
     assert_eq!(c.xsk_rx_ring, 512);
+    assert!(
+        (100..10_000_000).contains(&c.gen_batches_per_s),
+        "gen_batches_per_s = {}: {said}",
+        c.gen_batches_per_s
+    );
 }
