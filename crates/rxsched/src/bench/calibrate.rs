@@ -59,6 +59,19 @@ pub const RATE: f64 = 20_000.0;
 /// the low rate, 20 at this one.)
 pub const RATE_HIGH: f64 = 250_000.0;
 
+/// Every value `measure` gives, in the order the profile lists them.
+pub const KEYS: [&str; 9] = [
+    "napi_kernel_forward",
+    "napi_xdp_forward",
+    "napi_xdp_route",
+    "napi_xsk_redirect",
+    "napi_run",
+    "router_polling",
+    "router_interrupt",
+    "wake",
+    "gen_batches_per_s",
+];
+
 /// The device's receive work of each forwarder: (key, forwarder, what).
 const NAPI: &[(&str, Forwarder, &str)] = &[
     ("napi_kernel_forward", Forwarder::Kernel, "Linux forwarding"),
@@ -215,18 +228,7 @@ pub fn measure(
             router,
         );
     }
-    let order = [
-        "napi_kernel_forward",
-        "napi_xdp_forward",
-        "napi_xdp_route",
-        "napi_xsk_redirect",
-        "napi_run",
-        "router_polling",
-        "router_interrupt",
-        "wake",
-        "gen_batches_per_s",
-    ];
-    Ok(order.iter().filter_map(|k| costs.remove(k)).collect())
+    Ok(KEYS.iter().filter_map(|k| costs.remove(k)).collect())
 }
 
 /// The profile text: every cost with how it was measured and its spread.
@@ -279,18 +281,7 @@ mod tests {
 
     #[test]
     fn the_profile_written_parses_with_every_cost_given() {
-        let keys = [
-            "napi_kernel_forward",
-            "napi_xdp_forward",
-            "napi_xdp_route",
-            "napi_xsk_redirect",
-            "napi_run",
-            "router_polling",
-            "router_interrupt",
-            "wake",
-            "gen_batches_per_s",
-        ];
-        let costs: Vec<Cost> = keys
+        let costs: Vec<Cost> = KEYS
             .iter()
             .map(|k| Cost {
                 key: k,
