@@ -6,6 +6,7 @@ use crate::result::{Meta, Point, Reference, ResultFile, Series};
 use crate::search;
 use rxsched_sim::metrics::Histogram;
 use rxsched_sim::metrics::TraceEvent;
+use rxsched_sim::scenario::overlaps;
 use rxsched_sim::{InputError, Metrics, Samples, Scenario, SimError};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -218,9 +219,6 @@ fn user_sets(
         key: Some(key.to_string()),
         msg,
     };
-    let same = |a: &str, b: &str| {
-        a == b || a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}."))
-    };
     let mut out = Vec::new();
     for (k, v) in sets {
         if let Some((label, key)) = k.split_once(':') {
@@ -237,7 +235,7 @@ fn user_sets(
             out.push((Some(label.to_string()), key.to_string(), v.clone()));
             continue;
         }
-        if vary.is_some_and(|x| same(x, k)) {
+        if vary.is_some_and(|x| overlaps(k, x)) {
             return Err(refuse(
                 k,
                 "the figure sweeps this key: each point sets it, so an override would be lost"
@@ -246,7 +244,7 @@ fn user_sets(
         }
         if let Some((label, _)) = series
             .iter()
-            .find(|(_, set)| set.keys().any(|s| same(s, k)))
+            .find(|(_, set)| set.keys().any(|s| overlaps(k, s)))
         {
             return Err(refuse(
                 k,

@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 mod calibrate;
 mod reads;
 pub use calibrate::{Calibrate, ClaimRef, Fitted, FreeParam};
-pub use reads::schema;
 
 /// The profiles that ship with rxsched, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -40,6 +39,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../../profiles/linux-veth-lab.toml"),
     ),
 ];
+
+/// The profile format as a JSON Schema, with each key's documentation.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Profile)).unwrap_or_default()
+}
 
 /// The link the host's interfaces sit on.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]

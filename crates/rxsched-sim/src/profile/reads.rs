@@ -152,8 +152,3 @@ impl Profile {
         })
     }
 }
-
-/// The profile format as a JSON Schema, with each key's documentation.
-pub fn schema() -> serde_json::Value {
-    serde_json::to_value(schemars::schema_for!(Profile)).unwrap_or_default()
-}

@@ -155,7 +155,7 @@ fn from_tree<T: DeserializeOwned>(
 /// Whether an override of `set` can have caused an error at `key`: one
 /// names a part of the other, array indices aside (`traffic.rate_pps` sets
 /// `traffic.0.rate_pps`).
-fn overlaps(set: &str, key: &str) -> bool {
+pub fn overlaps(set: &str, key: &str) -> bool {
     let parts = |k: &str| -> Vec<String> {
         k.split('.')
             .filter(|p| p.parse::<usize>().is_err())

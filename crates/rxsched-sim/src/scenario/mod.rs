@@ -18,7 +18,7 @@ mod validate;
 pub use kernel::{
     BreakerCfg, CycleLimitCfg, FeedbackCfg, IpLayer, KernelCfg, KernelKind, VARIANTS,
 };
-pub use load::{parse_set, set_path, Loaded};
+pub use load::{overlaps, parse_set, set_path, Loaded};
 pub use process::{CaptureOutput, ProcessCfg, ProcessKind, Scheduler, SigDisposition};
 pub use smp::{SmpCfg, SmpDetector, SmpService};
 

@@ -109,6 +109,11 @@ fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
     Ok(delivered)
 }
 
+/// Our router's CPU ns per frame it forwarded at a low-rate point.
+fn router_per_frame(p: &Point) -> Result<f64, BenchError> {
+    Ok(p.get("cpu.router").unwrap_or(0.0) * 1e9 / delivered(p, RATE)?)
+}
+
 /// The receive work's cost per frame and per run, from two trials:
 /// `cpu = frames × per_frame + runs × per_run` at each. When the two
 /// trials cannot tell them apart (as many runs as frames at both, or a
@@ -210,7 +215,7 @@ pub fn measure(
                 );
             }
             if fwd == Forwarder::Polling {
-                let router = lo.get("cpu.router").unwrap_or(0.0) * 1e9 / delivered(&lo, RATE)?;
+                let router = router_per_frame(&lo)?;
                 push(
                     "router_polling",
                     format!("the polling router's CPU per frame at {RATE:.0} pkts/s (about one a batch)"),
@@ -219,7 +224,7 @@ pub fn measure(
             }
         }
         let p = trial(Forwarder::Interrupt, RATE)?;
-        let router = p.get("cpu.router").unwrap_or(0.0) * 1e9 / delivered(&p, RATE)?;
+        let router = router_per_frame(&p)?;
         push(
             "router_interrupt",
             format!(

@@ -288,8 +288,8 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
     let p = rxsched_sim::Profile::parse("lab.toml", &text).unwrap();
     let c = p.lab.expect("a [lab] table");
     eprintln!("calibrate --real: {said}");
-    // Per frame, the receive work costs more than a cache miss and less
-    // than the 13 µs a frame at the lowest rate costs with its wake-up.
+    // Each cost lies between a cache miss and a fifth of a millisecond:
+    // wide, as a shared virtual machine needs, and still fails a unit slip.
     for (k, v) in [
         ("napi_kernel_forward", c.napi_kernel_forward),
         ("napi_xdp_forward", c.napi_xdp_forward),

@@ -1,0 +1,194 @@
+//! The SVG plot of a figure: its curves, the published points, the runs.
+
+use crate::result::{Axis, ResultFile};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+fn axis_label(a: &Axis) -> String {
+    if a.unit.is_empty() {
+        a.label.clone()
+    } else {
+        format!("{} ({})", a.label, a.unit)
+    }
+}
+
+/// The plot's ranges, `(x0, x1, y1)`, and whether x takes whole numbers only.
+fn extent(r: &ResultFile, curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64, f64, bool) {
+    let all = curves.iter().flat_map(|(_, c)| c.iter().copied()).chain(
+        r.reference
+            .iter()
+            .flat_map(|rf| rf.points.iter().map(|p| (p[0], p[1]))),
+    );
+    let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0.0f64);
+    for (x, y) in all {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x0 > 0.0 && x0 < (x1 - x0) * 0.5 {
+        x0 = 0.0;
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+    let integral = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter())
+        .all(|p| p.0.fract() == 0.0);
+    if integral && x1 - x0 <= 20.0 {
+        // Room around the first and last whole-number points.
+        x0 -= 0.25;
+        x1 += 0.25;
+    }
+    (x0, x1, y1, integral)
+}
+
+/// A figure's drawing area, in our units.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// What drawing can fail with.
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Draws a result: our curves as lines with dots, the published points as
+/// hollow squares of the same colour.
+pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let curves: Vec<(String, Vec<(f64, f64)>)> = r
+            .series
+            .iter()
+            .map(|s| (s.label.clone(), r.curve(&s.label)))
+            .collect();
+        let (x0, x1, y1, integral) = extent(r, &curves);
+        let title = format!("{}: {}", r.id, r.title);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1 * 1.02, 0.0..y1)?;
+        // Discrete x (packet numbers, burst sizes) gets whole-number ticks only.
+        let fx = move |v: &f64| {
+            if integral && (v - v.round()).abs() > 1e-9 {
+                String::new()
+            } else if integral {
+                format!("{v:.0}")
+            } else {
+                tick(*v, x1 - x0)
+            }
+        };
+        let fy = move |v: &f64| tick(*v, y1);
+        chart
+            .configure_mesh()
+            .x_desc(axis_label(&r.x))
+            .y_desc(axis_label(&r.y))
+            .x_label_formatter(&fx)
+            .y_label_formatter(&fy)
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        for (i, (label, c)) in curves.iter().enumerate() {
+            let col = PALETTE[i % PALETTE.len()];
+            if r.scatter {
+                // Runs as dots; each series a little aside, so none hides another.
+                let dx = (i as f64 - (curves.len() as f64 - 1.0) / 2.0) * 0.008 * (x1 - x0);
+                draw_runs(&mut chart, label, c, col, dx)?;
+            } else {
+                draw_curve(&mut chart, r, label, c, col)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(legend_position(r.legend.as_deref()))
+            .draw()?;
+        root.present()?;
+    }
+    Ok(svg)
+}
+
+/// A series whose points are runs of their own: dots, shifted by `dx`.
+fn draw_runs(
+    chart: &mut Chart,
+    label: &str,
+    c: &[(f64, f64)],
+    col: RGBColor,
+    dx: f64,
+) -> DrawResult {
+    chart
+        .draw_series(
+            c.iter()
+                .map(|p| Circle::new((p.0 + dx, p.1), 3, col.filled())),
+        )?
+        .label(label)
+        .legend(move |(x, y)| Circle::new((x + 9, y), 3, col.filled()));
+    Ok(())
+}
+
+/// A series as a line (with dots where there are few points), and the
+/// published points of the same series as hollow squares.
+fn draw_curve(
+    chart: &mut Chart,
+    r: &ResultFile,
+    label: &str,
+    c: &[(f64, f64)],
+    col: RGBColor,
+) -> DrawResult {
+    chart
+        .draw_series(LineSeries::new(c.iter().copied(), col.stroke_width(2)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+    if c.len() <= 60 {
+        chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
+    }
+    let refs = r.reference_points(label);
+    if !refs.is_empty() {
+        chart
+            .draw_series(refs.iter().map(|p| {
+                EmptyElement::at(*p) + Rectangle::new([(-5, -5), (5, 5)], col.stroke_width(2))
+            }))?
+            .label(format!("{label} (published)"))
+            .legend(move |(x, y)| {
+                Rectangle::new([(x + 4, y - 5), (x + 14, y + 5)], col.stroke_width(2))
+            });
+    }
+    Ok(())
+}
+
+/// Where a result's `legend` puts the legend (upper right unless it says).
+fn legend_position(legend: Option<&str>) -> SeriesLabelPosition {
+    match legend {
+        Some("upper-left") => SeriesLabelPosition::UpperLeft,
+        Some("lower-right") => SeriesLabelPosition::LowerRight,
+        Some("lower-left") => SeriesLabelPosition::LowerLeft,
+        _ => SeriesLabelPosition::UpperRight,
+    }
+}
+
+/// Tick labels with as many decimals as the axis span needs.
+fn tick(v: f64, span: f64) -> String {
+    if span >= 20.0 {
+        format!("{v:.0}")
+    } else if span >= 2.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
