@@ -11,6 +11,7 @@
 pub mod engine;
 pub mod error;
 pub mod host;
+pub mod lab;
 pub mod metrics;
 pub mod profile;
 pub mod scenario;
@@ -65,6 +66,7 @@ pub fn build(s: &Scenario, base: Option<&std::path::Path>) -> Result<Box<dyn Mod
     let s = s.expanded();
     Ok(match s.kernel.kind {
         scenario::KernelKind::Nt => Box::new(smp::Smp::new(&s, profile)),
+        scenario::KernelKind::Lab => Box::new(lab::Lab::new(&s, &profile)),
         _ => Box::new(host::Host::new(&s, profile)),
     })
 }

@@ -243,6 +243,16 @@ enum BenchWhat {
         #[command(subcommand)]
         which: RealBench,
     },
+    /// Predict result files measured earlier (`bench real ... --out DIR`)
+    /// on a profile, as `bench real ... --predict` does, and write them back.
+    Predict {
+        /// The result files (`DIR/real-router.json`, ...).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The machine's profile: a built-in name or a path.
+        #[arg(long)]
+        profile: String,
+    },
 }
 
 /// The flags every real bench takes.
@@ -254,6 +264,12 @@ struct RealBenchArgs {
     /// Where results go.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Beside each measured curve the lab host models, the simulator's
+    /// prediction on this profile of the machine (`rxsched calibrate
+    /// --real`; a built-in name or a path), judged by the check file's
+    /// predictions.
+    #[arg(long, value_name = "PROFILE")]
+    predict: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -387,8 +403,17 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             what: BenchWhat::Real { which },
         } => {
             let (bench, args, minutes) = which.bench();
-            cmd::bench::real(args.quick, minutes, &args.out, bench)
+            cmd::bench::real(
+                args.quick,
+                minutes,
+                &args.out,
+                args.predict.as_deref(),
+                bench,
+            )
         }
+        Cmd::Bench {
+            what: BenchWhat::Predict { files, profile },
+        } => cmd::bench::predict(&files, &profile),
         Cmd::Screend(a) => done(cmd::real::screend(a)),
         Cmd::Serve(a) => done(cmd::real::serve(a)),
         Cmd::Onoff {

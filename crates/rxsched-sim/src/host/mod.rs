@@ -57,8 +57,8 @@ fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
         KernelKind::Polling => Box::new(kernel::polling::Polling::new(s, p, ports)),
         KernelKind::Linux => Box::new(kernel::linux::Linux::new(s, p, ports)),
         KernelKind::Srp | KernelKind::Lrp => Box::new(kernel::srp::Srp::new(s, p, ports)),
-        KernelKind::Nt => {
-            unreachable!("kernel.kind = \"nt\" runs on the multiprocessor host (crate::smp)")
+        KernelKind::Nt | KernelKind::Lab => {
+            unreachable!("kernel.kind = \"nt\" and \"lab\" run on hosts of their own (crate::smp, crate::lab)")
         }
     }
 }

@@ -280,13 +280,18 @@ pub struct LabCosts {
     /// A NAPI thread's run beside the frames it handles: being woken,
     /// entering and leaving its poll, going back to sleep.
     pub napi_run: u64,
-    /// The polling router's own work per frame, about one frame a batch:
-    /// taking it from the socket's ring, the forwarding decision, the
-    /// transmit and its kick, and the ring refills.
+    /// The polling router's own work per frame: taking it from the
+    /// socket's ring, the forwarding decision, the transmit and the ring
+    /// refills (its share of a batch's kick).
     pub router_polling: u64,
-    /// The interrupt-mode router's work per frame at a low rate: the same,
-    /// and sleeping and being woken for each frame.
+    /// A run of the polling router's thread beside its frames: woken by
+    /// the socket, its poll calls, going back to sleep.
+    pub router_polling_run: u64,
+    /// The interrupt-mode router's work per frame.
     pub router_interrupt: u64,
+    /// A run of the interrupt-mode router's forwarding thread beside its
+    /// frames.
+    pub router_interrupt_run: u64,
     /// A wake-up of a sleeping thread by the receive work, to the task it
     /// interrupts (`wakecost`).
     pub wake: u64,
@@ -462,6 +467,7 @@ impl Profile {
         let (table, has, example) = match kind {
             KernelKind::Linux => ("linux", self.linux.is_some(), "mpc8250-linux"),
             KernelKind::Nt => ("nt", self.nt.is_some(), "dual-p133-nt4"),
+            KernelKind::Lab => ("lab", self.lab.is_some(), "linux-veth-lab"),
             _ => return Ok(()),
         };
         if has {

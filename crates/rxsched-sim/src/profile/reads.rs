@@ -49,6 +49,35 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
             }
             return keys;
         }
+        KernelKind::Lab => {
+            use crate::scenario::LabForwarder as F;
+            let fwd = s.lab.clone().unwrap_or_default().forwarder;
+            keys.extend(["lab.napi_run", "lab.gen_batches_per_s", "lab.veth_ring"]);
+            keys.push(match fwd {
+                F::Kernel => "lab.napi_kernel_forward",
+                F::XdpFwd => "lab.napi_xdp_forward",
+                F::PollingInXdp => "lab.napi_xdp_route",
+                F::Interrupt | F::Polling => "lab.napi_xsk_redirect",
+            });
+            match fwd {
+                F::Interrupt => keys.extend([
+                    "lab.router_interrupt",
+                    "lab.router_interrupt_run",
+                    "lab.xsk_rx_ring",
+                ]),
+                F::Polling => keys.extend([
+                    "lab.router_polling",
+                    "lab.router_polling_run",
+                    "lab.xsk_rx_ring",
+                ]),
+                F::PollingInXdp => keys.push("lab.router_polling_run"),
+                F::Kernel | F::XdpFwd => {}
+            }
+            if s.kernel.cycle_limit.enabled {
+                keys.push("lab.wake");
+            }
+            return keys;
+        }
         _ => {}
     }
     keys.extend([

@@ -28,6 +28,9 @@ pub enum KernelKind {
     /// CPU, threads scheduled across CPUs by priority, a polling thread, and
     /// the two-level switch between them (M11); see `[smp]`.
     Nt,
+    /// The XDP lab's DUT on today's Linux: threaded NAPI, AF_XDP sockets and
+    /// rxsched's own router, on one CPU beside a compute process; see `[lab]`.
+    Lab,
 }
 
 /// The six driver variants of Spanos et al. 2008, as presets of

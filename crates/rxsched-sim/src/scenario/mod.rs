@@ -10,6 +10,7 @@
 //! caller takes out before deserializing.
 
 mod kernel;
+mod lab;
 mod load;
 mod process;
 mod smp;
@@ -18,6 +19,7 @@ mod validate;
 pub use kernel::{
     BreakerCfg, CycleLimitCfg, FeedbackCfg, IpLayer, KernelCfg, KernelKind, VARIANTS,
 };
+pub use lab::{LabCfg, LabForwarder};
 pub use load::{overlaps, parse_set, set_path, Loaded};
 pub use process::{CaptureOutput, ProcessCfg, ProcessKind, Scheduler, SigDisposition};
 pub use smp::{SmpCfg, SmpDetector, SmpService};
@@ -214,6 +216,9 @@ pub struct Scenario {
     /// Under `kernel.kind = "nt"`: the multiprocessor.
     #[serde(default)]
     pub smp: Option<SmpCfg>,
+    /// Under `kernel.kind = "lab"`: the lab's forwarder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabCfg>,
     /// The link the host is attached to, where it is not its testbed's:
     /// the profile's framing at another line rate (a host's costs are the
     /// profile's; the network it meets is the scenario's).

@@ -50,6 +50,7 @@ impl Scenario {
         self.validate_echo(reader)?;
         self.validate_kinds(reader)?;
         self.validate_nt()?;
+        self.validate_lab()?;
         if let Some(l) = &self.link {
             need(
                 l.bit_rate_bps.is_finite() && (1e3..=1e13).contains(&l.bit_rate_bps),
@@ -204,6 +205,39 @@ impl Scenario {
             "kernel.rx_usecs",
             "interrupt coalescing is modelled for kernel.kind = \"linux\" only",
         )
+    }
+
+    /// The `lab` host: one source on port 0, a compute process at most.
+    fn validate_lab(&self) -> Result<(), Bad> {
+        let lab = self.kernel.kind == KernelKind::Lab;
+        need(
+            lab || self.lab.is_none(),
+            "lab",
+            "[lab] describes the XDP lab's DUT of kernel.kind = \"lab\"",
+        )?;
+        if !lab {
+            return Ok(());
+        }
+        need(
+            self.tcp.is_none() && self.echo.is_none(),
+            "kernel.kind",
+            "the lab host forwards the generator's UDP frames; it has no TCP or echo model",
+        )?;
+        for (i, p) in self.process.iter().enumerate() {
+            need(
+                p.kind == ProcessKind::Compute,
+                &format!("process.{i}.kind"),
+                "the lab host runs a compute process beside the forwarder, nothing else",
+            )?;
+        }
+        for (i, t) in self.traffic.iter().enumerate() {
+            need(
+                t.port == 0 && t.kind == TrafficKind::Constant,
+                &format!("traffic.{i}"),
+                "the lab's generator sends constant-rate traffic into port 0",
+            )?;
+        }
+        Ok(())
     }
 
     /// The `nt` host and its keys, which only it has.

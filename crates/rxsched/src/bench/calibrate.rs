@@ -59,15 +59,21 @@ pub const RATE: f64 = 20_000.0;
 /// the low rate, 20 at this one.)
 pub const RATE_HIGH: f64 = 250_000.0;
 
+/// The interrupt-mode router's second rate: more frames a wake-up than
+/// at [`RATE`], and still well under its peak.
+pub const RATE_MID: f64 = 100_000.0;
+
 /// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 9] = [
+pub const KEYS: [&str; 11] = [
     "napi_kernel_forward",
     "napi_xdp_forward",
     "napi_xdp_route",
     "napi_xsk_redirect",
     "napi_run",
     "router_polling",
+    "router_polling_run",
     "router_interrupt",
+    "router_interrupt_run",
     "wake",
     "gen_batches_per_s",
 ];
@@ -109,9 +115,13 @@ fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
     Ok(delivered)
 }
 
-/// Our router's CPU ns per frame it forwarded at a low-rate point.
-fn router_per_frame(p: &Point) -> Result<f64, BenchError> {
-    Ok(p.get("cpu.router").unwrap_or(0.0) * 1e9 / delivered(p, RATE)?)
+/// The rates our router forwarded at a point offered `rate`, its thread's
+/// runs, and its CPU time, each per second.
+fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
+    let delivered = delivered(p, rate)?;
+    let runs = p.get("router_runs_per_s").unwrap_or(0.0);
+    let cpu = p.get("cpu.router").unwrap_or(0.0) * 1e9;
+    Ok((delivered, runs, cpu))
 }
 
 /// The receive work's cost per frame and per run, from two trials:
@@ -215,25 +225,44 @@ pub fn measure(
                 );
             }
             if fwd == Forwarder::Polling {
-                let router = router_per_frame(&lo)?;
-                push(
-                    "router_polling",
-                    format!("the polling router's CPU per frame at {RATE:.0} pkts/s (about one a batch)"),
-                    router,
-                );
+                let lo = router_rates(&lo, RATE)?;
+                let hi = router_rates(&hi, RATE_HIGH)?;
+                push_router(&mut push, "polling", RATE_HIGH, lo, hi);
             }
         }
-        let p = trial(Forwarder::Interrupt, RATE)?;
-        let router = router_per_frame(&p)?;
-        push(
-            "router_interrupt",
-            format!(
-                "the interrupt-mode router's CPU per frame at {RATE:.0} pkts/s (a wake-up each)"
-            ),
-            router,
-        );
+        let lo = router_rates(&trial(Forwarder::Interrupt, RATE)?, RATE)?;
+        let hi = router_rates(&trial(Forwarder::Interrupt, RATE_MID)?, RATE_MID)?;
+        push_router(&mut push, "interrupt", RATE_MID, lo, hi);
     }
     Ok(KEYS.iter().filter_map(|k| costs.remove(k)).collect())
+}
+
+/// Records a router's cost per frame and per run of its thread
+/// (`router_MODE`, `router_MODE_run`) from its trials at [`RATE`] and
+/// `high`; without a part per run, that key is 0.
+fn push_router(
+    push: &mut impl FnMut(&'static str, String, f64),
+    mode: &str,
+    high: f64,
+    lo: (f64, f64, f64),
+    hi: (f64, f64, f64),
+) {
+    let (frame, run) = match mode {
+        "polling" => ("router_polling", "router_polling_run"),
+        _ => ("router_interrupt", "router_interrupt_run"),
+    };
+    let (f, b) = split(lo, hi);
+    let trials = format!("trials at {RATE:.0} and {high:.0} pkts/s");
+    push(
+        frame,
+        format!("the {mode} router's CPU per frame: {trials}, CPU = frames x this + runs x {run}"),
+        f,
+    );
+    push(
+        run,
+        format!("a run of the {mode} router's thread beside its frames (woken, polls, sleeps): {trials}"),
+        b.unwrap_or(0.0),
+    );
 }
 
 /// The profile text: every cost with how it was measured and its spread.

@@ -109,6 +109,9 @@ pub struct Counters {
     /// CPU time of the forwarder's main thread (our router's polling or
     /// forwarding thread), if it is ours.
     router_ns: u64,
+    /// How many times that thread was put on a CPU (its wake-ups, and its
+    /// returns after a preemption).
+    router_runs: u64,
     /// d0's `rx_dropped`: its veth ring (and, with AF_XDP, the socket's).
     d0_dropped: u64,
     /// d1's `tx_dropped`: frames the sink's ring refused.
@@ -128,6 +131,9 @@ impl Counters {
         let router_ns = router
             .and_then(|c| rxsched_linux::napi_threads::cpu_ns(c.pid() as i32).ok())
             .unwrap_or(0);
+        let router_runs = router
+            .and_then(|c| rxsched_linux::napi_threads::runs(c.pid() as i32).ok())
+            .unwrap_or(0);
         let mut c = lab.in_netns(Role::Dut, || {
             let (mut napi_ns, mut napi_runs) = (0, 0);
             for i in [D0.iface, D1.iface] {
@@ -138,6 +144,7 @@ impl Counters {
             }
             Ok(Counters {
                 router_ns,
+                router_runs,
                 d0_dropped: rxsched_linux::sys::iface_counter(D0.iface, "rx_dropped")?,
                 d1_dropped: rxsched_linux::sys::iface_counter(D1.iface, "tx_dropped")?,
                 s0_dropped: 0,
@@ -280,6 +287,10 @@ fn point(o: &Observed, fwd: Forwarder, rate: f64, idle: f64) -> Point {
     if o.ours {
         m.cpu
             .insert("router".to_string(), share(c0.router_ns, c1.router_ns));
+        m.extra.insert(
+            "router_runs_per_s".into(),
+            c1.router_runs.saturating_sub(c0.router_runs) as f64 / dur,
+        );
     }
     m.extra.insert("requested_pps".into(), rate);
     Point::of(&m)

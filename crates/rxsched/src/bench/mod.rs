@@ -18,6 +18,7 @@ pub mod error;
 mod fixed_points;
 pub mod forward;
 pub mod lab;
+pub mod predict;
 pub mod proc;
 pub mod router;
 pub mod screen;

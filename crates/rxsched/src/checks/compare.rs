@@ -262,6 +262,61 @@ impl View<'_> {
         )
     }
 
+    /// At every point (from `o0`'s peak on, with `past_peak`), `s0` within
+    /// `rel` of `o0` or within `abs` of it; says the worst point.
+    pub(super) fn tracks(
+        &self,
+        s0: &str,
+        o0: &str,
+        rel: f64,
+        abs: f64,
+        past_peak: bool,
+    ) -> Outcome {
+        let (a, b) = (self.curve(s0), self.curve(o0));
+        if a.is_empty() || a.len() != b.len() {
+            return (
+                false,
+                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+            );
+        }
+        let from = if past_peak {
+            (0..b.len())
+                .max_by(|&i, &j| b[i].1.total_cmp(&b[j].1))
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        // Each point's miss as a share of what was allowed there.
+        let miss = |p: &(f64, f64), q: &(f64, f64)| {
+            let off = (p.1 - q.1).abs();
+            off / (rel * q.1.abs()).max(abs).max(f64::MIN_POSITIVE)
+        };
+        let (worst, w) = a[from..]
+            .iter()
+            .zip(&b[from..])
+            .map(|(p, q)| (miss(p, q), (p, q)))
+            .max_by(|x, y| x.0.total_cmp(&y.0))
+            .expect("points");
+        let (p, q) = w;
+        let extra = if abs > 0.0 {
+            format!(" or {abs}")
+        } else {
+            String::new()
+        };
+        let span = if past_peak { " from its peak on" } else { "" };
+        (
+            worst <= 1.0,
+            format!(
+                "{s0} against {o0}{span}: worst at x = {:.0}, {:.4} against {:.4} ({:+.1}%; allowed {:.0}%{extra})",
+                q.0,
+                p.1,
+                q.1,
+                100.0 * (p.1 - q.1) / q.1.abs().max(f64::MIN_POSITIVE),
+                100.0 * rel
+            ),
+        )
+    }
+
     /// At every offered rate, `s0` passes at least `o0`'s share of x, less `tolerance`.
     pub(super) fn at_every_rate(&self, s0: &str, o0: &str, tolerance: f64) -> Outcome {
         let (a, b) = (self.curve(s0), self.curve(o0));

@@ -181,6 +181,13 @@ impl View<'_> {
             LastOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, true)),
             RangeOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, false)),
             Mlfrr(b) => self.each(&b.series, |s, _| self.mlfrr(s, b)),
+            Tracks {
+                series,
+                other,
+                rel,
+                abs,
+                past_peak,
+            } => self.tracks(&series[0], &other[0], *rel, *abs, *past_peak),
         }
     }
 

@@ -175,6 +175,19 @@ pub enum Rule {
     Mlfrr(Bounded),
     /// The highest x over the MLFRR: how far past saturation the sweep went.
     RangeOverMlfrr(Bounded),
+    /// At every point (paired in x order; with `past_peak`, only from
+    /// `other`'s peak on), `series` lies within `rel` of `other` (a share of
+    /// it) or within `abs` of it (in the metric's units): a prediction
+    /// against a measurement.
+    Tracks {
+        series: Vec<String>,
+        other: Vec<String>,
+        rel: f64,
+        #[serde(default)]
+        abs: f64,
+        #[serde(default)]
+        past_peak: bool,
+    },
 }
 
 impl Rule {
@@ -188,9 +201,9 @@ impl Rule {
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => {
                 c.series.iter().chain(&c.other).collect()
             }
-            SpreadOrder { series, other } | AtEveryRate { series, other, .. } => {
-                series.iter().chain(other).collect()
-            }
+            SpreadOrder { series, other }
+            | AtEveryRate { series, other, .. }
+            | Tracks { series, other, .. } => series.iter().chain(other).collect(),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) => b.series.iter().collect(),
             Flat { series, .. }
             | Collapses { series, .. }

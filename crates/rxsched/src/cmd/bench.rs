@@ -3,8 +3,9 @@
 use super::{summary, verdict, write, write_index};
 use indicatif::ProgressBar;
 use rxsched::error::{Error, Result};
+use rxsched::result::ResultFile;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `bench real ...`: checks that it can run (a soak's `minutes` too), then
@@ -13,6 +14,7 @@ pub fn real(
     quick: bool,
     minutes: Option<f64>,
     out: &Path,
+    predict: Option<&str>,
     bench: rxsched::bench::Bench,
 ) -> Result<ExitCode> {
     if let Some(m) = minutes {
@@ -36,7 +38,12 @@ pub fn real(
             bar.set_message(m.to_string());
         }
     };
-    let results = bench(&opts, &progress)?;
+    let mut results = bench(&opts, &progress)?;
+    if let Some(profile) = predict {
+        for r in &mut results {
+            predict_one(r, profile, &progress)?;
+        }
+    }
     bar.finish_and_clear();
     let mut ok = true;
     for r in &results {
@@ -46,6 +53,41 @@ pub fn real(
     }
     write_index(out)?;
     rxsched::out::line(&format!("report: {}", out.join("index.html").display()))?;
+    Ok(verdict(ok))
+}
+
+/// Adds the lab host's prediction on `profile` to result `r`, or says on
+/// one line that it has none for this result.
+fn predict_one(r: &mut ResultFile, profile: &str, progress: &dyn Fn(&str)) -> Result<()> {
+    use rxsched::bench::predict;
+    if !predict::predicts(&r.id) {
+        return rxsched::out::line(&format!(
+            "{}: the simulator's lab host does not predict this result yet",
+            r.id
+        ));
+    }
+    predict::add(r, profile, progress).map_err(|e| Error::Input(e.to_string()))?;
+    Ok(())
+}
+
+/// `rxsched bench predict FILE... --profile P`: predicts results measured
+/// earlier and writes each back where it was, with the report beside it.
+pub fn predict(files: &[PathBuf], profile: &str) -> Result<ExitCode> {
+    let mut ok = true;
+    for f in files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| Error::Input(format!("{}: cannot read: {e}", f.display())))?;
+        let mut r: ResultFile = serde_json::from_str(&text)
+            .map_err(|e| Error::Input(format!("{}: not a result file: {e}", f.display())))?;
+        predict_one(&mut r, profile, &|m| eprintln!("predict: {m}"))?;
+        let dir = f.parent().unwrap_or(Path::new("."));
+        write(dir, &r)?;
+        rxsched::out::line(&summary(&r, 0.0, dir))?;
+        ok &= r.passed();
+    }
+    if let Some(dir) = files[0].parent() {
+        write_index(dir)?;
+    }
     Ok(verdict(ok))
 }
 

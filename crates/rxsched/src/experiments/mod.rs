@@ -57,6 +57,8 @@ pub const ALL: &[(&str, &str)] = files![
     "hansen-locking",
     "hansen-switch",
     "hansen-scaling",
+    "lab-router",
+    "lab-cpu-limit",
 ];
 
 /// The prefix of a real bench's check file: `experiments/real-<name>.toml`.

@@ -40,6 +40,11 @@ pub struct BenchFile {
     /// Verdicts.
     #[serde(default)]
     pub check: Vec<Check>,
+    /// Verdicts on the simulator's prediction of the measured series
+    /// (`<label>-predicted`, from `bench real ... --predict PROFILE`),
+    /// applied only when the bench predicted.
+    #[serde(default)]
+    pub prediction: Vec<Check>,
 }
 
 impl BenchFile {
@@ -59,14 +64,21 @@ impl BenchFile {
         let labels: Vec<&str> = f.bench.series.iter().map(String::as_str).collect();
         // A real bench's points carry whatever it measured: no metric list
         // to hold a check's `metric` against.
-        crate::checks::validate(&f.check, &labels, |_| Ok(())).map_err(|(key, msg)| {
-            InputError {
-                file: file.to_string(),
-                line: line_of(src, &key),
-                key: Some(key),
-                msg,
-            }
-        })?;
+        let at = |(key, msg): (String, String)| InputError {
+            file: file.to_string(),
+            line: line_of(src, &key),
+            key: Some(key),
+            msg,
+        };
+        crate::checks::validate(&f.check, &labels, |_| Ok(())).map_err(at)?;
+        let predicted: Vec<String> = labels
+            .iter()
+            .map(|l| format!("{l}{}", crate::bench::predict::SUFFIX))
+            .collect();
+        let mut both = labels.clone();
+        both.extend(predicted.iter().map(String::as_str));
+        crate::checks::validate(&f.prediction, &both, |_| Ok(()))
+            .map_err(|(key, msg)| at((key.replacen("check", "prediction", 1), msg)))?;
         Ok(f)
     }
 

@@ -1,0 +1,602 @@
+//! The XDP lab's DUT as a simulated host (`kernel.kind = "lab"`): one CPU
+//! running the threads of `rxsched bench real`'s forwarders under Linux's
+//! scheduler ([`sched`]), on the costs `rxsched calibrate --real` measured
+//! (`[lab]` of the profile).
+//!
+//! - The generator sends in batches: its program runs in batches of 64,
+//!   each sending the frames due, `gen_batches_per_s` batches a second
+//!   when its frames are few, more and full ones when they are many.
+//! - A batch lands on the veth's receive ring (`veth_ring`); what does not
+//!   fit is dropped before any work (`nic_rx_ring`), and the device's NAPI
+//!   thread is woken if it sleeps.
+//! - The NAPI thread runs (`napi_run` a run), polls up to 64 frames at a
+//!   time (the cost per frame of the forwarder's receive work), and sleeps
+//!   when the ring is empty. Kernel and XDP forwarding deliver each frame
+//!   there; the routers' frames go to the AF_XDP socket's ring
+//!   (`xsk_rx_ring`), dropped when it is full after that work was spent
+//!   (`xsk_rx_ring`), and wake the router's thread.
+//! - The router's thread forwards up to a quota of frames at a time: in
+//!   polling mode through the core's [`PollLoop`] (M4 charged with the
+//!   thread's and the NAPI thread's CPU time and wake-ups, as the real
+//!   router charges it), its NAPI thread just below it at `SCHED_FIFO` and
+//!   at `SCHED_IDLE` while input is inhibited; in interrupt mode as a
+//!   normal thread below the NAPI thread at device priority.
+//! - A wake-up from outside the CPU (the generator's batch waking the NAPI
+//!   thread, a timer) interrupts whatever runs for `wake` (`wakecost`: what
+//!   the interrupted task loses), accounted as `interrupt`.
+//! - A compute process, if the scenario has one, runs whenever nothing
+//!   else wants the CPU, and shares it fairly with normal threads.
+//!
+//! Every frame is delivered, in flight (on a ring or in a batch under
+//! way), or dropped at a named point.
+
+pub mod sched;
+
+use crate::engine::interval::Interval;
+use crate::error::SimError;
+use crate::metrics::{histogram, Histogram, Latency, Metrics, Samples};
+use crate::profile::{LabCosts, Profile};
+use crate::scenario::{LabForwarder, ProcessKind, Scenario};
+use rxsched_core::{
+    Clock, CycleLimit, DeviceId, Dir, DropPoint, Nanos, PollLoop, PollingFacility, Work,
+};
+use sched::{Class, Sched, IDLE, NORMAL};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The NAPI poll's budget (veth's weight).
+const NAPI_BUDGET: usize = 64;
+/// The generator's program runs per batch: the most frames a batch holds.
+const GEN_BATCH: f64 = 64.0;
+/// Device priority (the interrupt mode's NAPI thread, the polling thread).
+const DEVICE_PRIO: u8 = 50;
+/// The polling router's NAPI thread while input is allowed.
+const NAPI_PRIO: u8 = 40;
+/// The in-XDP router's look while M4 charges: every millisecond at most,
+/// sooner when the budget would be spent (`route`'s `LOOK_NS`, `MIN_LOOK_NS`).
+const LOOK_NS: Nanos = 1_000_000;
+const MIN_LOOK_NS: Nanos = 50_000;
+
+const NAPI: usize = 0;
+const ROUTER: usize = 1;
+const COMPUTE: usize = 2;
+
+/// A unit of a thread's work, charged as one stretch of CPU.
+#[derive(Debug, Clone)]
+enum Item {
+    /// A NAPI thread's run beside its frames.
+    NapiRun,
+    /// A NAPI poll over these frames (their arrival times).
+    NapiPoll(Vec<Nanos>),
+    /// The router's thread woke: its run beside its frames.
+    RouterRun,
+    /// The router forwards these frames.
+    RouterBatch(Vec<Nanos>),
+    /// The in-XDP router's look at its counters.
+    Look,
+    /// The compute process's loop, forever.
+    Compute,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct At(Nanos);
+
+impl Clock for At {
+    fn now(&self) -> Nanos {
+        self.0
+    }
+    // M4 is charged by the host (`charge`), as the real router charges it.
+    fn cpu_ns(&self) -> Nanos {
+        0
+    }
+}
+
+/// The lab's DUT, built and ready to run.
+#[derive(Debug)]
+pub struct Lab {
+    c: LabCosts,
+    fwd: LabForwarder,
+    rate: f64,
+    quota: usize,
+    w: Interval,
+    now: Nanos,
+    cpu: Sched,
+    item: Vec<Option<(Item, Nanos)>>,
+    veth: VecDeque<Nanos>,
+    xsk: VecDeque<Nanos>,
+    lp: Option<PollLoop>,
+    limit: bool,
+    charged: Nanos,
+    timer: Option<Nanos>,
+    /// Interrupt work pending on the CPU, and done so far.
+    irq: Nanos,
+    irq_cpu: Nanos,
+    next_batch: f64,
+    batch_gap: f64,
+    owed: f64,
+    arrived: u64,
+    delivered: u64,
+    drops: BTreeMap<DropPoint, u64>,
+    in_window: Counts,
+    at_start: Option<(Counts, Vec<Nanos>, Vec<u64>)>,
+    latency: Histogram,
+    events: u64,
+}
+
+/// Counts read at the window's edges.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    arrived: u64,
+    delivered: u64,
+}
+
+impl Lab {
+    /// The DUT a scenario describes, on its profile's `[lab]` costs.
+    pub fn new(s: &Scenario, p: &Profile) -> Lab {
+        let c = p.lab.clone().unwrap_or_default();
+        let fwd = s.lab.clone().unwrap_or_default().forwarder;
+        let rate = s.traffic.iter().map(|t| t.rate_pps).sum::<f64>();
+        let napi = match fwd {
+            LabForwarder::Kernel | LabForwarder::XdpFwd => NORMAL,
+            LabForwarder::Interrupt => Class::Fifo(DEVICE_PRIO),
+            LabForwarder::Polling | LabForwarder::PollingInXdp => Class::Fifo(NAPI_PRIO),
+        };
+        let router = match fwd {
+            LabForwarder::Polling | LabForwarder::PollingInXdp => Class::Fifo(DEVICE_PRIO),
+            _ => NORMAL,
+        };
+        let mut classes = vec![napi, router];
+        let compute = s.process.iter().any(|p| p.kind == ProcessKind::Compute);
+        if compute {
+            classes.push(NORMAL);
+        }
+        let k = &s.kernel;
+        let limit = k.cycle_limit.enabled
+            && matches!(fwd, LabForwarder::Polling | LabForwarder::PollingInXdp);
+        let lp = matches!(fwd, LabForwarder::Polling | LabForwarder::PollingInXdp).then(|| {
+            let mut fac = PollingFacility::new(k.quota);
+            if limit {
+                fac = fac.with_cycle_limit(CycleLimit::new(
+                    (k.cycle_limit.period_us * 1e3) as Nanos,
+                    k.cycle_limit.percent / 100.0,
+                ));
+            }
+            let mut lp = PollLoop::new(fac).with_inhibit_check(k.inhibit_check);
+            lp.register(true, false);
+            lp
+        });
+        let batches = (c.gen_batches_per_s as f64).max(rate / GEN_BATCH).max(1.0);
+        let w = Interval::of(&s.run);
+        let mut lab = Lab {
+            quota: k.quota.as_count().min(1 << 20) as usize,
+            fwd,
+            rate,
+            w,
+            now: 0,
+            cpu: Sched::new(&classes),
+            item: vec![None; classes.len()],
+            veth: VecDeque::new(),
+            xsk: VecDeque::new(),
+            lp,
+            limit,
+            charged: 0,
+            timer: None,
+            irq: 0,
+            irq_cpu: 0,
+            next_batch: 0.0,
+            batch_gap: 1e9 / batches,
+            owed: 0.0,
+            arrived: 0,
+            delivered: 0,
+            drops: BTreeMap::new(),
+            in_window: Counts::default(),
+            at_start: None,
+            latency: histogram(),
+            events: 0,
+            c,
+        };
+        if compute {
+            lab.item[COMPUTE] = Some((Item::Compute, Nanos::MAX / 4));
+            lab.cpu.wake(COMPUTE);
+        }
+        if lab.fwd == LabForwarder::PollingInXdp && lab.limit {
+            lab.timer = Some(0);
+        }
+        lab
+    }
+
+    fn napi_frame(&self) -> Nanos {
+        match self.fwd {
+            LabForwarder::Kernel => self.c.napi_kernel_forward,
+            LabForwarder::XdpFwd => self.c.napi_xdp_forward,
+            LabForwarder::PollingInXdp => self.c.napi_xdp_route,
+            LabForwarder::Interrupt | LabForwarder::Polling => self.c.napi_xsk_redirect,
+        }
+    }
+
+    fn router_costs(&self) -> (Nanos, Nanos) {
+        match self.fwd {
+            LabForwarder::Interrupt => (self.c.router_interrupt_run, self.c.router_interrupt),
+            _ => (self.c.router_polling_run, self.c.router_polling),
+        }
+    }
+
+    fn drop(&mut self, at: DropPoint, n: u64) {
+        if n > 0 {
+            *self.drops.entry(at).or_insert(0) += n;
+        }
+    }
+
+    fn deliver(&mut self, frames: &[Nanos]) {
+        self.delivered += frames.len() as u64;
+        if self.now >= self.w.w0 && self.now < self.w.end {
+            self.in_window.delivered += frames.len() as u64;
+            for &a in frames {
+                let _ = self.latency.record(self.now - a);
+            }
+        }
+    }
+
+    /// A generator batch lands on the veth's ring.
+    fn batch(&mut self) {
+        self.owed += self.rate * self.batch_gap / 1e9;
+        let n = self.owed.floor();
+        self.owed -= n;
+        let n = n as u64;
+        self.arrived += n;
+        if self.now >= self.w.w0 && self.now < self.w.end {
+            self.in_window.arrived += n;
+        }
+        let room = (self.c.veth_ring as usize).saturating_sub(self.veth.len()) as u64;
+        let kept = n.min(room);
+        self.veth
+            .extend(std::iter::repeat_n(self.now, kept as usize));
+        self.drop(DropPoint::NicRxRing, n - kept);
+        if kept > 0 && !self.cpu.t[NAPI].runnable {
+            self.item[NAPI] = Some((Item::NapiRun, self.c.napi_run));
+            self.cpu.wake(NAPI);
+            self.irq += self.c.wake;
+        }
+        self.next_batch += self.batch_gap;
+    }
+
+    /// The NAPI thread's next poll, or its sleep.
+    fn napi_next(&mut self) {
+        let n = self.veth.len().min(NAPI_BUDGET);
+        if n == 0 {
+            self.item[NAPI] = None;
+            self.cpu.sleep(NAPI);
+            return;
+        }
+        let frames: Vec<Nanos> = self.veth.drain(..n).collect();
+        let cost = self.napi_frame() * n as u64;
+        self.item[NAPI] = Some((Item::NapiPoll(frames), cost));
+    }
+
+    /// A NAPI poll finished: its frames are forwarded, or on the socket.
+    fn napi_polled(&mut self, frames: Vec<Nanos>) {
+        match self.fwd {
+            LabForwarder::Kernel | LabForwarder::XdpFwd | LabForwarder::PollingInXdp => {
+                self.deliver(&frames)
+            }
+            LabForwarder::Interrupt | LabForwarder::Polling => {
+                let room = (self.c.xsk_rx_ring as usize).saturating_sub(self.xsk.len());
+                let kept = frames.len().min(room);
+                self.xsk.extend(&frames[..kept]);
+                self.drop(DropPoint::XskRxRing, (frames.len() - kept) as u64);
+                if kept > 0 {
+                    self.socket_ready();
+                }
+            }
+        }
+        self.napi_next();
+    }
+
+    /// Frames reached the socket's ring: the router's thread hears of it.
+    fn socket_ready(&mut self) {
+        if self.cpu.t[ROUTER].runnable {
+            return;
+        }
+        let wake = match &mut self.lp {
+            Some(lp) => {
+                lp.interrupts_enabled(DeviceId(0), Dir::Rx)
+                    && lp.interrupt(DeviceId(0), Dir::Rx) == rxsched_core::Wake::Now
+            }
+            None => true,
+        };
+        if wake {
+            self.router_wake();
+        }
+    }
+
+    fn router_wake(&mut self) {
+        let (run, _) = self.router_costs();
+        let item = if self.fwd == LabForwarder::PollingInXdp {
+            Item::Look
+        } else {
+            Item::RouterRun
+        };
+        self.item[ROUTER] = Some((item, run));
+        self.cpu.wake(ROUTER);
+    }
+
+    fn router_sleep(&mut self) {
+        self.item[ROUTER] = None;
+        self.cpu.sleep(ROUTER);
+    }
+
+    /// M4: charges the loop with the CPU the receive work used since the
+    /// last charge (the thread's, the NAPI thread's, and a wake-up cost
+    /// for each wake-up of either), and opens or closes the gate.
+    fn charge(&mut self) {
+        let Some(lp) = &mut self.lp else { return };
+        if self.limit {
+            let (r, n) = (&self.cpu.t[ROUTER], &self.cpu.t[NAPI]);
+            let used = r.cpu + n.cpu + self.c.wake * (r.wakeups + n.wakeups);
+            lp.charge(self.now, used.saturating_sub(self.charged));
+            self.charged = used;
+        }
+        let open = lp.input_inhibited(self.now).is_none();
+        self.cpu
+            .set_class(NAPI, if open { Class::Fifo(NAPI_PRIO) } else { IDLE });
+    }
+
+    /// The polling router's next unit of work (its loop's), or its sleep.
+    fn polling_next(&mut self) {
+        let now = self.now;
+        let (_, per_frame) = self.router_costs();
+        loop {
+            let lp = self.lp.as_mut().expect("a polling router has its loop");
+            match lp.next(&At(now)) {
+                None => return self.router_sleep(),
+                Some(Work::Switch) => continue,
+                Some(Work::Poll { budget, .. }) => {
+                    let mut n = 0;
+                    while n < self.xsk.len().min(budget as usize) && lp.proceed(now) {
+                        n += 1;
+                    }
+                    if n == 0 {
+                        lp.done(0, !self.xsk.is_empty(), &At(now));
+                        continue;
+                    }
+                    let frames: Vec<Nanos> = self.xsk.drain(..n).collect();
+                    self.item[ROUTER] = Some((Item::RouterBatch(frames), per_frame * n as u64));
+                    return;
+                }
+                Some(Work::EnableInterrupts { dev, dir }) => {
+                    lp.enabled(dev, dir, !self.xsk.is_empty());
+                }
+                Some(Work::Idle { until }) => {
+                    self.timer = until;
+                    self.charge();
+                    return self.router_sleep();
+                }
+            }
+        }
+    }
+
+    /// The interrupt-mode router's next batch, or its sleep.
+    fn interrupt_next(&mut self) {
+        let n = self.xsk.len().min(self.quota.max(1));
+        if n == 0 {
+            return self.router_sleep();
+        }
+        let frames: Vec<Nanos> = self.xsk.drain(..n).collect();
+        let (_, per_frame) = self.router_costs();
+        self.item[ROUTER] = Some((Item::RouterBatch(frames), per_frame * n as u64));
+    }
+
+    /// The in-XDP router looked: charges M4, and sleeps until its next look.
+    fn looked(&mut self) {
+        self.charge();
+        let now = self.now;
+        let lp = self.lp.as_mut().expect("a polling router has its loop");
+        if lp.deadline().is_some_and(|d| d <= now) {
+            let _ = lp.timer(now);
+        }
+        let look = lp
+            .cycle_headroom(now)
+            .map_or(LOOK_NS, |h| h.max(MIN_LOOK_NS))
+            .min(LOOK_NS);
+        let until = lp.deadline().map_or(now + look, |d| d.min(now + look));
+        self.charge();
+        self.timer = Some(until.max(now + 1));
+        self.router_sleep();
+    }
+
+    /// Thread `t`'s item finished.
+    fn finished(&mut self, t: usize, item: Item) {
+        match item {
+            Item::NapiRun => self.napi_next(),
+            Item::NapiPoll(frames) => self.napi_polled(frames),
+            Item::RouterRun => {
+                self.charge();
+                match self.fwd {
+                    LabForwarder::Interrupt => self.interrupt_next(),
+                    _ => self.polling_next(),
+                }
+            }
+            Item::RouterBatch(frames) => {
+                self.deliver(&frames);
+                match self.fwd {
+                    LabForwarder::Interrupt => self.interrupt_next(),
+                    _ => {
+                        let more = !self.xsk.is_empty();
+                        let lp = self.lp.as_mut().expect("a polling router has its loop");
+                        lp.done(frames.len() as u32, more, &At(self.now));
+                        self.charge();
+                        self.polling_next();
+                    }
+                }
+            }
+            Item::Look => self.looked(),
+            Item::Compute => unreachable!("thread {t}: the compute loop never ends"),
+        }
+    }
+
+    /// The router's timer fired (an inhibit ends, or the in-XDP look).
+    fn timer_fired(&mut self) {
+        self.timer = None;
+        self.irq += self.c.wake;
+        if self.fwd == LabForwarder::PollingInXdp {
+            return self.router_wake();
+        }
+        let lp = self
+            .lp
+            .as_mut()
+            .expect("only a polling router sets a timer");
+        if lp.timer(self.now) == rxsched_core::Wake::Now {
+            self.charge();
+            self.router_wake();
+        }
+    }
+
+    /// The window's counts, each thread's CPU time (the interrupts' last)
+    /// and runs.
+    fn snapshot(&self) -> (Counts, Vec<Nanos>, Vec<u64>) {
+        let mut cpu: Vec<Nanos> = self.cpu.t.iter().map(|t| t.cpu).collect();
+        cpu.push(self.irq_cpu);
+        let runs = self.cpu.t.iter().map(|t| t.runs).collect();
+        (self.in_window, cpu, runs)
+    }
+
+    /// Frames inside the host: on its rings and in batches under way.
+    fn in_flight(&self) -> u64 {
+        let held = self
+            .item
+            .iter()
+            .flatten()
+            .map(|(i, _)| match i {
+                Item::NapiPoll(f) | Item::RouterBatch(f) => f.len() as u64,
+                _ => 0,
+            })
+            .sum::<u64>();
+        (self.veth.len() + self.xsk.len()) as u64 + held
+    }
+
+    /// Runs to the end of the measured interval.
+    fn simulate(&mut self) {
+        loop {
+            // Interrupt work first: no thread runs meanwhile.
+            let running = if self.irq > 0 { None } else { self.cpu.pick() };
+            let done_at =
+                running.and_then(|r| self.item[r].as_ref().map(|(_, left)| self.now + left));
+            let mut next = (self.next_batch.ceil() as Nanos).min(self.w.end);
+            if self.irq > 0 {
+                next = next.min(self.now + self.irq);
+            }
+            if self.at_start.is_none() {
+                next = next.min(self.w.w0);
+            }
+            for t in [done_at, self.cpu.next_look(self.now), self.timer]
+                .into_iter()
+                .flatten()
+            {
+                next = next.min(t);
+            }
+            let dt = next - self.now;
+            if self.irq > 0 {
+                self.irq -= dt;
+                self.irq_cpu += dt;
+                self.cpu.pass(next);
+            } else {
+                self.cpu.advance(next, dt);
+            }
+            if let Some(r) = running {
+                if let Some((_, left)) = &mut self.item[r] {
+                    *left -= dt.min(*left);
+                }
+            }
+            self.now = next;
+            self.events += 1;
+            if self.at_start.is_none() && self.now >= self.w.w0 {
+                self.at_start = Some(self.snapshot());
+            }
+            if self.now >= self.w.end {
+                return;
+            }
+            if let Some(r) = running {
+                if self.item[r].as_ref().is_some_and(|(_, left)| *left == 0) {
+                    let (item, _) = self.item[r].take().expect("an item finished");
+                    self.finished(r, item);
+                }
+            }
+            if self.timer.is_some_and(|t| t <= self.now) {
+                self.timer_fired();
+            }
+            while self.next_batch <= self.now as f64 {
+                self.batch();
+            }
+        }
+    }
+
+    fn metrics(&self) -> Metrics {
+        let (c0, cpu0, runs0) = self.at_start.clone().unwrap_or_default();
+        let (c1, cpu1, runs1) = self.snapshot();
+        let secs = (self.w.end - self.w.w0) as f64 / 1e9;
+        let share = |i: usize| (cpu1[i] - cpu0.get(i).copied().unwrap_or(0)) as f64 / 1e9 / secs;
+        let per_s = |i: usize| (runs1[i] - runs0.get(i).copied().unwrap_or(0)) as f64 / secs;
+        let mut m = Metrics {
+            offered_pps: (c1.arrived - c0.arrived) as f64 / secs,
+            delivered_pps: (c1.delivered - c0.delivered) as f64 / secs,
+            arrived: self.arrived,
+            received: self.arrived - self.drops.get(&DropPoint::NicRxRing).copied().unwrap_or(0),
+            delivered: self.delivered,
+            in_flight: self.in_flight(),
+            latency_us: Latency::of(&self.latency),
+            first_delivery_us: -1.0,
+            events: self.events,
+            ..Metrics::default()
+        };
+        m.received_pps = m.offered_pps;
+        m.drops = self
+            .drops
+            .iter()
+            .map(|(p, &n)| (p.name().to_string(), n))
+            .collect();
+        let mut busy = 0.0;
+        let ours = !matches!(self.fwd, LabForwarder::Kernel | LabForwarder::XdpFwd);
+        for (i, name) in ["napi", "router", "user:compute"].iter().enumerate() {
+            if i < self.cpu.t.len() && (i != ROUTER || ours) {
+                m.cpu.insert(name.to_string(), share(i));
+                busy += share(i);
+            }
+        }
+        let irq = share(cpu1.len() - 1);
+        m.cpu.insert("interrupt".into(), irq);
+        busy += irq;
+        m.cpu.insert("idle".into(), (1.0 - busy).max(0.0));
+        m.extra.insert("napi_cpu_share".into(), share(NAPI));
+        m.extra.insert("napi_runs_per_s".into(), per_s(NAPI));
+        if ours {
+            m.extra.insert("router_runs_per_s".into(), per_s(ROUTER));
+        }
+        if let Some(lp) = &self.lp {
+            m.mode_switches = lp.mode_switches();
+            m.inhibits = lp
+                .inhibits()
+                .into_iter()
+                .map(|(c, n)| (c.name().to_string(), n))
+                .collect();
+        }
+        m
+    }
+}
+
+impl crate::Model for Lab {
+    fn run(mut self: Box<Self>) -> Result<(Metrics, Samples), SimError> {
+        self.simulate();
+        let m = self.metrics();
+        let dropped: u64 = self.drops.values().sum();
+        if m.arrived != m.delivered + dropped + m.in_flight {
+            return Err(SimError::Invariant(format!(
+                "lab: {} arrived, {} delivered, {dropped} dropped, {} in flight",
+                m.arrived, m.delivered, m.in_flight
+            )));
+        }
+        let samples = Samples {
+            latency: self.latency.clone(),
+            ..Samples::default()
+        };
+        Ok((m, samples))
+    }
+}
