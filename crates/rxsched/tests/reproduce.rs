@@ -103,6 +103,8 @@ experiments! {
     hansen_locking => "hansen-locking",
     hansen_switch => "hansen-switch",
     hansen_scaling => "hansen-scaling",
+    lab_router => "lab-router",
+    lab_cpu_limit => "lab-cpu-limit",
 }
 
 /// Strips the one field allowed to differ between identical runs.

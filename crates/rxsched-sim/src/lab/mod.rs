@@ -172,7 +172,7 @@ impl Lab {
             rate,
             w,
             now: 0,
-            cpu: Sched::new(&classes),
+            cpu: Sched::new(&classes, 1_000_000_000 / c.tick_hz.max(1)),
             item: vec![None; classes.len()],
             veth: VecDeque::new(),
             xsk: VecDeque::new(),

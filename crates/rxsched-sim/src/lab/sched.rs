@@ -4,7 +4,9 @@
 //! (`SCHED_OTHER` at nice 0 weighs 1024, `SCHED_IDLE` 3), a thread that
 //! wakes placed at most half a slice behind the others (so it preempts a
 //! thread that has run all along), and a `SCHED_IDLE` thread never
-//! preempting on waking.
+//! preempting on waking. Short of a wake-up, a fair thread gives the CPU to
+//! another only at a scheduler tick (`1 / CONFIG_HZ`) once it is a slice
+//! ahead.
 
 use rxsched_core::Nanos;
 
@@ -70,17 +72,21 @@ pub struct Sched {
     pub running: Option<usize>,
     /// A thread that woke and should take the CPU from a fair thread.
     preempt: Option<usize>,
+    /// The scheduler tick.
+    tick: Nanos,
     rt_used: Nanos,
     period: Nanos,
 }
 
 impl Sched {
-    /// A CPU with threads of these classes, none runnable.
-    pub fn new(classes: &[Class]) -> Sched {
+    /// A CPU with threads of these classes, none runnable, ticking every
+    /// `tick` ns.
+    pub fn new(classes: &[Class], tick: Nanos) -> Sched {
         Sched {
             t: classes.iter().map(|&c| Thread::new(c)).collect(),
             running: None,
             preempt: None,
+            tick: tick.max(1),
             rt_used: 0,
             period: 0,
         }
@@ -220,9 +226,10 @@ impl Sched {
         next
     }
 
-    /// When the scheduler must look again though nothing else happens: the
-    /// running fair thread's slice ends, or the real-time threads' runtime
-    /// runs out, or the throttled period ends.
+    /// When the scheduler must look again though nothing else happens: at
+    /// the first tick after the running fair thread is a slice ahead of
+    /// another, or when the real-time threads' runtime runs out, or when the
+    /// throttled period ends.
     pub fn next_look(&self, now: Nanos) -> Option<Nanos> {
         let period_end = (now / RT_PERIOD + 1) * RT_PERIOD;
         if self.throttled() {
@@ -240,8 +247,8 @@ impl Sched {
             Class::Fair(_) => {
                 let m = self.min_vr(r)?;
                 let ahead = m + SLICE as f64 - self.t[r].vr;
-                let dt = (ahead.max(0.0) * self.weight(r) / 1024.0).ceil() as Nanos;
-                Some(now + dt.max(1))
+                let at = now + (ahead.max(0.0) * self.weight(r) / 1024.0).ceil() as Nanos;
+                Some((at / self.tick + 1) * self.tick)
             }
         }
     }
@@ -256,7 +263,7 @@ mod tests {
     /// Runs the CPU for `ns` with every thread always runnable; returns
     /// each thread's CPU time.
     fn share(classes: &[Class], ns: Nanos) -> Vec<Nanos> {
-        let mut s = Sched::new(classes);
+        let mut s = Sched::new(classes, 4_000_000);
         for i in 0..classes.len() {
             s.wake(i);
         }
@@ -275,7 +282,7 @@ mod tests {
     fn two_normal_threads_share_evenly() {
         let c = share(&[NORMAL, NORMAL], 1_000_000_000);
         let d = c[0].abs_diff(c[1]);
-        assert!(d <= 2 * SLICE, "{c:?}");
+        assert!(d <= 2 * 4_000_000, "{c:?}");
     }
 
     #[test]

@@ -300,6 +300,9 @@ pub struct LabCosts {
     pub gen_batches_per_s: u64,
     /// The veth receive ring (fixed in the driver), in frames.
     pub veth_ring: u64,
+    /// The kernel's scheduler tick rate (`CONFIG_HZ`): a fair thread is
+    /// preempted for another only at a tick, unless one wakes.
+    pub tick_hz: u64,
     /// An AF_XDP socket's receive ring, in frames.
     pub xsk_rx_ring: u64,
     /// Each cost's spread over the repeats: (largest - smallest) / median.

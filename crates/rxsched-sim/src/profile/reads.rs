@@ -52,7 +52,13 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
         KernelKind::Lab => {
             use crate::scenario::LabForwarder as F;
             let fwd = s.lab.clone().unwrap_or_default().forwarder;
-            keys.extend(["lab.napi_run", "lab.gen_batches_per_s", "lab.veth_ring"]);
+            keys.extend([
+                "lab.napi_run",
+                "lab.gen_batches_per_s",
+                "lab.veth_ring",
+                "lab.tick_hz",
+                "lab.wake",
+            ]);
             keys.push(match fwd {
                 F::Kernel => "lab.napi_kernel_forward",
                 F::XdpFwd => "lab.napi_xdp_forward",
@@ -72,9 +78,6 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
                 ]),
                 F::PollingInXdp => keys.push("lab.router_polling_run"),
                 F::Kernel | F::XdpFwd => {}
-            }
-            if s.kernel.cycle_limit.enabled {
-                keys.push("lab.wake");
             }
             return keys;
         }

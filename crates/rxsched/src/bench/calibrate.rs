@@ -47,21 +47,20 @@ impl Cost {
     }
 }
 
-/// The low trial rate: low enough that the slowest forwarder here (the
-/// interrupt-mode router) keeps up with room to spare, and about one frame
-/// a NAPI run.
-pub const RATE: f64 = 20_000.0;
+/// The receive work's and the polling router's trial rates: from one low
+/// enough that the slowest forwarder keeps up with room to spare (about
+/// one frame a NAPI run) to one with some 20 frames a run, so that a cost
+/// per frame and a cost per run can be told apart. (The NAPI threads run
+/// about as often at every rate here, some 12,000 times a second, as the
+/// generator's paced batches arrive.)
+pub const RATES: [f64; 3] = [20_000.0, 100_000.0, 250_000.0];
 
-/// The second rate of the receive work's trials: more frames a run, so
-/// that its cost per frame and per run can be told apart. (The NAPI
-/// threads run about as often at both rates here, some 12,000 times a
-/// second, as the generator's paced batches arrive: 1.7 frames a run at
-/// the low rate, 20 at this one.)
-pub const RATE_HIGH: f64 = 250_000.0;
+/// The interrupt-mode router's trial rates: more frames a wake-up at each,
+/// and all well under its peak.
+pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
 
-/// The interrupt-mode router's second rate: more frames a wake-up than
-/// at [`RATE`], and still well under its peak.
-pub const RATE_MID: f64 = 100_000.0;
+/// The lowest trial rate.
+pub const RATE: f64 = RATES[0];
 
 /// Every value `measure` gives, in the order the profile lists them.
 pub const KEYS: [&str; 11] = [
@@ -124,23 +123,30 @@ fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
     Ok((delivered, runs, cpu))
 }
 
-/// The receive work's cost per frame and per run, from two trials:
-/// `cpu = frames × per_frame + runs × per_run` at each. When the two
-/// trials cannot tell them apart (as many runs as frames at both, or a
-/// negative part from noise), the cost per frame at the higher rate with
-/// no part per run.
-fn split(lo: (f64, f64, f64), hi: (f64, f64, f64)) -> (f64, Option<f64>) {
-    let (r1, w1, s1) = lo;
-    let (r2, w2, s2) = hi;
-    let det = r1 * w2 - r2 * w1;
-    if det.abs() > 1e-3 * r1 * w2 {
-        let f = (s1 * w2 - s2 * w1) / det;
-        let b = (r1 * s2 - r2 * s1) / det;
+/// A cost per frame and per run from trials, each (frames, runs, CPU
+/// time) a second: the least-squares fit of `cpu = frames × per_frame +
+/// runs × per_run`. When the trials cannot tell the two apart (runs in
+/// proportion to frames, or a negative part from noise), the cost per
+/// frame at the highest rate with no part per run.
+fn split(trials: &[(f64, f64, f64)]) -> (f64, Option<f64>) {
+    let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| trials.iter().map(f).sum::<f64>();
+    let (rr, ww, rw) = (
+        sum(&|t| t.0 * t.0),
+        sum(&|t| t.1 * t.1),
+        sum(&|t| t.0 * t.1),
+    );
+    let (rs, ws) = (sum(&|t| t.0 * t.2), sum(&|t| t.1 * t.2));
+    let det = rr * ww - rw * rw;
+    if det.abs() > 1e-6 * rr * ww {
+        let f = (rs * ww - ws * rw) / det;
+        let b = (ws * rr - rs * rw) / det;
         if f > 0.0 && b >= 0.0 {
             return (f, Some(b));
         }
     }
-    (s2 / r2.max(1.0), None)
+    let last = trials.iter().max_by(|a, b| a.0.total_cmp(&b.0)).copied();
+    let (r, _, s) = last.unwrap_or((1.0, 0.0, 0.0));
+    (s / r.max(1.0), None)
 }
 
 /// Measures every cost `repeats` times, each trial `secs` long.
@@ -194,24 +200,31 @@ pub fn measure(
             }
             Ok::<Point, BenchError>(p)
         };
+        let rates = format!("trials at {}", list(&RATES));
         for &(key, fwd, what) in NAPI {
-            let lo = trial(fwd, RATE)?;
-            let hi = trial(fwd, RATE_HIGH)?;
-            let (a_lo, a_hi) = (napi_rates(&lo, RATE)?, napi_rates(&hi, RATE_HIGH)?);
+            let mut napi = Vec::new();
+            let mut router = Vec::new();
+            for &rate in &RATES {
+                let p = trial(fwd, rate)?;
+                napi.push(napi_rates(&p, rate)?);
+                if fwd == Forwarder::Polling {
+                    router.push(router_rates(&p, rate)?);
+                }
+            }
             push(
                 "gen_batches_per_s",
                 format!(
                     "the generator's transmit batches a second, as the NAPI threads' runs \
                      a second at {RATE:.0} pkts/s (each batch wakes them once)"
                 ),
-                a_lo.1,
+                napi[0].1,
             );
-            let (f, b) = split(a_lo, a_hi);
+            let (f, b) = split(&napi);
             push(
                 key,
                 format!(
-                    "the NAPI threads' CPU per frame, {what}: trials at {RATE:.0} and \
-                     {RATE_HIGH:.0} pkts/s, CPU = frames x this + runs x napi_run"
+                    "the NAPI threads' CPU per frame, {what}: {rates}, \
+                     CPU = frames x this + runs x napi_run (least squares)"
                 ),
                 f,
             );
@@ -219,43 +232,81 @@ pub fn measure(
                 push(
                     "napi_run",
                     "a NAPI thread's run beside its frames (woken, polls, sleeps): \
-                     each forwarder's two trials"
+                     each forwarder's trials"
                         .into(),
                     b,
                 );
             }
             if fwd == Forwarder::Polling {
-                let lo = router_rates(&lo, RATE)?;
-                let hi = router_rates(&hi, RATE_HIGH)?;
-                push_router(&mut push, "polling", RATE_HIGH, lo, hi);
+                push_router(&mut push, "polling", &RATES, &router);
             }
         }
-        let lo = router_rates(&trial(Forwarder::Interrupt, RATE)?, RATE)?;
-        let hi = router_rates(&trial(Forwarder::Interrupt, RATE_MID)?, RATE_MID)?;
-        push_router(&mut push, "interrupt", RATE_MID, lo, hi);
+        let mut router = Vec::new();
+        for &rate in &INTERRUPT_RATES {
+            router.push(router_rates(&trial(Forwarder::Interrupt, rate)?, rate)?);
+        }
+        push_router(&mut push, "interrupt", &INTERRUPT_RATES, &router);
     }
     Ok(KEYS.iter().filter_map(|k| costs.remove(k)).collect())
 }
 
+/// The running kernel's `CONFIG_HZ`, from `/proc/config.gz` or
+/// `/boot/config-RELEASE`; refused, naming both, when neither says.
+pub fn kernel_hz() -> Result<u64, BenchError> {
+    use std::io::Read;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let boot = format!("/boot/config-{}", release.trim());
+    let mut texts = Vec::new();
+    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+        let mut s = String::new();
+        if flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut s)
+            .is_ok()
+        {
+            texts.push(s);
+        }
+    }
+    texts.extend(std::fs::read_to_string(&boot).ok());
+    texts
+        .iter()
+        .flat_map(|t| t.lines())
+        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse().ok())
+        .ok_or_else(|| {
+            BenchError(format!(
+                "calibrate --real: neither /proc/config.gz nor {boot} gives CONFIG_HZ \
+                 (the scheduler's tick); give it as tick_hz in the profile by hand"
+            ))
+        })
+}
+
+/// Rates as a list for a comment: `20000, 100000 and 250000 pkts/s`.
+fn list(rates: &[f64]) -> String {
+    let v: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+    match v.split_last() {
+        Some((last, [])) => format!("{last} pkts/s"),
+        Some((last, rest)) => format!("{} and {last} pkts/s", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// Records a router's cost per frame and per run of its thread
-/// (`router_MODE`, `router_MODE_run`) from its trials at [`RATE`] and
-/// `high`; without a part per run, that key is 0.
+/// (`router_MODE`, `router_MODE_run`) from its trials at `rates`; without
+/// a part per run, that key is 0.
 fn push_router(
     push: &mut impl FnMut(&'static str, String, f64),
     mode: &str,
-    high: f64,
-    lo: (f64, f64, f64),
-    hi: (f64, f64, f64),
+    rates: &[f64],
+    trials: &[(f64, f64, f64)],
 ) {
     let (frame, run) = match mode {
         "polling" => ("router_polling", "router_polling_run"),
         _ => ("router_interrupt", "router_interrupt_run"),
     };
-    let (f, b) = split(lo, hi);
-    let trials = format!("trials at {RATE:.0} and {high:.0} pkts/s");
+    let (f, b) = split(trials);
+    let trials = format!("trials at {}", list(rates));
     push(
         frame,
-        format!("the {mode} router's CPU per frame: {trials}, CPU = frames x this + runs x {run}"),
+        format!("the {mode} router's CPU per frame: {trials}, CPU = frames x this + runs x {run} (least squares)"),
         f,
     );
     push(
@@ -266,21 +317,22 @@ fn push_router(
 }
 
 /// The profile text: every cost with how it was measured and its spread.
-pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str) -> String {
+pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str, hz: u64) -> String {
     let mut s = format!(
         "# Written by `rxsched calibrate --real` on {host}: each cost measured in\n\
          # isolation on the DUT CPU ({repeats} repeats, the median), never fitted to an\n\
          # overload curve. Measure your own host the same way (README).\n\
          name = {name:?}\n\
          testbed = \"the XDP lab: three network namespaces joined by veth pairs, the DUT on one CPU ({host})\"\n\
-         calibrated_from = [\"rxsched calibrate --real: per-thread CPU time at {RATE:.0} and {RATE_HIGH:.0} pkts/s, and wakecost\"]\n\n\
+         calibrated_from = [\"rxsched calibrate --real: per-thread CPU time at {}, and wakecost\"]\n\n\
          [wire]\n\
          bit_rate_bps = 1e11          # veth has no wire: frames move at memory speed, faster than the generator sends\n\
          min_frame_bytes = 60\n\n\
          [nic]\n\
          rx_ring = 256                # veth's receive ring (VETH_RING_SIZE, fixed in the driver)\n\
          tx_ring = 256                # veth transmits into the peer's receive ring\n\n\
-         [lab]                        # nanoseconds of the DUT CPU (gen_batches_per_s: a second)\n"
+         [lab]                        # nanoseconds of the DUT CPU (gen_batches_per_s: a second)\n",
+        list(&RATES)
     );
     for c in costs {
         let kv = format!("{} = {}", c.key, c.median().round() as u64);
@@ -288,8 +340,10 @@ pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str) -> String
     }
     s += &format!(
         "veth_ring = 256              # VETH_RING_SIZE\n\
+         tick_hz = {}                # CONFIG_HZ of the running kernel: the scheduler's tick\n\
          xsk_rx_ring = {}            # the router's AF_XDP receive ring (XskConfig)\n\
          repeats = {repeats}\n\n[lab.spread]\n",
+        hz,
         rxsched_linux::backend::xdp::XskConfig::default().rx_ring
     );
     for c in costs {
@@ -323,23 +377,34 @@ mod tests {
                 samples: vec![1000.0, 1200.0],
             })
             .collect();
-        let text = profile("linux-veth-lab", &costs, 2, "a test host");
+        let text = profile("linux-veth-lab", &costs, 2, "a test host", 250);
         let p = rxsched_sim::Profile::parse("lab.toml", &text).unwrap();
         let lab = p.lab.unwrap();
         assert_eq!(lab.napi_kernel_forward, 1100);
         assert_eq!(lab.wake, 1100);
         assert_eq!(lab.xsk_rx_ring, 512);
+        assert_eq!(lab.tick_hz, 250);
         assert!((lab.spread["router_polling"] - 200.0 / 1100.0).abs() < 1e-3);
     }
 
     #[test]
-    fn two_trials_split_a_cost_per_frame_from_one_per_run() {
-        // 2 µs a frame, 5 µs a run: one run a frame at 20k, one per 4 at 100k.
+    fn trials_split_a_cost_per_frame_from_one_per_run() {
+        // 2 µs a frame, 5 µs a run: one run a frame at 20k, fewer above.
         let at = |r: f64, w: f64| (r, w, r * 2000.0 + w * 5000.0);
-        let (f, b) = split(at(20_000.0, 20_000.0), at(100_000.0, 25_000.0));
+        let (f, b) = split(&[at(20_000.0, 20_000.0), at(100_000.0, 25_000.0)]);
         assert!((f - 2000.0).abs() < 1e-6 && (b.unwrap() - 5000.0).abs() < 1e-6);
-        // As many runs as frames at both rates: no telling them apart.
-        let (f, b) = split(at(20_000.0, 20_000.0), at(100_000.0, 100_000.0));
+        // Three trials, one 5% high: the fit lies between, not on it.
+        let mut noisy = [
+            at(20_000.0, 12_000.0),
+            at(100_000.0, 12_500.0),
+            at(250_000.0, 12_000.0),
+        ];
+        noisy[1].2 *= 1.05;
+        let (f, b) = split(&noisy);
+        assert!((1900.0..2200.0).contains(&f), "{f}");
+        assert!((3000.0..7000.0).contains(&b.unwrap()), "{b:?}");
+        // As many runs as frames at every rate: no telling them apart.
+        let (f, b) = split(&[at(20_000.0, 20_000.0), at(100_000.0, 100_000.0)]);
         assert_eq!((f, b), (7000.0, None));
     }
 }

@@ -78,3 +78,69 @@ pub fn add(
     r.checks = crate::checks::evaluate_all(&checks, r);
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::Series;
+
+    /// A measured series of `label`: delivered = offered up to `cap`.
+    fn measured(label: &str, cap: f64) -> Series {
+        let mut s = Series::new(label);
+        for x in [25e3, 100e3, 400e3, 2e6] {
+            s.points
+                .push(Point::xy("offered_pps", x, "delivered_pps", x.min(cap)));
+        }
+        s
+    }
+
+    #[test]
+    fn each_modelled_series_gets_its_prediction_and_the_predictions_are_judged() {
+        let file = BenchFile::load("real-router").unwrap();
+        let series = vec![
+            measured("polling", 450e3),
+            measured("interrupt", 150e3),
+            measured("polling-idle", 0.0),
+        ];
+        let mut r = super::super::result(&file, series);
+        let n = add(&mut r, "linux-veth-lab", &|_| {}).unwrap();
+        assert_eq!(n, 8, "two series of four points predicted");
+        let p = r
+            .series
+            .iter()
+            .find(|s| s.label == "polling-predicted")
+            .unwrap();
+        assert_eq!(p.points.len(), 4);
+        // Each prediction runs at the measured point's offered rate.
+        for (a, b) in p.points.iter().zip(&r.series[0].points) {
+            let (x, y) = (a.get("offered_pps").unwrap(), b.get("offered_pps").unwrap());
+            assert!((x - y).abs() < 0.01 * y, "{x} against {y}");
+        }
+        assert!(!r.series.iter().any(|s| s.label == "polling-idle-predicted"));
+        for c in &file.prediction {
+            assert!(r.checks.iter().any(|v| v.name == c.name), "{}", c.name);
+        }
+        // Predicting again replaces the prediction rather than adding one.
+        add(&mut r, "linux-veth-lab", &|_| {}).unwrap();
+        let again = r
+            .series
+            .iter()
+            .filter(|s| s.label == "polling-predicted")
+            .count();
+        assert_eq!(again, 1);
+    }
+
+    #[test]
+    fn only_results_with_predictions_are_predicted() {
+        assert!(predicts("real-router") && predicts("real-cpu-limit"));
+        assert!(!predicts("real-capture") && !predicts("real-latency"));
+    }
+
+    #[test]
+    fn a_profile_without_lab_costs_is_refused_by_name() {
+        let file = BenchFile::load("real-router").unwrap();
+        let mut r = super::super::result(&file, vec![measured("polling", 450e3)]);
+        let e = add(&mut r, "dec3000-300", &|_| {}).unwrap_err().to_string();
+        assert!(e.contains("[lab]"), "{e}");
+    }
+}

@@ -301,6 +301,37 @@ mod tests {
     }
 
     #[test]
+    fn tracks_allows_a_share_or_an_amount_point_by_point() {
+        let r = result(&[
+            ("measured", &[100.0, 1000.0, 400.0, 50.0]),
+            ("predicted", &[110.0, 1100.0, 300.0, 60.0]),
+        ]);
+        let c = |rel: f64, abs: f64, past: bool| {
+            check(&format!(
+                "name='t'\nkind='tracks'\nseries=['predicted']\nother=['measured']\n\
+                 rel={rel}\nabs={abs}\npast_peak={past}\n"
+            ))
+            .evaluate(&r)
+        };
+        // 10%, 10%, -25%, +20%: the worst share is at x = 2.
+        let v = c(0.25, 0.0, false);
+        assert!(v.pass, "{}", v.detail);
+        let v = c(0.2, 0.0, false);
+        assert!(!v.pass && v.detail.contains("x = 2"), "{}", v.detail);
+        // 100 off at x = 2 passes with an allowance of 100 anyway.
+        assert!(c(0.1, 100.0, false).pass);
+        // From the peak (x = 1) on, the first point does not count.
+        let r2 = result(&[
+            ("measured", &[10.0, 1000.0]),
+            ("predicted", &[20.0, 1000.0]),
+        ]);
+        let past = check(
+            "name='t'\nkind='tracks'\nseries=['predicted']\nother=['measured']\nrel=0.1\npast_peak=true\n",
+        );
+        assert!(past.evaluate(&r2).pass);
+    }
+
+    #[test]
     fn a_reference_check_may_judge_only_some_points() {
         let mut r = result(&[("ours", &[0.0, 10.0, 20.0, 30.0])]);
         r.reference.push(crate::result::Reference {

@@ -124,6 +124,7 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
     let opts = lab_opts("calibrate --real", quick, out, None)?;
     let secs = if quick { 1.0 } else { 3.0 };
     let t0 = std::time::Instant::now();
+    let hz = rxsched::bench::calibrate::kernel_hz().map_err(|e| Error::Run(e.0))?;
     let progress = |m: &str| eprintln!("calibrate: {m}");
     let costs = rxsched::bench::calibrate::measure(&opts, repeats, secs, &progress)
         .map_err(|e| Error::Run(e.0))?;
@@ -136,7 +137,7 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
             .map_or_else(|_| "Linux".into(), |r| format!("Linux {}", r.trim())),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let text = rxsched::bench::calibrate::profile(&name, &costs, repeats, &host);
+    let text = rxsched::bench::calibrate::profile(&name, &costs, repeats, &host, hz);
     std::fs::write(out, &text)
         .map_err(|e| Error::Input(format!("{}: cannot write the profile: {e}", out.display())))?;
     for c in &costs {

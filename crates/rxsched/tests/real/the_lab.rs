@@ -288,8 +288,13 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
     let p = rxsched_sim::Profile::parse("lab.toml", &text).unwrap();
     let c = p.lab.expect("a [lab] table");
     eprintln!("calibrate --real: {said}");
-    // Each cost lies between a cache miss and a fifth of a millisecond:
-    // wide, as a shared virtual machine needs, and still fails a unit slip.
+    // The routers' costs and the wake-up lie between a cache miss and a
+    // fifth of a millisecond: wide, as a shared virtual machine needs, and
+    // still failing a unit slip. The receive work's parts per frame are
+    // small differences of large CPU times; from one quick repeat one may
+    // come out near zero (38 ns seen for xdp-fwd), so they are held only
+    // to be positive and under the bound.
+    let floor = |k: &str| if k.starts_with("napi_") { 1 } else { 50 };
     for (k, v) in [
         ("napi_kernel_forward", c.napi_kernel_forward),
         ("napi_xdp_forward", c.napi_xdp_forward),
@@ -298,12 +303,13 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
         ("router_interrupt", c.router_interrupt),
         ("wake", c.wake),
     ] {
-        assert!((50..200_000).contains(&v), "{k} = {v} ns: {said}");
+        assert!((floor(k)..200_000).contains(&v), "{k} = {v} ns: {said}");
         assert!(
             text.contains(&format!("{k} = ")) && c.spread.contains_key(k),
             "{k}: {text}"
         );
     }
+    assert!(c.tick_hz >= 100, "tick_hz = {}", c.tick_hz);
     assert_eq!(c.xsk_rx_ring, 512);
     assert!(
         (100..10_000_000).contains(&c.gen_batches_per_s),
