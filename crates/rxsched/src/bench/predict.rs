@@ -120,6 +120,12 @@ mod tests {
         for c in &file.prediction {
             assert!(r.checks.iter().any(|v| v.name == c.name), "{}", c.name);
         }
+        // The report says how far each prediction was.
+        let table = crate::report::html::prediction_table(&r);
+        assert!(
+            table.contains("<td>polling</td>") && table.contains("<td>interrupt</td>"),
+            "{table}"
+        );
         // Predicting again replaces the prediction rather than adding one.
         add(&mut r, "linux-veth-lab", &|_| {}).unwrap();
         let again = r

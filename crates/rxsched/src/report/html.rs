@@ -101,6 +101,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
             );
         }
         h += &summary_table(r);
+        h += &prediction_table(r);
         h += &values_table(r);
         h += &claims_table(r);
         h += &checks_table(r);
@@ -296,6 +297,52 @@ fn summary_table(r: &ResultFile) -> String {
         );
     }
     h + "</table>\n"
+}
+
+/// How far each prediction (`<label>-predicted`, from `--predict`) was
+/// from its measured series, over the points in x order: the median and
+/// the worst relative error of the y metric, with where the worst was.
+pub(crate) fn prediction_table(r: &ResultFile) -> String {
+    let suffix = crate::bench::predict::SUFFIX;
+    let mut rows = String::new();
+    for s in &r.series {
+        let Some(measured) = s.label.strip_suffix(suffix) else {
+            continue;
+        };
+        let (p, m) = (r.curve(&s.label), r.curve(measured));
+        let mut errs: Vec<(f64, f64)> = p
+            .iter()
+            .zip(&m)
+            .filter(|(_, b)| b.1.abs() > 0.0)
+            .map(|(a, b)| ((a.1 - b.1) / b.1.abs(), b.0))
+            .collect();
+        if errs.is_empty() {
+            continue;
+        }
+        let worst = errs
+            .iter()
+            .copied()
+            .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
+            .expect("errors");
+        errs.sort_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+        let median = errs[errs.len() / 2].0.abs();
+        rows += &format!(
+            "<tr><td>{}</td><td>{:.0}%</td><td>{:+.0}% at {}</td></tr>\n",
+            esc(measured),
+            100.0 * median,
+            100.0 * worst.0,
+            fmt_num(worst.1)
+        );
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "<p>The simulator's prediction of each measured series (<code>--predict</code>), {y} against the measurement at the same offered rate:</p>\n\
+         <table><tr><th>series</th><th>median error</th><th>worst error (at {x})</th></tr>\n{rows}</table>\n",
+        y = esc(&r.y.metric),
+        x = esc(&r.x.metric)
+    )
 }
 
 /// Small results as tables: the chosen metrics per point, or, where the

@@ -1,7 +1,7 @@
 //! Writing results: JSON, CSV, an SVG plot per figure ([`plot`]), and
 //! `index.html` ([`html`]).
 
-mod html;
+pub(crate) mod html;
 mod plot;
 
 use crate::result::ResultFile;
