@@ -9,7 +9,7 @@
 //! - A batch lands on the veth's receive ring (`veth_ring`); what does not
 //!   fit is dropped before any work (`nic_rx_ring`), and the device's NAPI
 //!   thread is woken if it sleeps.
-//! - The NAPI thread runs (`napi_run` a run), polls up to 64 frames at a
+//! - The NAPI thread runs (its forwarder's `napi_*_run` a run), polls up to 64 frames at a
 //!   time (the cost per frame of the forwarder's receive work), and sleeps
 //!   when the ring is empty. Kernel and XDP forwarding deliver each frame
 //!   there; the routers' frames go to the AF_XDP socket's ring
@@ -213,6 +213,15 @@ impl Lab {
         }
     }
 
+    fn napi_run(&self) -> Nanos {
+        match self.fwd {
+            LabForwarder::Kernel => self.c.napi_kernel_run,
+            LabForwarder::XdpFwd => self.c.napi_xdp_run,
+            LabForwarder::PollingInXdp => self.c.napi_route_run,
+            LabForwarder::Interrupt | LabForwarder::Polling => self.c.napi_xsk_run,
+        }
+    }
+
     fn router_costs(&self) -> (Nanos, Nanos) {
         match self.fwd {
             LabForwarder::Interrupt => (self.c.router_interrupt_run, self.c.router_interrupt),
@@ -252,7 +261,7 @@ impl Lab {
             .extend(std::iter::repeat_n(self.now, kept as usize));
         self.drop(DropPoint::NicRxRing, n - kept);
         if kept > 0 && !self.cpu.t[NAPI].runnable {
-            self.item[NAPI] = Some((Item::NapiRun, self.c.napi_run));
+            self.item[NAPI] = Some((Item::NapiRun, self.napi_run()));
             self.cpu.wake(NAPI);
             self.irq += self.c.wake;
         }

@@ -277,9 +277,16 @@ pub struct LabCosts {
     /// The device's receive work redirecting a frame to an AF_XDP socket
     /// (copy mode: the program, the redirect and the copy into the UMEM).
     pub napi_xsk_redirect: u64,
-    /// A NAPI thread's run beside the frames it handles: being woken,
-    /// entering and leaving its poll, going back to sleep.
-    pub napi_run: u64,
+    /// A NAPI thread's run beside the frames it handles (being woken,
+    /// entering and leaving its poll, flushing what it sent, going back to
+    /// sleep), with Linux forwarding.
+    pub napi_kernel_run: u64,
+    /// The same, forwarding in XDP (`xdp-fwd`).
+    pub napi_xdp_run: u64,
+    /// The same, forwarding in route's own XDP program.
+    pub napi_route_run: u64,
+    /// The same, redirecting to an AF_XDP socket (the router sends).
+    pub napi_xsk_run: u64,
     /// The polling router's own work per frame: taking it from the
     /// socket's ring, the forwarding decision, the transmit and the ring
     /// refills (its share of a batch's kick).

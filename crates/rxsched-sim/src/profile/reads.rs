@@ -53,17 +53,16 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
             use crate::scenario::LabForwarder as F;
             let fwd = s.lab.clone().unwrap_or_default().forwarder;
             keys.extend([
-                "lab.napi_run",
                 "lab.gen_batches_per_s",
                 "lab.veth_ring",
                 "lab.tick_hz",
                 "lab.wake",
             ]);
-            keys.push(match fwd {
-                F::Kernel => "lab.napi_kernel_forward",
-                F::XdpFwd => "lab.napi_xdp_forward",
-                F::PollingInXdp => "lab.napi_xdp_route",
-                F::Interrupt | F::Polling => "lab.napi_xsk_redirect",
+            keys.extend(match fwd {
+                F::Kernel => ["lab.napi_kernel_forward", "lab.napi_kernel_run"],
+                F::XdpFwd => ["lab.napi_xdp_forward", "lab.napi_xdp_run"],
+                F::PollingInXdp => ["lab.napi_xdp_route", "lab.napi_route_run"],
+                F::Interrupt | F::Polling => ["lab.napi_xsk_redirect", "lab.napi_xsk_run"],
             });
             match fwd {
                 F::Interrupt => keys.extend([

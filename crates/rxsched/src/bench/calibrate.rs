@@ -63,12 +63,15 @@ pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
 pub const RATE: f64 = RATES[0];
 
 /// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 11] = [
+pub const KEYS: [&str; 14] = [
     "napi_kernel_forward",
     "napi_xdp_forward",
     "napi_xdp_route",
     "napi_xsk_redirect",
-    "napi_run",
+    "napi_kernel_run",
+    "napi_xdp_run",
+    "napi_route_run",
+    "napi_xsk_run",
     "router_polling",
     "router_polling_run",
     "router_interrupt",
@@ -77,17 +80,30 @@ pub const KEYS: [&str; 11] = [
     "gen_batches_per_s",
 ];
 
-/// The device's receive work of each forwarder: (key, forwarder, what).
-const NAPI: &[(&str, Forwarder, &str)] = &[
-    ("napi_kernel_forward", Forwarder::Kernel, "Linux forwarding"),
-    ("napi_xdp_forward", Forwarder::XdpFwd, "xdp-fwd forwarding"),
+/// The device's receive work of each forwarder: (key per frame, key per
+/// run, forwarder, what).
+const NAPI: &[(&str, &str, Forwarder, &str)] = &[
+    (
+        "napi_kernel_forward",
+        "napi_kernel_run",
+        Forwarder::Kernel,
+        "Linux forwarding",
+    ),
+    (
+        "napi_xdp_forward",
+        "napi_xdp_run",
+        Forwarder::XdpFwd,
+        "xdp-fwd forwarding",
+    ),
     (
         "napi_xdp_route",
+        "napi_route_run",
         Forwarder::PollingInXdp,
         "route --forward-in xdp forwarding",
     ),
     (
         "napi_xsk_redirect",
+        "napi_xsk_run",
         Forwarder::Polling,
         "redirecting to the polling router's socket",
     ),
@@ -201,7 +217,7 @@ pub fn measure(
             Ok::<Point, BenchError>(p)
         };
         let rates = format!("trials at {}", list(&RATES));
-        for &(key, fwd, what) in NAPI {
+        for &(key, run_key, fwd, what) in NAPI {
             let mut napi = Vec::new();
             let mut router = Vec::new();
             for &rate in &RATES {
@@ -224,19 +240,18 @@ pub fn measure(
                 key,
                 format!(
                     "the NAPI threads' CPU per frame, {what}: {rates}, \
-                     CPU = frames x this + runs x napi_run (least squares)"
+                     CPU = frames x this + runs x {run_key} (least squares)"
                 ),
                 f,
             );
-            if let Some(b) = b {
-                push(
-                    "napi_run",
-                    "a NAPI thread's run beside its frames (woken, polls, sleeps): \
-                     each forwarder's trials"
-                        .into(),
-                    b,
-                );
-            }
+            push(
+                run_key,
+                format!(
+                    "a NAPI thread's run beside its frames (woken, polls, flushes what it \
+                     sent, sleeps), {what}: {rates} (0: not told apart)"
+                ),
+                b.unwrap_or(0.0),
+            );
             if fwd == Forwarder::Polling {
                 push_router(&mut push, "polling", &RATES, &router);
             }
