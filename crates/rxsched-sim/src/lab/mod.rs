@@ -14,7 +14,8 @@
 //!   when the ring is empty. Kernel and XDP forwarding deliver each frame
 //!   there; the routers' frames go to the AF_XDP socket's ring
 //!   (`xsk_rx_ring`), dropped when it is full after that work was spent
-//!   (`xsk_rx_ring`), and wake the router's thread.
+//!   (`xsk_rx_ring`; such a frame costs `napi_xsk_full`), and wake the
+//!   router's thread.
 //! - The router's thread forwards up to a quota of frames at a time: in
 //!   polling mode through the core's [`PollLoop`] (M4 charged with the
 //!   thread's and the NAPI thread's CPU time and wake-ups, as the real
@@ -277,7 +278,16 @@ impl Lab {
             return;
         }
         let frames: Vec<Nanos> = self.veth.drain(..n).collect();
-        let cost = self.napi_frame() * n as u64;
+        // A frame the socket's ring will refuse costs what a refused
+        // redirect costs (the ring's room as the poll starts: nothing
+        // drains it before the poll ends).
+        let cost = match self.fwd {
+            LabForwarder::Interrupt | LabForwarder::Polling => {
+                let fits = n.min((self.c.xsk_rx_ring as usize).saturating_sub(self.xsk.len()));
+                self.c.napi_xsk_redirect * fits as u64 + self.c.napi_xsk_full * (n - fits) as u64
+            }
+            _ => self.napi_frame() * n as u64,
+        };
         self.item[NAPI] = Some((Item::NapiPoll(frames), cost));
     }
 

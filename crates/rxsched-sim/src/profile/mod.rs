@@ -287,6 +287,9 @@ pub struct LabCosts {
     pub napi_route_run: u64,
     /// The same, redirecting to an AF_XDP socket (the router sends).
     pub napi_xsk_run: u64,
+    /// The device's receive work per frame redirected to an AF_XDP socket
+    /// whose ring is full: the work is spent and the frame dropped there.
+    pub napi_xsk_full: u64,
     /// The polling router's own work per frame: taking it from the
     /// socket's ring, the forwarding decision, the transmit and the ring
     /// refills (its share of a batch's kick).

@@ -63,7 +63,7 @@ pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
 pub const RATE: f64 = RATES[0];
 
 /// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 14] = [
+pub const KEYS: [&str; 15] = [
     "napi_kernel_forward",
     "napi_xdp_forward",
     "napi_xdp_route",
@@ -72,6 +72,7 @@ pub const KEYS: [&str; 14] = [
     "napi_xdp_run",
     "napi_route_run",
     "napi_xsk_run",
+    "napi_xsk_full",
     "router_polling",
     "router_polling_run",
     "router_interrupt",
@@ -128,6 +129,18 @@ fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
         )));
     }
     Ok(delivered)
+}
+
+/// The frames the receive work took at a point (offered less what veth's
+/// ring dropped), its NAPI threads' runs and their CPU time, a second.
+fn napi_taken(p: &Point) -> (f64, f64, f64) {
+    let offered = p.get("offered_pps").unwrap_or(0.0);
+    let arrived = p.get("arrived").unwrap_or(0.0).max(1.0);
+    let ring = p.get("drops.nic_rx_ring").unwrap_or(0.0);
+    let taken = offered * (1.0 - ring / arrived).max(0.0);
+    let runs = p.get("napi_runs_per_s").unwrap_or(0.0);
+    let cpu = p.get("napi_cpu_share").unwrap_or(0.0) * 1e9;
+    (taken, runs, cpu)
 }
 
 /// The rates our router forwarded at a point offered `rate`, its thread's
@@ -256,6 +269,24 @@ pub fn measure(
                 push_router(&mut push, "polling", &RATES, &router);
             }
         }
+        let mut full = Vec::new();
+        for &rate in &RATES {
+            progress(&format!(
+                "repeat {}/{repeats}: the polling router stopped, its socket's ring full, at {rate:.0} pkts/s",
+                r + 1
+            ));
+            let p = forward::run_trial_paused(lab, Forwarder::Polling, rate, secs, &dut)?;
+            full.push(napi_taken(&p));
+        }
+        push(
+            "napi_xsk_full",
+            format!(
+                "the NAPI threads' CPU per frame redirected to a socket whose ring is full \
+                 (the polling router stopped): trials at {}, least squares",
+                list(&RATES)
+            ),
+            split(&full).0,
+        );
         let mut router = Vec::new();
         for &rate in &INTERRUPT_RATES {
             router.push(router_rates(&trial(Forwarder::Interrupt, rate)?, rate)?);

@@ -218,6 +218,31 @@ pub fn run_trial(
     secs: f64,
     dut: &Dut,
 ) -> Result<Point, BenchError> {
+    trial(lab, fwd, screen, rate, secs, dut, false)
+}
+
+/// [`run_trial`] with our forwarder stopped (SIGSTOP) once it has
+/// attached: what the device's receive work costs when the socket it
+/// redirects to is never read (its ring full, every frame refused there).
+pub fn run_trial_paused(
+    lab: &Lab,
+    fwd: Forwarder,
+    rate: f64,
+    secs: f64,
+    dut: &Dut,
+) -> Result<Point, BenchError> {
+    trial(lab, fwd, None, rate, secs, dut, true)
+}
+
+fn trial(
+    lab: &Lab,
+    fwd: Forwarder,
+    screen: Option<&Screen>,
+    rate: f64,
+    secs: f64,
+    dut: &Dut,
+    paused: bool,
+) -> Result<Point, BenchError> {
     lab.reset_dut_receive()?;
     let router = match fwd.proc(secs + 6.0, dut.wake_cost_ns, screen) {
         Some(p) => Some(start(lab, p)?),
@@ -226,6 +251,9 @@ pub fn run_trial(
     let sink = start(lab, Sink::new(secs + 5.0, 0.5))?;
     // Let the sink and the forwarder attach their programs.
     std::thread::sleep(Duration::from_millis(500));
+    if let (true, Some(r)) = (paused, &router) {
+        r.pause();
+    }
     let before = Counters::read(lab, router.as_ref())?;
     let spin = start(lab, Proc::Spin { secs })?;
     let gen = run(lab, Gen::new(rate, secs))?;
@@ -239,6 +267,7 @@ pub fn run_trial(
             r.finish::<XdpFwdReport>().map(|_| None)?
         }
         Some(r) => {
+            r.resume();
             r.stop();
             Some(r.finish::<RouterReport>()?)
         }

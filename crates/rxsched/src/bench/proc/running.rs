@@ -68,6 +68,16 @@ impl Running {
         self.signal(libc::SIGINT);
     }
 
+    /// Stops it where it stands (SIGSTOP), to measure what goes on without it.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a paused process go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
     fn signal(&self, sig: i32) {
         // SAFETY: signalling a child process this bench started, by its pid.
         unsafe { libc::kill(self.child.id() as i32, sig) };
