@@ -31,6 +31,7 @@
 //! Every frame is delivered, in flight (on a ring or in a batch under
 //! way), or dropped at a named point.
 
+mod router;
 pub mod sched;
 
 use crate::engine::interval::Interval;
@@ -38,9 +39,7 @@ use crate::error::SimError;
 use crate::metrics::{histogram, Histogram, Latency, Metrics, Samples};
 use crate::profile::{LabCosts, Profile};
 use crate::scenario::{LabForwarder, ProcessKind, Scenario};
-use rxsched_core::{
-    Clock, CycleLimit, DeviceId, Dir, DropPoint, Nanos, PollLoop, PollingFacility, Work,
-};
+use rxsched_core::{Clock, CycleLimit, DropPoint, Nanos, PollLoop, PollingFacility};
 use sched::{Class, Sched, IDLE, NORMAL};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -310,118 +309,6 @@ impl Lab {
         self.napi_next();
     }
 
-    /// Frames reached the socket's ring: the router's thread hears of it.
-    fn socket_ready(&mut self) {
-        if self.cpu.t[ROUTER].runnable {
-            return;
-        }
-        let wake = match &mut self.lp {
-            Some(lp) => {
-                lp.interrupts_enabled(DeviceId(0), Dir::Rx)
-                    && lp.interrupt(DeviceId(0), Dir::Rx) == rxsched_core::Wake::Now
-            }
-            None => true,
-        };
-        if wake {
-            self.router_wake();
-        }
-    }
-
-    fn router_wake(&mut self) {
-        let (run, _) = self.router_costs();
-        let item = if self.fwd == LabForwarder::PollingInXdp {
-            Item::Look
-        } else {
-            Item::RouterRun
-        };
-        self.item[ROUTER] = Some((item, run));
-        self.cpu.wake(ROUTER);
-    }
-
-    fn router_sleep(&mut self) {
-        self.item[ROUTER] = None;
-        self.cpu.sleep(ROUTER);
-    }
-
-    /// M4: charges the loop with the CPU the receive work used since the
-    /// last charge (the thread's, the NAPI thread's, and a wake-up cost
-    /// for each wake-up of either), and opens or closes the gate.
-    fn charge(&mut self) {
-        let Some(lp) = &mut self.lp else { return };
-        if self.limit {
-            let (r, n) = (&self.cpu.t[ROUTER], &self.cpu.t[NAPI]);
-            let used = r.cpu + n.cpu + self.c.wake * (r.wakeups + n.wakeups);
-            lp.charge(self.now, used.saturating_sub(self.charged));
-            self.charged = used;
-        }
-        let open = lp.input_inhibited(self.now).is_none();
-        self.cpu
-            .set_class(NAPI, if open { Class::Fifo(NAPI_PRIO) } else { IDLE });
-    }
-
-    /// The polling router's next unit of work (its loop's), or its sleep.
-    fn polling_next(&mut self) {
-        let now = self.now;
-        let (_, per_frame) = self.router_costs();
-        loop {
-            let lp = self.lp.as_mut().expect("a polling router has its loop");
-            match lp.next(&At(now)) {
-                None => return self.router_sleep(),
-                Some(Work::Switch) => continue,
-                Some(Work::Poll { budget, .. }) => {
-                    let mut n = 0;
-                    while n < self.xsk.len().min(budget as usize) && lp.proceed(now) {
-                        n += 1;
-                    }
-                    if n == 0 {
-                        lp.done(0, !self.xsk.is_empty(), &At(now));
-                        continue;
-                    }
-                    let frames: Vec<Nanos> = self.xsk.drain(..n).collect();
-                    self.item[ROUTER] = Some((Item::RouterBatch(frames), per_frame * n as u64));
-                    return;
-                }
-                Some(Work::EnableInterrupts { dev, dir }) => {
-                    lp.enabled(dev, dir, !self.xsk.is_empty());
-                }
-                Some(Work::Idle { until }) => {
-                    self.timer = until;
-                    self.charge();
-                    return self.router_sleep();
-                }
-            }
-        }
-    }
-
-    /// The interrupt-mode router's next batch, or its sleep.
-    fn interrupt_next(&mut self) {
-        let n = self.xsk.len().min(self.quota.max(1));
-        if n == 0 {
-            return self.router_sleep();
-        }
-        let frames: Vec<Nanos> = self.xsk.drain(..n).collect();
-        let (_, per_frame) = self.router_costs();
-        self.item[ROUTER] = Some((Item::RouterBatch(frames), per_frame * n as u64));
-    }
-
-    /// The in-XDP router looked: charges M4, and sleeps until its next look.
-    fn looked(&mut self) {
-        self.charge();
-        let now = self.now;
-        let lp = self.lp.as_mut().expect("a polling router has its loop");
-        if lp.deadline().is_some_and(|d| d <= now) {
-            let _ = lp.timer(now);
-        }
-        let look = lp
-            .cycle_headroom(now)
-            .map_or(LOOK_NS, |h| h.max(MIN_LOOK_NS))
-            .min(LOOK_NS);
-        let until = lp.deadline().map_or(now + look, |d| d.min(now + look));
-        self.charge();
-        self.timer = Some(until.max(now + 1));
-        self.router_sleep();
-    }
-
     /// Thread `t`'s item finished.
     fn finished(&mut self, t: usize, item: Item) {
         match item {
@@ -449,23 +336,6 @@ impl Lab {
             }
             Item::Look => self.looked(),
             Item::Compute => unreachable!("thread {t}: the compute loop never ends"),
-        }
-    }
-
-    /// The router's timer fired (an inhibit ends, or the in-XDP look).
-    fn timer_fired(&mut self) {
-        self.timer = None;
-        self.irq += self.c.wake;
-        if self.fwd == LabForwarder::PollingInXdp {
-            return self.router_wake();
-        }
-        let lp = self
-            .lp
-            .as_mut()
-            .expect("only a polling router sets a timer");
-        if lp.timer(self.now) == rxsched_core::Wake::Now {
-            self.charge();
-            self.router_wake();
         }
     }
 
