@@ -37,6 +37,11 @@ impl Interval {
         self.len() as f64 / 1e9
     }
 
+    /// Whether `t` lies inside it.
+    pub fn contains(&self, t: Nanos) -> bool {
+        (self.w0..self.end).contains(&t)
+    }
+
     /// The part of `[a, b)` inside it.
     pub fn clip(&self, a: Nanos, b: Nanos) -> Nanos {
         b.min(self.end).saturating_sub(a.max(self.w0))

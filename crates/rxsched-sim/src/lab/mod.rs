@@ -140,9 +140,10 @@ impl Lab {
             LabForwarder::Interrupt => Class::Fifo(DEVICE_PRIO),
             LabForwarder::Polling | LabForwarder::PollingInXdp => Class::Fifo(NAPI_PRIO),
         };
-        let router = match fwd {
-            LabForwarder::Polling | LabForwarder::PollingInXdp => Class::Fifo(DEVICE_PRIO),
-            _ => NORMAL,
+        let router = if fwd.polls() {
+            Class::Fifo(DEVICE_PRIO)
+        } else {
+            NORMAL
         };
         let mut classes = vec![napi, router];
         let compute = s.process.iter().any(|p| p.kind == ProcessKind::Compute);
@@ -150,9 +151,8 @@ impl Lab {
             classes.push(NORMAL);
         }
         let k = &s.kernel;
-        let limit = k.cycle_limit.enabled
-            && matches!(fwd, LabForwarder::Polling | LabForwarder::PollingInXdp);
-        let lp = matches!(fwd, LabForwarder::Polling | LabForwarder::PollingInXdp).then(|| {
+        let limit = k.cycle_limit.enabled && fwd.polls();
+        let lp = fwd.polls().then(|| {
             let mut fac = PollingFacility::new(k.quota);
             if limit {
                 fac = fac.with_cycle_limit(CycleLimit::new(
@@ -204,22 +204,22 @@ impl Lab {
         lab
     }
 
-    fn napi_frame(&self) -> Nanos {
+    /// The receive work's cost a run and a frame, by forwarder.
+    fn napi_costs(&self) -> (Nanos, Nanos) {
+        let c = &self.c;
         match self.fwd {
-            LabForwarder::Kernel => self.c.napi_kernel_forward,
-            LabForwarder::XdpFwd => self.c.napi_xdp_forward,
-            LabForwarder::PollingInXdp => self.c.napi_xdp_route,
-            LabForwarder::Interrupt | LabForwarder::Polling => self.c.napi_xsk_redirect,
+            LabForwarder::Kernel => (c.napi_kernel_run, c.napi_kernel_forward),
+            LabForwarder::XdpFwd => (c.napi_xdp_run, c.napi_xdp_forward),
+            LabForwarder::PollingInXdp => (c.napi_route_run, c.napi_xdp_route),
+            LabForwarder::Interrupt | LabForwarder::Polling => {
+                (c.napi_xsk_run, c.napi_xsk_redirect)
+            }
         }
     }
 
-    fn napi_run(&self) -> Nanos {
-        match self.fwd {
-            LabForwarder::Kernel => self.c.napi_kernel_run,
-            LabForwarder::XdpFwd => self.c.napi_xdp_run,
-            LabForwarder::PollingInXdp => self.c.napi_route_run,
-            LabForwarder::Interrupt | LabForwarder::Polling => self.c.napi_xsk_run,
-        }
+    /// Frames the socket's ring has room for.
+    fn xsk_room(&self) -> usize {
+        (self.c.xsk_rx_ring as usize).saturating_sub(self.xsk.len())
     }
 
     fn router_costs(&self) -> (Nanos, Nanos) {
@@ -237,7 +237,7 @@ impl Lab {
 
     fn deliver(&mut self, frames: &[Nanos]) {
         self.delivered += frames.len() as u64;
-        if self.now >= self.w.w0 && self.now < self.w.end {
+        if self.w.contains(self.now) {
             self.in_window.delivered += frames.len() as u64;
             for &a in frames {
                 let _ = self.latency.record(self.now - a);
@@ -252,7 +252,7 @@ impl Lab {
         self.owed -= n;
         let n = n as u64;
         self.arrived += n;
-        if self.now >= self.w.w0 && self.now < self.w.end {
+        if self.w.contains(self.now) {
             self.in_window.arrived += n;
         }
         let room = (self.c.veth_ring as usize).saturating_sub(self.veth.len()) as u64;
@@ -261,7 +261,7 @@ impl Lab {
             .extend(std::iter::repeat_n(self.now, kept as usize));
         self.drop(DropPoint::NicRxRing, n - kept);
         if kept > 0 && !self.cpu.t[NAPI].runnable {
-            self.item[NAPI] = Some((Item::NapiRun, self.napi_run()));
+            self.item[NAPI] = Some((Item::NapiRun, self.napi_costs().0));
             self.cpu.wake(NAPI);
             self.irq += self.c.wake;
         }
@@ -280,31 +280,26 @@ impl Lab {
         // A frame the socket's ring will refuse costs what a refused
         // redirect costs (the ring's room as the poll starts: nothing
         // drains it before the poll ends).
-        let cost = match self.fwd {
-            LabForwarder::Interrupt | LabForwarder::Polling => {
-                let fits = n.min((self.c.xsk_rx_ring as usize).saturating_sub(self.xsk.len()));
-                self.c.napi_xsk_redirect * fits as u64 + self.c.napi_xsk_full * (n - fits) as u64
-            }
-            _ => self.napi_frame() * n as u64,
+        let fits = if self.fwd.to_socket() {
+            n.min(self.xsk_room())
+        } else {
+            n
         };
+        let cost = self.napi_costs().1 * fits as u64 + self.c.napi_xsk_full * (n - fits) as u64;
         self.item[NAPI] = Some((Item::NapiPoll(frames), cost));
     }
 
     /// A NAPI poll finished: its frames are forwarded, or on the socket.
     fn napi_polled(&mut self, frames: Vec<Nanos>) {
-        match self.fwd {
-            LabForwarder::Kernel | LabForwarder::XdpFwd | LabForwarder::PollingInXdp => {
-                self.deliver(&frames)
+        if self.fwd.to_socket() {
+            let kept = frames.len().min(self.xsk_room());
+            self.xsk.extend(&frames[..kept]);
+            self.drop(DropPoint::XskRxRing, (frames.len() - kept) as u64);
+            if kept > 0 {
+                self.socket_ready();
             }
-            LabForwarder::Interrupt | LabForwarder::Polling => {
-                let room = (self.c.xsk_rx_ring as usize).saturating_sub(self.xsk.len());
-                let kept = frames.len().min(room);
-                self.xsk.extend(&frames[..kept]);
-                self.drop(DropPoint::XskRxRing, (frames.len() - kept) as u64);
-                if kept > 0 {
-                    self.socket_ready();
-                }
-            }
+        } else {
+            self.deliver(&frames);
         }
         self.napi_next();
     }
@@ -443,7 +438,7 @@ impl Lab {
             .map(|(p, &n)| (p.name().to_string(), n))
             .collect();
         let mut busy = 0.0;
-        let ours = !matches!(self.fwd, LabForwarder::Kernel | LabForwarder::XdpFwd);
+        let ours = self.fwd.ours();
         for (i, name) in ["napi", "router", "user:compute"].iter().enumerate() {
             if i < self.cpu.t.len() && (i != ROUTER || ours) {
                 m.cpu.insert(name.to_string(), share(i));

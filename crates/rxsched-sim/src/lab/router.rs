@@ -114,6 +114,7 @@ impl Lab {
             .map_or(LOOK_NS, |h| h.max(MIN_LOOK_NS))
             .min(LOOK_NS);
         let until = lp.deadline().map_or(now + look, |d| d.min(now + look));
+        // Again, so that the gate follows an inhibit the timer ended.
         self.charge();
         self.timer = Some(until.max(now + 1));
         self.router_sleep();

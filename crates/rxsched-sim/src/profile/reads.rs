@@ -64,7 +64,7 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
                 F::PollingInXdp => ["lab.napi_xdp_route", "lab.napi_route_run"],
                 F::Interrupt | F::Polling => ["lab.napi_xsk_redirect", "lab.napi_xsk_run"],
             });
-            if matches!(fwd, F::Interrupt | F::Polling) {
+            if fwd.to_socket() {
                 keys.push("lab.napi_xsk_full");
             }
             match fwd {

@@ -24,6 +24,24 @@ pub enum LabForwarder {
     PollingInXdp,
 }
 
+impl LabForwarder {
+    /// Whether rxsched's polling thread keeps the policy (its loop, M4).
+    pub fn polls(self) -> bool {
+        matches!(self, LabForwarder::Polling | LabForwarder::PollingInXdp)
+    }
+
+    /// Whether the receive work hands frames to the router's AF_XDP
+    /// socket, rather than forwarding them itself.
+    pub fn to_socket(self) -> bool {
+        matches!(self, LabForwarder::Polling | LabForwarder::Interrupt)
+    }
+
+    /// Whether rxsched's router runs at all (a thread of its own).
+    pub fn ours(self) -> bool {
+        self.polls() || self.to_socket()
+    }
+}
+
 /// `[lab]`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -110,14 +110,21 @@ const NAPI: &[(&str, &str, Forwarder, &str)] = &[
     ),
 ];
 
-/// The rates a point forwarded, its NAPI threads' runs, and their CPU
-/// time, each per second.
-fn napi_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
-    let delivered = delivered(p, rate)?;
-    let runs = p.get("napi_runs_per_s").unwrap_or(0.0);
-    let cpu = p.get("napi_cpu_share").unwrap_or(0.0) * 1e9;
-    Ok((delivered, runs, cpu))
+/// A thread's trial, a second: `frames`, the thread's runs and its CPU
+/// time in ns, read from the point's metrics `runs` and `cpu` (a share).
+fn per_second(p: &Point, frames: f64, runs: &str, cpu: &str) -> (f64, f64, f64) {
+    let runs = p.get(runs).unwrap_or(0.0);
+    let cpu = p.get(cpu).unwrap_or(0.0) * 1e9;
+    (frames, runs, cpu)
 }
+
+/// The NAPI threads at a point offered `rate`, over the frames forwarded.
+fn napi_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
+    Ok(per_second(p, delivered(p, rate)?, NAPI_RUNS, NAPI_CPU))
+}
+
+const NAPI_RUNS: &str = "napi_runs_per_s";
+const NAPI_CPU: &str = "napi_cpu_share";
 
 /// What a point forwarded, refused when far below what was offered.
 fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
@@ -131,25 +138,24 @@ fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
     Ok(delivered)
 }
 
-/// The frames the receive work took at a point (offered less what veth's
-/// ring dropped), its NAPI threads' runs and their CPU time, a second.
+/// The NAPI threads at a point, over the frames they took (offered less
+/// what veth's ring dropped), whether forwarded or not.
 fn napi_taken(p: &Point) -> (f64, f64, f64) {
     let offered = p.get("offered_pps").unwrap_or(0.0);
     let arrived = p.get("arrived").unwrap_or(0.0).max(1.0);
     let ring = p.get("drops.nic_rx_ring").unwrap_or(0.0);
     let taken = offered * (1.0 - ring / arrived).max(0.0);
-    let runs = p.get("napi_runs_per_s").unwrap_or(0.0);
-    let cpu = p.get("napi_cpu_share").unwrap_or(0.0) * 1e9;
-    (taken, runs, cpu)
+    per_second(p, taken, NAPI_RUNS, NAPI_CPU)
 }
 
-/// The rates our router forwarded at a point offered `rate`, its thread's
-/// runs, and its CPU time, each per second.
+/// Our router's thread at a point offered `rate`, over the frames forwarded.
 fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
-    let delivered = delivered(p, rate)?;
-    let runs = p.get("router_runs_per_s").unwrap_or(0.0);
-    let cpu = p.get("cpu.router").unwrap_or(0.0) * 1e9;
-    Ok((delivered, runs, cpu))
+    Ok(per_second(
+        p,
+        delivered(p, rate)?,
+        "router_runs_per_s",
+        "cpu.router",
+    ))
 }
 
 /// A cost per frame and per run from trials, each (frames, runs, CPU
@@ -282,8 +288,7 @@ pub fn measure(
             "napi_xsk_full",
             format!(
                 "the NAPI threads' CPU per frame redirected to a socket whose ring is full \
-                 (the polling router stopped): trials at {}, least squares",
-                list(&RATES)
+                 (the polling router stopped): {rates}, least squares"
             ),
             split(&full).0,
         );

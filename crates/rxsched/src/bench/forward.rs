@@ -47,6 +47,20 @@ pub struct Screen {
 }
 
 impl Forwarder {
+    /// How the simulator's lab host models it: its `lab.forwarder`, and
+    /// whether M4 is on at 50%.
+    pub fn lab_model(self) -> (&'static str, bool) {
+        match self {
+            Forwarder::Kernel => ("kernel", false),
+            Forwarder::XdpFwd => ("xdp-fwd", false),
+            Forwarder::Interrupt => ("interrupt", false),
+            Forwarder::Polling => ("polling", false),
+            Forwarder::PollingLimit50 => ("polling", true),
+            Forwarder::PollingInXdp => ("polling-in-xdp", false),
+            Forwarder::PollingInXdpLimit50 => ("polling-in-xdp", true),
+        }
+    }
+
     /// The series label in the result files.
     pub fn label(self) -> &'static str {
         match self {

@@ -4,6 +4,7 @@
 //! --real`), its curve beside the measured one as `<label>-predicted`, and
 //! the check file's `[[prediction]]`s judging how far it was.
 
+use super::router::FORWARDERS;
 use super::BenchError;
 use crate::experiments::{self, BenchFile, ExperimentFile};
 use crate::result::{Point, ResultFile, Series};
@@ -11,18 +12,6 @@ use std::path::Path;
 
 /// The suffix of a predicted series' label.
 pub const SUFFIX: &str = "-predicted";
-
-/// The measured series the lab host predicts: label, its forwarder, and
-/// whether M4 is on at 50%.
-const PREDICTED: &[(&str, &str, bool)] = &[
-    ("kernel", "kernel", false),
-    ("xdp-fwd", "xdp-fwd", false),
-    ("interrupt", "interrupt", false),
-    ("polling", "polling", false),
-    ("polling-in-xdp", "polling-in-xdp", false),
-    ("polling-cycle-limit-50", "polling", true),
-    ("polling-in-xdp-cycle-limit-50", "polling-in-xdp", true),
-];
 
 /// The experiment whose scenario the predictions run.
 const SCENARIO: &str = "lab-router";
@@ -47,9 +36,10 @@ pub fn add(
     let mut added = Vec::new();
     let mut n = 0;
     for s in &r.series {
-        let Some(&(_, fwd, limit)) = PREDICTED.iter().find(|p| p.0 == s.label) else {
+        let Some(f) = FORWARDERS.iter().find(|f| f.label() == s.label) else {
             continue;
         };
+        let (fwd, limit) = f.lab_model();
         progress(&format!("predicting {} on {profile}", s.label));
         let mut out = Series::new(&format!("{}{SUFFIX}", s.label));
         for p in &s.points {

@@ -17,7 +17,7 @@ use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::Lab;
 
 /// The forwarders swept, in the order of the series.
-const FORWARDERS: [Forwarder; 7] = [
+pub const FORWARDERS: [Forwarder; 7] = [
     Forwarder::Kernel,
     Forwarder::XdpFwd,
     Forwarder::Interrupt,
