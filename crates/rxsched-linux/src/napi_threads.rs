@@ -212,8 +212,10 @@ pub fn cpu_ns(tid: i32) -> SysResult<u64> {
     schedstat_ns(tid)
 }
 
-/// CPU time thread `tid` has used, in ns (`/proc/TID/schedstat`).
-fn schedstat_ns(tid: i32) -> SysResult<u64> {
+/// CPU time thread `tid` has used, in ns (`/proc/TID/schedstat`): the
+/// thread's alone, where [`cpu_ns`] of a process's first thread is the
+/// whole process's.
+pub fn schedstat_ns(tid: i32) -> SysResult<u64> {
     schedstat(tid, 0)
 }
 

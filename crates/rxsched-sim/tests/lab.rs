@@ -141,3 +141,157 @@ fn a_profile_without_the_lab_costs_is_refused() {
     };
     assert!(e.contains("[lab]"), "{e}");
 }
+
+/// The lab host's valid forms with a stage behind the router (the
+/// screening process, the monitor's writer) or rules in the receive work:
+/// (forwarder, lab.screen, M3).
+const SCREENED: [(&str, &str, bool); 10] = [
+    ("interrupt", "process", false),
+    ("polling", "process", false),
+    ("polling", "process", true),
+    ("polling-in-xdp", "program", false),
+    ("kernel", "program", false),
+    ("polling", "none", false),
+    ("capture-copy", "none", true),
+    ("capture-copy", "none", false),
+    ("capture-take", "none", true),
+    ("capture-take", "none", false),
+];
+
+fn screened(fwd: &str, screen: &str, feedback: bool, queue: u32, rate: f64) -> Metrics {
+    lab(&[
+        ("lab.forwarder", format!("\"{fwd}\"")),
+        ("lab.screen", format!("\"{screen}\"")),
+        ("lab.screen_queue", queue.to_string()),
+        ("lab.filter_queue", queue.to_string()),
+        ("kernel.feedback.enabled", feedback.to_string()),
+        ("traffic.rate_pps", rate.to_string()),
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// With a screening process or rules in the receive work, every frame
+    /// is still delivered, queued somewhere, or dropped at a named point.
+    #[test]
+    fn conservation_with_screening(
+        form in prop::sample::select(SCREENED.to_vec()),
+        queue in 1u32..2048,
+        rate in 0.0f64..4e6,
+    ) {
+        let (fwd, screen, feedback) = form;
+        let m = screened(fwd, screen, feedback, queue, rate);
+        prop_assert_eq!(m.arrived, m.delivered + m.drops.values().sum::<u64>() + m.in_flight);
+        let cpu: f64 = m.cpu.values().sum();
+        prop_assert!((cpu - 1.0).abs() < 1e-6, "CPU shares sum to {}", cpu);
+    }
+}
+
+/// Mogul & Ramakrishnan's screend on the lab host: without feedback the
+/// polling router fills the screening queue and the process starves, its
+/// frames dying at the queue after the router's work; with M3 on the same
+/// 32-frame queue the router stops taking input instead, the frames die
+/// on the device's ring before any work, and forwarding holds up.
+#[test]
+fn screening_without_feedback_livelocks_and_feedback_moves_the_drops_before_the_work() {
+    let peak = |fb: bool| {
+        [50e3, 100e3, 200e3]
+            .iter()
+            .map(|&r| screened("polling", "process", fb, 32, r).delivered_pps)
+            .fold(0.0, f64::max)
+    };
+    let none = screened("polling", "process", false, 32, 4e6);
+    assert!(
+        none.delivered_pps < 0.2 * peak(false),
+        "without feedback: {} at 4 Mpps, peak {}",
+        none.delivered_pps,
+        peak(false)
+    );
+    assert!(
+        drops(&none, "screen_queue") > drops(&none, "nic_rx_ring") / 10,
+        "{:?}",
+        none.drops
+    );
+    let fb = screened("polling", "process", true, 32, 4e6);
+    assert!(
+        fb.delivered_pps > 0.8 * peak(true),
+        "with feedback: {} at 4 Mpps, peak {}",
+        fb.delivered_pps,
+        peak(true)
+    );
+    assert_eq!(drops(&fb, "screen_queue"), 0, "{:?}", fb.drops);
+    assert!(fb.inhibits.get("queue_feedback").copied().unwrap_or(0) > 0);
+    // The screening process and the compute process share what is left.
+    assert!(
+        fb.cpu["screen"] > 0.1 && fb.cpu["user:compute"] > 0.1,
+        "{:?}",
+        fb.cpu
+    );
+}
+
+/// Screening where the host has nothing to screen with is refused, naming
+/// the key.
+#[test]
+fn a_screen_the_forwarder_cannot_run_is_refused() {
+    let l = Loaded::parse("test.toml", BASE.to_string(), None).unwrap();
+    for (sets, key) in [
+        (
+            vec!["lab.forwarder=\"kernel\"", "lab.screen=\"process\""],
+            "lab.screen",
+        ),
+        (
+            vec!["lab.forwarder=\"xdp-fwd\"", "lab.screen=\"program\""],
+            "lab.screen",
+        ),
+        (
+            vec!["kernel.feedback.enabled=true"],
+            "kernel.feedback.enabled",
+        ),
+    ] {
+        let sets: Vec<_> = sets
+            .iter()
+            .map(|s| rxsched_sim::scenario::parse_set(s).unwrap())
+            .collect();
+        let e = l.with(&sets).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
+    }
+}
+
+/// The monitor on the lab host: taking the frames without feedback, its
+/// polling thread fills the packet-filter queue and the writer starves;
+/// with feedback it writes at the highest rate nearly what it writes at
+/// its peak. Copying, what it cannot copy dies uncopied (`copy_ring`)
+/// before the copy's work, and the queue never overflows.
+#[test]
+fn the_monitor_needs_feedback_to_write_under_overload() {
+    let peak = |fwd: &str, fb: bool| {
+        [50e3, 100e3, 200e3, 400e3]
+            .iter()
+            .map(|&r| screened(fwd, "none", fb, 1024, r).delivered_pps)
+            .fold(0.0, f64::max)
+    };
+    let none = screened("capture-take", "none", false, 1024, 4e6);
+    assert!(
+        none.delivered_pps < 0.2 * peak("capture-take", false),
+        "taking without feedback: {} at 4 Mpps, peak {}",
+        none.delivered_pps,
+        peak("capture-take", false)
+    );
+    assert!(drops(&none, "filter_queue") > 0, "{:?}", none.drops);
+    let fb = screened("capture-take", "none", true, 1024, 4e6);
+    assert!(
+        fb.delivered_pps > 0.8 * peak("capture-take", true),
+        "taking with feedback: {} at 4 Mpps, peak {}",
+        fb.delivered_pps,
+        peak("capture-take", true)
+    );
+    assert_eq!(drops(&fb, "filter_queue"), 0, "{:?}", fb.drops);
+    let copy = screened("capture-copy", "none", true, 1024, 4e6);
+    assert_eq!(drops(&copy, "filter_queue"), 0, "{:?}", copy.drops);
+    assert!(
+        copy.delivered_pps > 0.0 && copy.cpu["writer"] > 0.0,
+        "{:?}",
+        copy.cpu
+    );
+}

@@ -105,6 +105,8 @@ experiments! {
     hansen_scaling => "hansen-scaling",
     lab_router => "lab-router",
     lab_cpu_limit => "lab-cpu-limit",
+    lab_screen => "lab-screen",
+    lab_capture => "lab-capture",
 }
 
 /// Strips the one field allowed to differ between identical runs.

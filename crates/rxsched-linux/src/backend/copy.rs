@@ -30,6 +30,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes before a copy's frame in its record: its length, and padding.
 const HEADER: usize = 8;
+/// The ring buffer's size (`copy_ring`'s `max_entries` in the program).
+pub const RING_BYTES: u64 = 1 << 21;
+/// The record of a short frame: the ring buffer's 8-byte header, the
+/// copy's header, and the smallest size class (128 bytes).
+pub const SHORT_RECORD_BYTES: u64 = 8 + HEADER as u64 + 128;
+/// Unread bytes at which a copy wakes the reader (`WAKE_BYTES`).
+pub const WAKE_BYTES: u64 = 64 << 10;
 /// The program wakes the reader at least this often while copies flow
 /// (`WAKE_NS` in `bpf/monitor.bpf.c`), but not for a copy that follows
 /// the last wake-up closely: the reader looks again this soon on its own.

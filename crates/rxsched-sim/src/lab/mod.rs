@@ -27,19 +27,30 @@
 //!   the interrupted task loses), accounted as `interrupt`.
 //! - A compute process, if the scenario has one, runs whenever nothing
 //!   else wants the CPU, and shares it fairly with normal threads.
+//! - With a screening process (`lab.screen = "process"`, [`stage`]), the
+//!   router hands its frames to the process's queue instead of sending
+//!   them; the process, a normal thread, judges and sends them in batches,
+//!   and M3 (`kernel.feedback`) watches its queue. Rules in the receive
+//!   work (`"program"`) cost that work more per frame.
+//! - The monitor (`capture-copy`, `capture-take`) is a polling thread
+//!   reading copies off a ring buffer (woken as the copying program wakes
+//!   it, and looking again every millisecond while copies flow) or frames
+//!   off its socket, onto a packet-filter queue that a writer thread
+//!   drains, in the screening process's place.
 //!
 //! Every frame is delivered, in flight (on a ring or in a batch under
 //! way), or dropped at a named point.
 
 mod router;
 pub mod sched;
+mod stage;
 
 use crate::engine::interval::Interval;
 use crate::error::SimError;
 use crate::metrics::{histogram, Histogram, Latency, Metrics, Samples};
 use crate::profile::{LabCosts, Profile};
-use crate::scenario::{LabForwarder, ProcessKind, Scenario};
-use rxsched_core::{Clock, CycleLimit, DropPoint, Nanos, PollLoop, PollingFacility};
+use crate::scenario::{LabForwarder, LabScreen, ProcessKind, Scenario};
+use rxsched_core::{Clock, CycleLimit, DropPoint, Nanos, PollLoop, PollingFacility, QueueFeedback};
 use sched::{Class, Sched, IDLE, NORMAL};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -59,6 +70,15 @@ const MIN_LOOK_NS: Nanos = 50_000;
 const NAPI: usize = 0;
 const ROUTER: usize = 1;
 const COMPUTE: usize = 2;
+/// The stage behind the router: the screening process or the monitor's writer.
+const STAGE: usize = 3;
+/// The monitor's polling thread copying (`KTHREAD_PRIO`).
+const MONITOR_PRIO: u8 = 1;
+/// The copying program wakes the monitor at least this often while
+/// copies flow, and the monitor looks again this soon on its own.
+const COPY_LOOK_NS: Nanos = 1_000_000;
+/// How long after its last copy the monitor keeps looking on its own.
+const FLOWING_NS: Nanos = 100_000_000;
 
 /// A unit of a thread's work, charged as one stretch of CPU.
 #[derive(Debug, Clone)]
@@ -73,6 +93,11 @@ enum Item {
     RouterBatch(Vec<Nanos>),
     /// The in-XDP router's look at its counters.
     Look,
+    /// The stage's thread woke: its run beside its frames.
+    StageRun,
+    /// The stage judges and sends (or writes) this many frames, the
+    /// oldest on its queue (they stay queued until it is done).
+    StageBatch(usize),
     /// The compute process's loop, forever.
     Compute,
 }
@@ -95,6 +120,7 @@ impl Clock for At {
 pub struct Lab {
     c: LabCosts,
     fwd: LabForwarder,
+    screen: LabScreen,
     rate: f64,
     quota: usize,
     w: Interval,
@@ -103,6 +129,16 @@ pub struct Lab {
     item: Vec<Option<(Item, Nanos)>>,
     veth: VecDeque<Nanos>,
     xsk: VecDeque<Nanos>,
+    /// The stage's queue, its size, and the level at which the stage
+    /// kicks the router (M3 asked for it).
+    sq: VecDeque<Nanos>,
+    sq_cap: usize,
+    kick_at: Option<usize>,
+    compute: bool,
+    /// Copying: when the program last woke the monitor, and when the
+    /// monitor last took copies.
+    copy_woke: Option<Nanos>,
+    took: Option<Nanos>,
     lp: Option<PollLoop>,
     limit: bool,
     charged: Nanos,
@@ -133,23 +169,29 @@ impl Lab {
     /// The DUT a scenario describes, on its profile's `[lab]` costs.
     pub fn new(s: &Scenario, p: &Profile) -> Lab {
         let c = p.lab.clone().unwrap_or_default();
-        let fwd = s.lab.clone().unwrap_or_default().forwarder;
+        let cfg = s.lab.clone().unwrap_or_default();
+        let fwd = cfg.forwarder;
         let rate = s.traffic.iter().map(|t| t.rate_pps).sum::<f64>();
         let napi = match fwd {
-            LabForwarder::Kernel | LabForwarder::XdpFwd => NORMAL,
+            LabForwarder::Kernel | LabForwarder::XdpFwd | LabForwarder::CaptureCopy => NORMAL,
             LabForwarder::Interrupt => Class::Fifo(DEVICE_PRIO),
-            LabForwarder::Polling | LabForwarder::PollingInXdp => Class::Fifo(NAPI_PRIO),
+            LabForwarder::Polling | LabForwarder::PollingInXdp | LabForwarder::CaptureTake => {
+                Class::Fifo(NAPI_PRIO)
+            }
         };
-        let router = if fwd.polls() {
-            Class::Fifo(DEVICE_PRIO)
+        let router = match fwd {
+            LabForwarder::CaptureCopy => Class::Fifo(MONITOR_PRIO),
+            _ if fwd.polls() => Class::Fifo(DEVICE_PRIO),
+            _ => NORMAL,
+        };
+        let queue = if fwd.captures() {
+            cfg.filter_queue
         } else {
-            NORMAL
+            cfg.screen_queue
         };
-        let mut classes = vec![napi, router];
+        // The compute process and the screening process, if any: normal.
+        let classes = [napi, router, NORMAL, NORMAL];
         let compute = s.process.iter().any(|p| p.kind == ProcessKind::Compute);
-        if compute {
-            classes.push(NORMAL);
-        }
         let k = &s.kernel;
         let limit = k.cycle_limit.enabled && fwd.polls();
         let lp = fwd.polls().then(|| {
@@ -158,6 +200,19 @@ impl Lab {
                 fac = fac.with_cycle_limit(CycleLimit::new(
                     (k.cycle_limit.period_us * 1e3) as Nanos,
                     k.cycle_limit.percent / 100.0,
+                ));
+            }
+            let f = &k.feedback;
+            let timeout = (f.timeout_us * 1e3) as Nanos;
+            if f.enabled && f.min_free > 0 {
+                // The monitor's form: resumed only by the timeout.
+                fac = fac.with_feedback(QueueFeedback::min_free(queue, f.min_free, timeout));
+            } else if f.enabled {
+                fac = fac.with_feedback(QueueFeedback::watermarks(
+                    queue,
+                    f.high_pct / 100.0,
+                    f.low_pct / 100.0,
+                    timeout,
                 ));
             }
             let mut lp = PollLoop::new(fac).with_inhibit_check(k.inhibit_check);
@@ -169,6 +224,7 @@ impl Lab {
         let mut lab = Lab {
             quota: k.quota.as_count().min(1 << 20) as usize,
             fwd,
+            screen: cfg.screen,
             rate,
             w,
             now: 0,
@@ -176,6 +232,12 @@ impl Lab {
             item: vec![None; classes.len()],
             veth: VecDeque::new(),
             xsk: VecDeque::new(),
+            sq: VecDeque::new(),
+            sq_cap: queue as usize,
+            kick_at: None,
+            compute,
+            copy_woke: None,
+            took: None,
             lp,
             limit,
             charged: 0,
@@ -207,25 +269,46 @@ impl Lab {
     /// The receive work's cost a run and a frame, by forwarder.
     fn napi_costs(&self) -> (Nanos, Nanos) {
         let c = &self.c;
+        let rules = self.screen == LabScreen::Program;
         match self.fwd {
+            LabForwarder::Kernel if rules => (c.napi_kernel_run, c.napi_nft_forward),
             LabForwarder::Kernel => (c.napi_kernel_run, c.napi_kernel_forward),
             LabForwarder::XdpFwd => (c.napi_xdp_run, c.napi_xdp_forward),
+            LabForwarder::PollingInXdp if rules => (c.napi_route_run, c.napi_xdp_screen),
             LabForwarder::PollingInXdp => (c.napi_route_run, c.napi_xdp_route),
-            LabForwarder::Interrupt | LabForwarder::Polling => {
+            LabForwarder::Interrupt | LabForwarder::Polling | LabForwarder::CaptureTake => {
                 (c.napi_xsk_run, c.napi_xsk_redirect)
             }
+            LabForwarder::CaptureCopy => (c.napi_copy_run, c.napi_copy),
         }
     }
 
-    /// Frames the socket's ring has room for.
+    /// Frames the socket's ring (copying: the ring buffer) has room for.
     fn xsk_room(&self) -> usize {
-        (self.c.xsk_rx_ring as usize).saturating_sub(self.xsk.len())
+        let cap = match self.fwd {
+            LabForwarder::CaptureCopy => self.c.copy_ring,
+            _ => self.c.xsk_rx_ring,
+        };
+        (cap as usize).saturating_sub(self.xsk.len())
+    }
+
+    /// Whether the router hands its frames to a stage behind it.
+    fn staged(&self) -> bool {
+        self.screen == LabScreen::Process || self.fwd.captures()
     }
 
     fn router_costs(&self) -> (Nanos, Nanos) {
+        let c = &self.c;
+        let screened = self.screen == LabScreen::Process;
         match self.fwd {
-            LabForwarder::Interrupt => (self.c.router_interrupt_run, self.c.router_interrupt),
-            _ => (self.c.router_polling_run, self.c.router_polling),
+            LabForwarder::CaptureCopy => (c.capture_run, c.capture_copy),
+            LabForwarder::CaptureTake => (c.capture_take_run, c.capture_take),
+            LabForwarder::Interrupt if screened => {
+                (c.router_interrupt_screen_run, c.router_interrupt_screen)
+            }
+            LabForwarder::Interrupt => (c.router_interrupt_run, c.router_interrupt),
+            _ if screened => (c.router_screen_run, c.router_screen),
+            _ => (c.router_polling_run, c.router_polling),
         }
     }
 
@@ -280,18 +363,21 @@ impl Lab {
         // A frame the socket's ring will refuse costs what a refused
         // redirect costs (the ring's room as the poll starts: nothing
         // drains it before the poll ends).
-        let fits = if self.fwd.to_socket() {
-            n.min(self.xsk_room())
-        } else {
-            n
+        let ringed = self.fwd.to_socket() || self.fwd == LabForwarder::CaptureCopy;
+        let fits = if ringed { n.min(self.xsk_room()) } else { n };
+        let full = match self.fwd {
+            LabForwarder::CaptureCopy => self.c.napi_copy_full,
+            _ => self.c.napi_xsk_full,
         };
-        let cost = self.napi_costs().1 * fits as u64 + self.c.napi_xsk_full * (n - fits) as u64;
+        let cost = self.napi_costs().1 * fits as u64 + full * (n - fits) as u64;
         self.item[NAPI] = Some((Item::NapiPoll(frames), cost));
     }
 
     /// A NAPI poll finished: its frames are forwarded, or on the socket.
     fn napi_polled(&mut self, frames: Vec<Nanos>) {
-        if self.fwd.to_socket() {
+        if self.fwd == LabForwarder::CaptureCopy {
+            self.copied(frames);
+        } else if self.fwd.to_socket() {
             let kept = frames.len().min(self.xsk_room());
             self.xsk.extend(&frames[..kept]);
             self.drop(DropPoint::XskRxRing, (frames.len() - kept) as u64);
@@ -317,19 +403,26 @@ impl Lab {
                 }
             }
             Item::RouterBatch(frames) => {
-                self.deliver(&frames);
+                let n = frames.len();
+                if self.staged() {
+                    self.hand_to_stage(frames);
+                } else {
+                    self.deliver(&frames);
+                }
                 match self.fwd {
                     LabForwarder::Interrupt => self.interrupt_next(),
                     _ => {
                         let more = !self.xsk.is_empty();
                         let lp = self.lp.as_mut().expect("a polling router has its loop");
-                        lp.done(frames.len() as u32, more, &At(self.now));
+                        lp.done(n as u32, more, &At(self.now));
                         self.charge();
                         self.polling_next();
                     }
                 }
             }
             Item::Look => self.looked(),
+            Item::StageRun => self.stage_next(),
+            Item::StageBatch(n) => self.staged_out(n),
             Item::Compute => unreachable!("thread {t}: the compute loop never ends"),
         }
     }
@@ -354,7 +447,7 @@ impl Lab {
                 _ => 0,
             })
             .sum::<u64>();
-        (self.veth.len() + self.xsk.len()) as u64 + held
+        (self.veth.len() + self.xsk.len() + self.sq.len()) as u64 + held
     }
 
     /// Runs to the end of the measured interval.
@@ -439,8 +532,20 @@ impl Lab {
             .collect();
         let mut busy = 0.0;
         let ours = self.fwd.ours();
-        for (i, name) in ["napi", "router", "user:compute"].iter().enumerate() {
-            if i < self.cpu.t.len() && (i != ROUTER || ours) {
+        let stage = if self.fwd.captures() {
+            "writer"
+        } else {
+            "screen"
+        };
+        let staged = self.staged();
+        let threads = [
+            (NAPI, "napi", true),
+            (ROUTER, "router", ours),
+            (COMPUTE, "user:compute", self.compute),
+            (STAGE, stage, staged),
+        ];
+        for (i, name, here) in threads {
+            if here {
                 m.cpu.insert(name.to_string(), share(i));
                 busy += share(i);
             }
@@ -453,6 +558,9 @@ impl Lab {
         m.extra.insert("napi_runs_per_s".into(), per_s(NAPI));
         if ours {
             m.extra.insert("router_runs_per_s".into(), per_s(ROUTER));
+        }
+        if staged {
+            m.extra.insert(format!("{stage}_runs_per_s"), per_s(STAGE));
         }
         if let Some(lp) = &self.lp {
             m.mode_switches = lp.mode_switches();

@@ -3,7 +3,10 @@
 //! mode's batches), M4's charge and the gate, and the in-XDP router's look.
 
 use super::sched::Class;
-use super::{At, Item, Lab, LabForwarder, IDLE, LOOK_NS, MIN_LOOK_NS, NAPI, NAPI_PRIO, ROUTER};
+use super::{
+    At, Item, Lab, LabForwarder, COPY_LOOK_NS, FLOWING_NS, IDLE, LOOK_NS, MIN_LOOK_NS, NAPI,
+    NAPI_PRIO, ROUTER,
+};
 use rxsched_core::{DeviceId, Dir, Nanos, Work};
 
 impl Lab {
@@ -42,14 +45,24 @@ impl Lab {
 
     /// M4: charges the loop with the CPU the receive work used since the
     /// last charge (the thread's, the NAPI thread's, and a wake-up cost
-    /// for each wake-up of either), and opens or closes the gate.
+    /// for each wake-up of either), and opens or closes the gate. A
+    /// copying monitor has no gate, and is charged its own thread's alone
+    /// (the receive work is the host's).
     pub(super) fn charge(&mut self) {
+        let copying = self.fwd == LabForwarder::CaptureCopy;
         let Some(lp) = &mut self.lp else { return };
         if self.limit {
             let (r, n) = (&self.cpu.t[ROUTER], &self.cpu.t[NAPI]);
-            let used = r.cpu + n.cpu + self.c.wake * (r.wakeups + n.wakeups);
+            let used = if copying {
+                r.cpu + self.c.wake * r.wakeups
+            } else {
+                r.cpu + n.cpu + self.c.wake * (r.wakeups + n.wakeups)
+            };
             lp.charge(self.now, used.saturating_sub(self.charged));
             self.charged = used;
+        }
+        if copying {
+            return;
         }
         let open = lp.input_inhibited(self.now).is_none();
         self.cpu
@@ -66,23 +79,39 @@ impl Lab {
                 None => return self.router_sleep(),
                 Some(Work::Switch) => continue,
                 Some(Work::Poll { budget, .. }) => {
+                    let staged = self.staged();
                     let mut n = 0;
-                    while n < self.xsk.len().min(budget as usize) && lp.proceed(now) {
+                    while n < self.xsk.len().min(budget as usize)
+                        && self.lp.as_mut().is_some_and(|lp| lp.proceed(now))
+                    {
                         n += 1;
+                        // M3 hears the screening queue's length after each frame.
+                        if staged {
+                            self.stage_level(n);
+                        }
                     }
+                    let lp = self.lp.as_mut().expect("a polling router has its loop");
                     if n == 0 {
                         lp.done(0, !self.xsk.is_empty(), &At(now));
                         continue;
                     }
                     let frames: Vec<Nanos> = self.xsk.drain(..n).collect();
                     self.item[ROUTER] = Some((Item::RouterBatch(frames), per_frame * n as u64));
+                    self.took = Some(now);
                     return;
                 }
                 Some(Work::EnableInterrupts { dev, dir }) => {
                     lp.enabled(dev, dir, !self.xsk.is_empty());
                 }
                 Some(Work::Idle { until }) => {
-                    self.timer = until;
+                    // A copying monitor looks again soon while copies flow.
+                    let flowing = self.fwd == LabForwarder::CaptureCopy
+                        && self.took.is_some_and(|t| now < t + FLOWING_NS);
+                    let look = flowing.then_some(now + COPY_LOOK_NS);
+                    self.timer = match (until, look) {
+                        (Some(u), Some(l)) => Some(u.min(l)),
+                        (u, l) => u.or(l),
+                    };
                     self.charge();
                     return self.router_sleep();
                 }
@@ -134,6 +163,28 @@ impl Lab {
         if lp.timer(self.now) == rxsched_core::Wake::Now {
             self.charge();
             self.router_wake();
+        } else if self.fwd == LabForwarder::CaptureCopy {
+            // The copying monitor's own look: copies waiting wake it (if
+            // input is allowed); otherwise it sleeps until its next look.
+            if !self.xsk.is_empty() {
+                self.socket_ready();
+            }
+            if !self.cpu.t[ROUTER].runnable {
+                self.polling_next_asleep();
+            }
         }
+    }
+
+    /// A look that found nothing: the monitor sleeps on, its next look
+    /// set as its loop says.
+    fn polling_next_asleep(&mut self) {
+        let now = self.now;
+        let until = self.lp.as_ref().and_then(|lp| lp.deadline());
+        let flowing = self.took.is_some_and(|t| now < t + FLOWING_NS);
+        let look = flowing.then_some(now + COPY_LOOK_NS);
+        self.timer = match (until, look) {
+            (Some(u), Some(l)) => Some(u.min(l)),
+            (u, l) => u.or(l),
+        };
     }
 }

@@ -5,8 +5,11 @@ use crate::scenario::KernelKind;
 use serde::{Deserialize, Serialize};
 
 mod calibrate;
+mod lab;
 mod reads;
+
 pub use calibrate::{Calibrate, ClaimRef, Fitted, FreeParam};
+pub use lab::LabCosts;
 
 /// The profiles that ship with rxsched, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -256,69 +259,6 @@ pub struct Profile {
     /// are zero, and a scenario whose host reads one is refused).
     #[serde(skip)]
     pub given: std::collections::BTreeSet<String>,
-}
-
-/// Per-frame costs of the lab's dataplanes, in nanoseconds of the DUT
-/// CPU, each measured in isolation at a low rate by `rxsched calibrate
-/// --real` (CPU time of the thread that does the work, over the frames it
-/// forwarded); the spread over repeats is in `spread`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields, default)]
-pub struct LabCosts {
-    /// The device's receive work with Linux's own forwarding: the veth
-    /// NAPI poll, `ip_forward`, and the transmit to the next interface.
-    pub napi_kernel_forward: u64,
-    /// The device's receive work forwarding in XDP (`xdp-fwd`: the FIB
-    /// lookup and the redirect).
-    pub napi_xdp_forward: u64,
-    /// The device's receive work forwarding in route's own XDP program
-    /// (`route --forward-in xdp`).
-    pub napi_xdp_route: u64,
-    /// The device's receive work redirecting a frame to an AF_XDP socket
-    /// (copy mode: the program, the redirect and the copy into the UMEM).
-    pub napi_xsk_redirect: u64,
-    /// A NAPI thread's run beside the frames it handles (being woken,
-    /// entering and leaving its poll, flushing what it sent, going back to
-    /// sleep), with Linux forwarding.
-    pub napi_kernel_run: u64,
-    /// The same, forwarding in XDP (`xdp-fwd`).
-    pub napi_xdp_run: u64,
-    /// The same, forwarding in route's own XDP program.
-    pub napi_route_run: u64,
-    /// The same, redirecting to an AF_XDP socket (the router sends).
-    pub napi_xsk_run: u64,
-    /// The device's receive work per frame redirected to an AF_XDP socket
-    /// whose ring is full: the work is spent and the frame dropped there.
-    pub napi_xsk_full: u64,
-    /// The polling router's own work per frame: taking it from the
-    /// socket's ring, the forwarding decision, the transmit and the ring
-    /// refills (its share of a batch's kick).
-    pub router_polling: u64,
-    /// A run of the polling router's thread beside its frames: woken by
-    /// the socket, its poll calls, going back to sleep.
-    pub router_polling_run: u64,
-    /// The interrupt-mode router's work per frame.
-    pub router_interrupt: u64,
-    /// A run of the interrupt-mode router's forwarding thread beside its
-    /// frames.
-    pub router_interrupt_run: u64,
-    /// A wake-up of a sleeping thread by the receive work, to the task it
-    /// interrupts (`wakecost`).
-    pub wake: u64,
-    /// The generator's transmit batches a second (each wakes the DUT's
-    /// receive work once when it sleeps): how it paces, not a DUT cost.
-    pub gen_batches_per_s: u64,
-    /// The veth receive ring (fixed in the driver), in frames.
-    pub veth_ring: u64,
-    /// The kernel's scheduler tick rate (`CONFIG_HZ`): a fair thread is
-    /// preempted for another only at a tick, unless one wakes.
-    pub tick_hz: u64,
-    /// An AF_XDP socket's receive ring, in frames.
-    pub xsk_rx_ring: u64,
-    /// Each cost's spread over the repeats: (largest - smallest) / median.
-    pub spread: std::collections::BTreeMap<String, f64>,
-    /// Repeats per cost.
-    pub repeats: u64,
 }
 
 /// The costs of an NT-style multiprocessor host (Hansen & Jul 1997): the

@@ -51,7 +51,9 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
         }
         KernelKind::Lab => {
             use crate::scenario::LabForwarder as F;
-            let fwd = s.lab.clone().unwrap_or_default().forwarder;
+            use crate::scenario::LabScreen;
+            let cfg = s.lab.clone().unwrap_or_default();
+            let fwd = cfg.forwarder;
             keys.extend([
                 "lab.gen_batches_per_s",
                 "lab.veth_ring",
@@ -62,7 +64,10 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
                 F::Kernel => ["lab.napi_kernel_forward", "lab.napi_kernel_run"],
                 F::XdpFwd => ["lab.napi_xdp_forward", "lab.napi_xdp_run"],
                 F::PollingInXdp => ["lab.napi_xdp_route", "lab.napi_route_run"],
-                F::Interrupt | F::Polling => ["lab.napi_xsk_redirect", "lab.napi_xsk_run"],
+                F::Interrupt | F::Polling | F::CaptureTake => {
+                    ["lab.napi_xsk_redirect", "lab.napi_xsk_run"]
+                }
+                F::CaptureCopy => ["lab.napi_copy", "lab.napi_copy_run"],
             });
             if fwd.to_socket() {
                 keys.push("lab.napi_xsk_full");
@@ -79,7 +84,39 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
                     "lab.xsk_rx_ring",
                 ]),
                 F::PollingInXdp => keys.push("lab.router_polling_run"),
+                F::CaptureCopy => keys.extend([
+                    "lab.napi_copy_full",
+                    "lab.capture_copy",
+                    "lab.capture_run",
+                    "lab.copy_ring",
+                    "lab.copy_wake",
+                ]),
+                F::CaptureTake => keys.extend([
+                    "lab.capture_take",
+                    "lab.capture_take_run",
+                    "lab.xsk_rx_ring",
+                ]),
                 F::Kernel | F::XdpFwd => {}
+            }
+            if fwd.captures() {
+                keys.extend(["lab.writer_frame", "lab.writer_run"]);
+            }
+            match (cfg.screen, fwd) {
+                (LabScreen::None, _) => {}
+                (LabScreen::Process, F::Interrupt) => keys.extend([
+                    "lab.router_interrupt_screen",
+                    "lab.router_interrupt_screen_run",
+                    "lab.screen_frame",
+                    "lab.screen_run",
+                ]),
+                (LabScreen::Process, _) => keys.extend([
+                    "lab.router_screen",
+                    "lab.router_screen_run",
+                    "lab.screen_frame",
+                    "lab.screen_run",
+                ]),
+                (LabScreen::Program, F::Kernel) => keys.push("lab.napi_nft_forward"),
+                (LabScreen::Program, _) => keys.push("lab.napi_xdp_screen"),
             }
             return keys;
         }

@@ -19,7 +19,7 @@ mod validate;
 pub use kernel::{
     BreakerCfg, CycleLimitCfg, FeedbackCfg, IpLayer, KernelCfg, KernelKind, VARIANTS,
 };
-pub use lab::{LabCfg, LabForwarder};
+pub use lab::{LabCfg, LabForwarder, LabScreen};
 pub use load::{overlaps, parse_set, set_path, Loaded};
 pub use process::{CaptureOutput, ProcessCfg, ProcessKind, Scheduler, SigDisposition};
 pub use smp::{SmpCfg, SmpDetector, SmpService};

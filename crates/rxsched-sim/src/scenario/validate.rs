@@ -2,8 +2,8 @@
 //! key and says what is wanted.
 
 use super::{
-    KernelCfg, KernelKind, ProcessCfg, ProcessKind, RunCfg, Scenario, Scheduler, SmpCfg,
-    SmpDetector, TcpCfg, TcpReceiver, TrafficCfg, TrafficKind, VARIANTS,
+    KernelCfg, KernelKind, LabForwarder, LabScreen, ProcessCfg, ProcessKind, RunCfg, Scenario,
+    Scheduler, SmpCfg, SmpDetector, TcpCfg, TcpReceiver, TrafficCfg, TrafficKind, VARIANTS,
 };
 
 /// A bad value: its dotted key and what is wrong.
@@ -237,6 +237,49 @@ impl Scenario {
                 "the lab's generator sends constant-rate traffic into port 0",
             )?;
         }
+        let cfg = self.lab.clone().unwrap_or_default();
+        let fwd = cfg.forwarder;
+        match cfg.screen {
+            LabScreen::None => {}
+            LabScreen::Process => {
+                need(
+                    fwd.to_socket(),
+                    "lab.screen",
+                    "a screening process sits behind rxsched's router on its socket \
+                     (lab.forwarder = \"polling\" or \"interrupt\")",
+                )?;
+                need(
+                    cfg.screen_queue > 0,
+                    "lab.screen_queue",
+                    "the screening queue holds at least one frame",
+                )?;
+            }
+            LabScreen::Program => need(
+                matches!(fwd, LabForwarder::Kernel | LabForwarder::PollingInXdp),
+                "lab.screen",
+                "rules in the receive work are nftables (lab.forwarder = \"kernel\") \
+                 or route's XDP program (\"polling-in-xdp\")",
+            )?,
+        }
+        need(
+            cfg.screen == LabScreen::None || !fwd.captures(),
+            "lab.screen",
+            "the monitor has no screening stage (its filter is not modelled)",
+        )?;
+        need(
+            cfg.filter_queue > 0,
+            "lab.filter_queue",
+            "the packet-filter queue holds at least one frame",
+        )?;
+        need(
+            !self.kernel.feedback.enabled
+                || fwd.captures()
+                || (fwd == LabForwarder::Polling && cfg.screen == LabScreen::Process),
+            "kernel.feedback.enabled",
+            "on the lab host, M3 watches the screening queue behind the polling router \
+             (lab.forwarder = \"polling\", lab.screen = \"process\") or the monitor's \
+             packet-filter queue (\"capture-copy\", \"capture-take\")",
+        )?;
         Ok(())
     }
 

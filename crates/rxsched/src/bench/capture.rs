@@ -13,7 +13,7 @@
 //! there is, and what passing frames on costs is the kernel's receive work
 //! up to that discard (on XDP, building each frame's socket buffer).
 
-use super::forward::{measure_dut, Dut};
+use super::forward::{measure_dut, Counters, Dut};
 use super::proc::{run, start, Capture, CaptureForm, CycleLimit, Gen, Peer, Proc, Running};
 use super::sweep::{rates, Sweep};
 use super::{out_dir, result, BenchError, BenchOpts};
@@ -84,6 +84,7 @@ impl Tool {
                     .map(|(p, n)| (p.name().to_string(), Value::from(n)))
                     .collect(),
                 inhibits: Some(r.inhibits.values().sum::<u64>() as f64),
+                threads: None,
             });
         }
         let o = c.output()?;
@@ -95,6 +96,7 @@ impl Tool {
             written: n as f64,
             drops: Map::new(),
             inhibits: None,
+            threads: None,
         })
     }
 }
@@ -174,6 +176,41 @@ fn captured(stderr: &str) -> Option<u64> {
     })
 }
 
+/// CPU time and runs of our monitor's threads and the DUT's receive
+/// threads, read together.
+#[derive(Debug, Clone, Copy, Default)]
+struct Threads {
+    /// The receive threads (Counters' NAPI part).
+    napi: (u64, u64),
+    /// The polling thread (the process's first thread).
+    reader: (u64, u64),
+    /// The writer thread (`rxsched-pcap`).
+    writer: (u64, u64),
+}
+
+impl Threads {
+    fn read(l: &Lab, pid: u32) -> Result<Threads, BenchError> {
+        use rxsched_linux::napi_threads::{runs, schedstat_ns};
+        let c = Counters::read(l, None)?;
+        let of = |tid: i32| (schedstat_ns(tid).unwrap_or(0), runs(tid).unwrap_or(0));
+        let writer = named_thread(pid, "rxsched-pcap").map_or((0, 0), of);
+        Ok(Threads {
+            napi: (c.napi_ns, c.napi_runs),
+            reader: of(pid as i32),
+            writer,
+        })
+    }
+}
+
+/// The thread of process `pid` named `comm`, if any.
+fn named_thread(pid: u32, comm: &str) -> Option<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == comm))
+        .and_then(|t| t.file_name().to_str()?.parse().ok())
+}
+
 /// What a capturer got down.
 #[derive(Debug, Clone, Default)]
 struct Captured {
@@ -183,9 +220,36 @@ struct Captured {
     drops: Map<String, Value>,
     /// Its input-inhibit episodes (ours only).
     inhibits: Option<f64>,
+    /// Ours: its threads' and the receive threads' CPU time and runs,
+    /// before and after the load.
+    threads: Option<(Threads, Threads)>,
 }
 
-/// One point: `v` capturing while the generator offers `rate` for `secs`.
+/// A calibration trial (`calibrate --real`): our monitor with feedback,
+/// copying or (`take`) taking, to /dev/null, at `rate`; `paused`: stopped
+/// (SIGSTOP) once attached, so that its ring fills and stays full.
+pub fn calibration_trial(
+    l: &Lab,
+    take: bool,
+    paused: bool,
+    rate: f64,
+    secs: f64,
+    dut: &Dut,
+) -> Result<Point, BenchError> {
+    let v = Variant {
+        label: "rxsched-capture".into(),
+        tool: Tool::Ours {
+            form: CaptureForm::Feedback,
+            limit: false,
+            take,
+        },
+        file: false,
+    };
+    trial(l, &v, rate, secs, dut, Path::new("/dev/null"), paused)
+}
+
+/// One point: `v` capturing while the generator offers `rate` for `secs`
+/// (`paused`: see [`calibration_trial`]).
 fn trial(
     l: &Lab,
     v: &Variant,
@@ -193,6 +257,7 @@ fn trial(
     secs: f64,
     dut: &Dut,
     dir: &Path,
+    paused: bool,
 ) -> Result<Point, BenchError> {
     l.reset_dut_receive()?;
     let out: PathBuf = if v.file {
@@ -205,12 +270,22 @@ fn trial(
         .proc(out.display().to_string(), secs + 8.0, dut.wake_cost_ns);
     let capturer = start(l, capturer)?;
     std::thread::sleep(v.tool.settle());
+    let ours = matches!(v.tool, Tool::Ours { .. });
+    if paused {
+        capturer.pause();
+    }
+    let before = ours.then(|| Threads::read(l, capturer.pid())).transpose()?;
     let spin = start(l, Proc::Spin { secs })?;
     let g: GenReport = run(l, Gen::new(rate, secs).to_mac(super::proc::NOBODY_MAC))?;
     let sp: SpinReport = spin.finish()?;
+    let after = ours.then(|| Threads::read(l, capturer.pid())).transpose()?;
+    if paused {
+        capturer.resume();
+    }
     std::thread::sleep(Duration::from_millis(300));
     capturer.interrupt();
-    let c = v.tool.captured(capturer, &v.label)?;
+    let mut c = v.tool.captured(capturer, &v.label)?;
+    c.threads = before.zip(after);
     if v.file {
         std::fs::remove_file(&out).ok();
     }
@@ -249,6 +324,18 @@ fn point(g: &GenReport, sp: &SpinReport, c: Captured, idle: f64) -> Point {
         (sp.progress_rate / idle).clamp(0.0, 1.0),
     );
     p.set("dut_steal_share", sp.steal_s / sp.duration_s.max(1e-9));
+    if let Some((a, b)) = c.threads {
+        let share = |x: (u64, u64), y: (u64, u64)| y.0.saturating_sub(x.0) as f64 / 1e9 / dur;
+        let per_s = |x: (u64, u64), y: (u64, u64)| y.1.saturating_sub(x.1) as f64 / dur;
+        p.set("napi_cpu_share", share(a.napi, b.napi));
+        p.set("napi_runs_per_s", per_s(a.napi, b.napi));
+        p.set("router_runs_per_s", per_s(a.reader, b.reader));
+        p.set("writer_runs_per_s", per_s(a.writer, b.writer));
+        let mut cpu = Map::new();
+        cpu.insert("router".into(), share(a.reader, b.reader).into());
+        cpu.insert("writer".into(), share(a.writer, b.writer).into());
+        p.0.insert("cpu".into(), Value::Object(cpu));
+    }
     p
 }
 
@@ -264,7 +351,7 @@ pub fn capture(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFi
     let mut sweep = Sweep::over_rates(all.len(), &rates, progress);
     let mut series = Vec::new();
     for v in &all {
-        series.push(sweep.series(&v.label, |r| trial(l, v, r, secs, &dut, &dir))?);
+        series.push(sweep.series(&v.label, |r| trial(l, v, r, secs, &dut, &dir, false))?);
     }
     Ok(vec![result(&file, series)])
 }
@@ -312,6 +399,7 @@ mod tests {
             written: 600.0,
             drops,
             inhibits: Some(4.0),
+            threads: None,
         };
         let p = point(&g, &sp, ours, 1000.0);
         assert_eq!(p.get("drops.filter_queue"), Some(300.0));

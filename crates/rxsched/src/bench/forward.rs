@@ -47,20 +47,6 @@ pub struct Screen {
 }
 
 impl Forwarder {
-    /// How the simulator's lab host models it: its `lab.forwarder`, and
-    /// whether M4 is on at 50%.
-    pub fn lab_model(self) -> (&'static str, bool) {
-        match self {
-            Forwarder::Kernel => ("kernel", false),
-            Forwarder::XdpFwd => ("xdp-fwd", false),
-            Forwarder::Interrupt => ("interrupt", false),
-            Forwarder::Polling => ("polling", false),
-            Forwarder::PollingLimit50 => ("polling", true),
-            Forwarder::PollingInXdp => ("polling-in-xdp", false),
-            Forwarder::PollingInXdpLimit50 => ("polling-in-xdp", true),
-        }
-    }
-
     /// The series label in the result files.
     pub fn label(self) -> &'static str {
         match self {
@@ -133,9 +119,13 @@ pub struct Counters {
     /// s0's `rx_dropped`: frames the sink's own ring refused.
     s0_dropped: u64,
     /// CPU time of the DUT's receive threads.
-    napi_ns: u64,
+    pub napi_ns: u64,
     /// How many times the DUT's receive threads were put on a CPU.
-    napi_runs: u64,
+    pub napi_runs: u64,
+    /// CPU time of the router's screening process, if it has one, and how
+    /// many times it was put on a CPU.
+    screen_ns: u64,
+    screen_runs: u64,
 }
 
 impl Counters {
@@ -148,6 +138,14 @@ impl Counters {
         let router_runs = router
             .and_then(|c| rxsched_linux::napi_threads::runs(c.pid() as i32).ok())
             .unwrap_or(0);
+        // The screening process is the router's child (`rxsched screend`).
+        let screend = router.and_then(|c| children(c.pid()).into_iter().next());
+        let (screen_ns, screen_runs) = screend.map_or((0, 0), |p| {
+            (
+                rxsched_linux::napi_threads::cpu_ns(p as i32).unwrap_or(0),
+                rxsched_linux::napi_threads::runs(p as i32).unwrap_or(0),
+            )
+        });
         let mut c = lab.in_netns(Role::Dut, || {
             let (mut napi_ns, mut napi_runs) = (0, 0);
             for i in [D0.iface, D1.iface] {
@@ -164,6 +162,8 @@ impl Counters {
                 s0_dropped: 0,
                 napi_ns,
                 napi_runs,
+                screen_ns,
+                screen_runs,
             })
         })?;
         // The sink's ring is read where it is, and only as well as it can be.
@@ -174,6 +174,24 @@ impl Counters {
             .unwrap_or(0);
         Ok(c)
     }
+}
+
+/// The processes `pid`'s threads started (`/proc/PID/task/*/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut v: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    v.sort_unstable();
+    v
 }
 
 /// What the DUT CPU gives when nothing forwards.
@@ -333,6 +351,14 @@ fn point(o: &Observed, fwd: Forwarder, rate: f64, idle: f64) -> Point {
         m.extra.insert(
             "router_runs_per_s".into(),
             c1.router_runs.saturating_sub(c0.router_runs) as f64 / dur,
+        );
+    }
+    if c1.screen_ns > 0 {
+        m.cpu
+            .insert("screen".to_string(), share(c0.screen_ns, c1.screen_ns));
+        m.extra.insert(
+            "screen_runs_per_s".into(),
+            c1.screen_runs.saturating_sub(c0.screen_runs) as f64 / dur,
         );
     }
     m.extra.insert("requested_pps".into(), rate);

@@ -1,10 +1,11 @@
-//! `--predict PROFILE`: the simulator's lab host (`kernel.kind = "lab"`,
-//! the scenario of `experiments/lab-router.toml`) run at each measured
-//! point's offered rate on a profile of the machine (`rxsched calibrate
-//! --real`), its curve beside the measured one as `<label>-predicted`, and
-//! the check file's `[[prediction]]`s judging how far it was.
+//! `--predict PROFILE`: the simulator's lab host (`kernel.kind = "lab"`)
+//! run at each measured point's offered rate on a profile of the machine
+//! (`rxsched calibrate --real`), its curve beside the measured one as
+//! `<label>-predicted`, and the check file's `[[prediction]]`s judging how
+//! far it was. Which experiment models a bench is its check file's
+//! `bench.predicted_by`; a measured series is predicted by the
+//! experiment's series of the same label.
 
-use super::router::FORWARDERS;
 use super::BenchError;
 use crate::experiments::{self, BenchFile, ExperimentFile};
 use crate::result::{Point, ResultFile, Series};
@@ -13,12 +14,9 @@ use std::path::Path;
 /// The suffix of a predicted series' label.
 pub const SUFFIX: &str = "-predicted";
 
-/// The experiment whose scenario the predictions run.
-const SCENARIO: &str = "lab-router";
-
 /// Whether the lab host predicts result `id`'s series.
 pub fn predicts(id: &str) -> bool {
-    BenchFile::load(id).is_ok_and(|f| !f.prediction.is_empty())
+    BenchFile::load(id).is_ok_and(|f| f.bench.predicted_by.is_some())
 }
 
 /// Adds a predicted series beside each measured one the lab host models,
@@ -30,30 +28,42 @@ pub fn add(
     progress: &dyn Fn(&str),
 ) -> Result<usize, BenchError> {
     let file = BenchFile::load(&r.id)?;
-    let src = experiments::get(SCENARIO).expect("lab-router is compiled in");
-    let exp = ExperimentFile::parse(&format!("experiments/{SCENARIO}.toml"), src.into(), None)?;
+    let Some(model) = file.bench.predicted_by.as_deref() else {
+        return Err(BenchError(format!(
+            "{}: the simulator has no model of this bench (its check file names no \
+             bench.predicted_by)",
+            r.id
+        )));
+    };
+    let path = format!("experiments/{model}.toml");
+    let src =
+        experiments::get(model).ok_or_else(|| BenchError(format!("{path}: not compiled in")))?;
+    let exp = ExperimentFile::parse(&path, src.into(), None)?;
+    let vary = exp
+        .exp
+        .figure
+        .as_ref()
+        .and_then(|f| f.vary.clone())
+        .ok_or_else(|| BenchError(format!("{path}: its figure varies no key")))?;
+    let on = rxsched_sim::scenario::parse_set(&format!("profile={profile:?}"))?;
     r.series.retain(|s| !s.label.ends_with(SUFFIX));
     let mut added = Vec::new();
     let mut n = 0;
     for s in &r.series {
-        let Some(f) = FORWARDERS.iter().find(|f| f.label() == s.label) else {
+        let Some(cfg) = exp.exp.series.iter().find(|c| c.label == s.label) else {
             continue;
         };
-        let (fwd, limit) = f.lab_model();
         progress(&format!("predicting {} on {profile}", s.label));
         let mut out = Series::new(&format!("{}{SUFFIX}", s.label));
         for p in &s.points {
             let rate = p.get("offered_pps").unwrap_or(0.0);
-            let sets = [
-                format!("profile={profile:?}"),
-                format!("lab.forwarder={fwd:?}"),
-                format!("traffic.rate_pps={rate}"),
-                format!("kernel.cycle_limit.enabled={limit}"),
-            ];
-            let sets = sets
+            let mut sets: Vec<(String, toml::Value)> = cfg
+                .set
                 .iter()
-                .map(|s| rxsched_sim::scenario::parse_set(s))
-                .collect::<Result<Vec<_>, _>>()?;
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            sets.push(on.clone());
+            sets.push((vary.clone(), toml::Value::Float(rate)));
             let scenario = exp.loaded.with(&sets)?;
             let (m, _) = rxsched_sim::run(&scenario, Some(Path::new(".")))
                 .map_err(|e| BenchError(format!("predicting {}: {e}", s.label)))?;
@@ -126,10 +136,31 @@ mod tests {
         assert_eq!(again, 1);
     }
 
+    /// A bench's model is compiled in and predicts only series the bench
+    /// measures, by the same labels.
+    #[test]
+    fn each_model_names_series_its_bench_measures() {
+        for (id, _) in crate::experiments::BENCHES {
+            let file = BenchFile::load(id).unwrap();
+            let Some(model) = &file.bench.predicted_by else {
+                continue;
+            };
+            let src = experiments::get(model).unwrap_or_else(|| panic!("{id}: {model}"));
+            let exp = ExperimentFile::parse(model, src.into(), None).unwrap();
+            for s in &exp.exp.series {
+                assert!(
+                    file.bench.series.contains(&s.label),
+                    "{model}'s {} is not a series of {id}",
+                    s.label
+                );
+            }
+        }
+    }
+
     #[test]
     fn only_results_with_predictions_are_predicted() {
-        assert!(predicts("real-router") && predicts("real-cpu-limit"));
-        assert!(!predicts("real-capture") && !predicts("real-latency"));
+        assert!(predicts("real-router") && predicts("real-cpu-limit") && predicts("real-screen"));
+        assert!(!predicts("real-latency"));
     }
 
     #[test]

@@ -102,10 +102,14 @@ fn nft(lab: &Lab, args: &[&str]) -> Result<(), BenchError> {
 }
 
 /// The rules as an nftables ruleset on the DUT while it lives.
-struct NftRules<'a>(&'a Lab);
+pub(super) struct NftRules<'a>(&'a Lab);
 
 impl<'a> NftRules<'a> {
-    fn load(lab: &'a Lab, rules: &Rules, dir: &Path) -> Result<NftRules<'a>, BenchError> {
+    pub(super) fn load(
+        lab: &'a Lab,
+        rules: &Rules,
+        dir: &Path,
+    ) -> Result<NftRules<'a>, BenchError> {
         let path = dir.join("screen.nft");
         std::fs::write(&path, rules.to_nft()).context(path.display())?;
         // A table left by a killed run would hold the old rules.

@@ -59,6 +59,8 @@ pub const ALL: &[(&str, &str)] = files![
     "hansen-scaling",
     "lab-router",
     "lab-cpu-limit",
+    "lab-screen",
+    "lab-capture",
 ];
 
 /// The prefix of a real bench's check file: `experiments/real-<name>.toml`.

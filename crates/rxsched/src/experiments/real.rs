@@ -29,6 +29,11 @@ pub struct BenchCfg {
     /// Metrics the report shows as a table, one row per point.
     #[serde(default)]
     pub table: Vec<String>,
+    /// The simulator's experiment of the lab host that predicts this
+    /// bench (`--predict`): each measured series by its series of the
+    /// same label.
+    #[serde(default)]
+    pub predicted_by: Option<String>,
 }
 
 /// A whole check file.

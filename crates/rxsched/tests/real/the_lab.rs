@@ -301,6 +301,7 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
         ("napi_xsk_redirect", c.napi_xsk_redirect),
         ("router_polling", c.router_polling),
         ("router_interrupt", c.router_interrupt),
+        ("screen_frame", c.screen_frame),
         ("wake", c.wake),
     ] {
         assert!((floor(k)..200_000).contains(&v), "{k} = {v} ns: {said}");

@@ -6,7 +6,9 @@
 //! is `wakecost`'s. Each is the median of its repeats, with their spread.
 
 use super::error::BenchError;
-use super::forward::{self, Forwarder};
+use super::forward::{self, Forwarder, Screen};
+
+mod stages;
 use super::BenchOpts;
 use crate::result::Point;
 use std::collections::BTreeMap;
@@ -63,7 +65,7 @@ pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
 pub const RATE: f64 = RATES[0];
 
 /// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 15] = [
+pub const KEYS: [&str; 32] = [
     "napi_kernel_forward",
     "napi_xdp_forward",
     "napi_xdp_route",
@@ -77,6 +79,23 @@ pub const KEYS: [&str; 15] = [
     "router_polling_run",
     "router_interrupt",
     "router_interrupt_run",
+    "router_screen",
+    "router_screen_run",
+    "router_interrupt_screen",
+    "router_interrupt_screen_run",
+    "screen_frame",
+    "screen_run",
+    "napi_xdp_screen",
+    "napi_nft_forward",
+    "napi_copy",
+    "napi_copy_run",
+    "napi_copy_full",
+    "capture_copy",
+    "capture_run",
+    "capture_take",
+    "capture_take_run",
+    "writer_frame",
+    "writer_run",
     "wake",
     "gen_batches_per_s",
 ];
@@ -112,14 +131,14 @@ const NAPI: &[(&str, &str, Forwarder, &str)] = &[
 
 /// A thread's trial, a second: `frames`, the thread's runs and its CPU
 /// time in ns, read from the point's metrics `runs` and `cpu` (a share).
-fn per_second(p: &Point, frames: f64, runs: &str, cpu: &str) -> (f64, f64, f64) {
+pub(super) fn per_second(p: &Point, frames: f64, runs: &str, cpu: &str) -> (f64, f64, f64) {
     let runs = p.get(runs).unwrap_or(0.0);
     let cpu = p.get(cpu).unwrap_or(0.0) * 1e9;
     (frames, runs, cpu)
 }
 
 /// The NAPI threads at a point offered `rate`, over the frames forwarded.
-fn napi_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
+pub(super) fn napi_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
     Ok(per_second(p, delivered(p, rate)?, NAPI_RUNS, NAPI_CPU))
 }
 
@@ -127,7 +146,7 @@ const NAPI_RUNS: &str = "napi_runs_per_s";
 const NAPI_CPU: &str = "napi_cpu_share";
 
 /// What a point forwarded, refused when far below what was offered.
-fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
+pub(super) fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
     let delivered = p.get("delivered_pps").unwrap_or(0.0);
     if delivered < rate / 2.0 {
         return Err(BenchError(format!(
@@ -140,7 +159,7 @@ fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
 
 /// The NAPI threads at a point, over the frames they took (offered less
 /// what veth's ring dropped), whether forwarded or not.
-fn napi_taken(p: &Point) -> (f64, f64, f64) {
+pub(super) fn napi_taken(p: &Point) -> (f64, f64, f64) {
     let offered = p.get("offered_pps").unwrap_or(0.0);
     let arrived = p.get("arrived").unwrap_or(0.0).max(1.0);
     let ring = p.get("drops.nic_rx_ring").unwrap_or(0.0);
@@ -149,7 +168,7 @@ fn napi_taken(p: &Point) -> (f64, f64, f64) {
 }
 
 /// Our router's thread at a point offered `rate`, over the frames forwarded.
-fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
+pub(super) fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
     Ok(per_second(
         p,
         delivered(p, rate)?,
@@ -163,7 +182,7 @@ fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
 /// runs × per_run`. When the trials cannot tell the two apart (runs in
 /// proportion to frames, or a negative part from noise), the cost per
 /// frame at the highest rate with no part per run.
-fn split(trials: &[(f64, f64, f64)]) -> (f64, Option<f64>) {
+pub(super) fn split(trials: &[(f64, f64, f64)]) -> (f64, Option<f64>) {
     let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| trials.iter().map(f).sum::<f64>();
     let (rr, ww, rw) = (
         sum(&|t| t.0 * t.0),
@@ -182,6 +201,14 @@ fn split(trials: &[(f64, f64, f64)]) -> (f64, Option<f64>) {
     let last = trials.iter().max_by(|a, b| a.0.total_cmp(&b.0)).copied();
     let (r, _, s) = last.unwrap_or((1.0, 0.0, 0.0));
     (s / r.max(1.0), None)
+}
+
+/// A cost per frame when the cost per run is known: the least-squares
+/// fit of `cpu - runs × run = frames × per_frame`.
+pub(super) fn per_frame_given(trials: &[(f64, f64, f64)], run: f64) -> f64 {
+    let num: f64 = trials.iter().map(|t| t.0 * (t.2 - t.1 * run)).sum();
+    let den: f64 = trials.iter().map(|t| t.0 * t.0).sum();
+    (num / den.max(1.0)).max(0.0)
 }
 
 /// Measures every cost `repeats` times, each trial `secs` long.
@@ -204,6 +231,22 @@ pub fn measure(
             .samples
             .push(v);
     };
+    // The screening bench's rules, where the screening process and the
+    // routers' programs read them.
+    let dir = std::env::temp_dir().join(format!("rxsched-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError(format!("{}: {e}", dir.display())))?;
+    let rules_path = dir.join("screen.rules");
+    std::fs::write(&rules_path, super::screen::RULES)
+        .map_err(|e| BenchError(format!("{}: {e}", rules_path.display())))?;
+    let rules = rxsched_linux::rules::Rules::parse(
+        &rules_path.display().to_string(),
+        super::screen::RULES,
+    )?;
+    let screen = |feedback| Screen {
+        rules: rules_path.display().to_string(),
+        feedback,
+        queue: None,
+    };
     for r in 0..repeats {
         progress(&format!(
             "repeat {}/{repeats}: the compute process alone and the wake-up cost",
@@ -217,25 +260,28 @@ pub fn measure(
         );
         // Each trial once per repeat, so that a disturbance of the machine
         // spreads over the costs rather than biasing one.
-        let trial = |fwd: Forwarder, rate: f64| {
+        let screened = |fwd: Forwarder, screen: Option<&Screen>, rate: f64, what: &str| {
             progress(&format!(
-                "repeat {}/{repeats}: {} at {rate:.0} pkts/s",
+                "repeat {}/{repeats}: {}{what} at {rate:.0} pkts/s",
                 r + 1,
                 fwd.label()
             ));
             // A trial that forwarded almost nothing (a router that did not
             // attach in time, a stalled virtual CPU) is run again, twice at most.
-            let mut p = forward::run_trial(lab, fwd, None, rate, secs, &dut)?;
+            let mut p = forward::run_trial(lab, fwd, screen, rate, secs, &dut)?;
             for _ in 0..2 {
                 if delivered(&p, rate).is_ok() {
                     break;
                 }
                 progress(&format!("{} forwarded too little; again", fwd.label()));
-                p = forward::run_trial(lab, fwd, None, rate, secs, &dut)?;
+                p = forward::run_trial(lab, fwd, screen, rate, secs, &dut)?;
             }
             Ok::<Point, BenchError>(p)
         };
+        let trial = |fwd: Forwarder, rate: f64| screened(fwd, None, rate, "");
         let rates = format!("trials at {}", list(&RATES));
+        // This repeat's costs per run, which the screening trials need.
+        let mut run_cost: BTreeMap<&str, f64> = BTreeMap::new();
         for &(key, run_key, fwd, what) in NAPI {
             let mut napi = Vec::new();
             let mut router = Vec::new();
@@ -255,6 +301,7 @@ pub fn measure(
                 napi[0].1,
             );
             let (f, b) = split(&napi);
+            run_cost.insert(run_key, b.unwrap_or(0.0));
             push(
                 key,
                 format!(
@@ -297,7 +344,30 @@ pub fn measure(
             router.push(router_rates(&trial(Forwarder::Interrupt, rate)?, rate)?);
         }
         push_router(&mut push, "interrupt", &INTERRUPT_RATES, &router);
+        let stage_trial =
+            |fwd, screen: Option<&Screen>, rate, what: &str| screened(fwd, screen, rate, what);
+        let screens = stages::Screens {
+            rules: &rules,
+            dir: &dir,
+            with_feedback: screen(Some("0.75,0.25")),
+            plain: screen(None),
+        };
+        stages::measure_screen(lab, &stage_trial, &screens, &run_cost, &rates, &mut push)?;
+        stages::measure_capture(
+            lab,
+            &dut,
+            secs,
+            &rates,
+            &mut push,
+            &|rate: f64, what: &str| {
+                progress(&format!(
+                    "repeat {}/{repeats}: the monitor {what} at {rate:.0} pkts/s",
+                    r + 1
+                ))
+            },
+        )?;
     }
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(KEYS.iter().filter_map(|k| costs.remove(k)).collect())
 }
 
@@ -331,13 +401,38 @@ pub fn kernel_hz() -> Result<u64, BenchError> {
 }
 
 /// Rates as a list for a comment: `20000, 100000 and 250000 pkts/s`.
-fn list(rates: &[f64]) -> String {
+pub(super) fn list(rates: &[f64]) -> String {
     let v: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
     match v.split_last() {
         Some((last, [])) => format!("{last} pkts/s"),
         Some((last, rest)) => format!("{} and {last} pkts/s", rest.join(", ")),
         None => String::new(),
     }
+}
+
+/// Records a thread's cost per frame and per run (`keys`) from its
+/// trials (`rates` says which), split by least squares.
+pub(super) fn push_split(
+    push: &mut impl FnMut(&'static str, String, f64),
+    keys: (&'static str, &'static str),
+    what: &str,
+    rates: &str,
+    trials: &[(f64, f64, f64)],
+) {
+    let (f, b) = split(trials);
+    let (frame, run) = keys;
+    push(
+        frame,
+        format!(
+            "{what}, CPU per frame: {rates}, CPU = frames x this + runs x {run} (least squares)"
+        ),
+        f,
+    );
+    push(
+        run,
+        format!("{what}, CPU per run of the thread beside its frames: {rates} (0: not told apart)"),
+        b.unwrap_or(0.0),
+    );
 }
 
 /// Records a router's cost per frame and per run of its thread
@@ -367,6 +462,8 @@ fn push_router(
     );
 }
 
+use rxsched_linux::backend::copy::{RING_BYTES, SHORT_RECORD_BYTES, WAKE_BYTES};
+
 /// The profile text: every cost with how it was measured and its spread.
 pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str, hz: u64) -> String {
     let mut s = format!(
@@ -393,9 +490,16 @@ pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str, hz: u64) 
         "veth_ring = 256              # VETH_RING_SIZE\n\
          tick_hz = {}                # CONFIG_HZ of the running kernel: the scheduler's tick\n\
          xsk_rx_ring = {}            # the router's AF_XDP receive ring (XskConfig)\n\
+         copy_ring = {}             # the monitor's ring buffer in records of a short frame ({} over {} bytes)\n\
+         copy_wake = {}               # unread records at which a copy wakes the monitor ({} bytes)\n\
          repeats = {repeats}\n\n[lab.spread]\n",
         hz,
-        rxsched_linux::backend::xdp::XskConfig::default().rx_ring
+        rxsched_linux::backend::xdp::XskConfig::default().rx_ring,
+        RING_BYTES / SHORT_RECORD_BYTES,
+        RING_BYTES,
+        SHORT_RECORD_BYTES,
+        WAKE_BYTES / SHORT_RECORD_BYTES,
+        WAKE_BYTES,
     );
     for c in costs {
         s += &format!("{} = {:.3}\n", c.key, c.spread());
