@@ -256,6 +256,12 @@ impl Lab {
             events: 0,
             c,
         };
+        // Sessions: the router's (its threads, the screening process it
+        // starts, the monitor's writer) and the compute process's; the
+        // NAPI threads are the kernel's.
+        for (t, g) in [(ROUTER, 1), (STAGE, 1), (COMPUTE, 2)] {
+            lab.cpu.set_group(t, g);
+        }
         if compute {
             lab.item[COMPUTE] = Some((Item::Compute, Nanos::MAX / 4));
             lab.cpu.wake(COMPUTE);

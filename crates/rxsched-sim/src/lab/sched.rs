@@ -6,7 +6,9 @@
 //! thread that has run all along), and a `SCHED_IDLE` thread never
 //! preempting on waking. Short of a wake-up, a fair thread gives the CPU to
 //! another only at a scheduler tick (`1 / CONFIG_HZ`) once it is a slice
-//! ahead.
+//! ahead. Threads of one process session (an autogroup) share one
+//! weight: each runnable one weighs the group's over their number (the
+//! kernel's hierarchy of task groups, flattened).
 
 use rxsched_core::Nanos;
 
@@ -48,6 +50,8 @@ pub struct Thread {
     pub runs: u64,
     /// Times it was woken.
     pub wakeups: u64,
+    /// Its session's group (0: none, a kernel thread).
+    group: u8,
 }
 
 impl Thread {
@@ -59,6 +63,7 @@ impl Thread {
             cpu: 0,
             runs: 0,
             wakeups: 0,
+            group: 0,
         }
     }
 }
@@ -92,9 +97,21 @@ impl Sched {
         }
     }
 
+    /// Puts thread `i` in session group `g` (not 0).
+    pub fn set_group(&mut self, i: usize, g: u8) {
+        self.t[i].group = g;
+    }
+
     fn weight(&self, i: usize) -> f64 {
+        let g = self.t[i].group;
+        let sharing = |t: &Thread| t.group == g && t.runnable && matches!(t.class, Class::Fair(_));
+        let n = if g == 0 {
+            1
+        } else {
+            self.t.iter().filter(|t| sharing(t)).count().max(1)
+        };
         match self.t[i].class {
-            Class::Fair(w) => f64::from(w),
+            Class::Fair(w) => f64::from(w) / n as f64,
             Class::Fifo(_) => 1024.0,
         }
     }
@@ -263,7 +280,15 @@ mod tests {
     /// Runs the CPU for `ns` with every thread always runnable; returns
     /// each thread's CPU time.
     fn share(classes: &[Class], ns: Nanos) -> Vec<Nanos> {
+        share_grouped(classes, &[], ns)
+    }
+
+    /// [`share`] with thread `i` in session group `groups[i]`.
+    fn share_grouped(classes: &[Class], groups: &[u8], ns: Nanos) -> Vec<Nanos> {
         let mut s = Sched::new(classes, 4_000_000);
+        for (i, &g) in groups.iter().enumerate() {
+            s.set_group(i, g);
+        }
         for i in 0..classes.len() {
             s.wake(i);
         }
@@ -283,6 +308,24 @@ mod tests {
         let c = share(&[NORMAL, NORMAL], 1_000_000_000);
         let d = c[0].abs_diff(c[1]);
         assert!(d <= 2 * 4_000_000, "{c:?}");
+    }
+
+    /// Two threads of one session beside one of another session and a
+    /// kernel thread: the session shares one weight, so each of its two
+    /// gets half of what the others get (1/6 against 1/3 each).
+    #[test]
+    fn a_sessions_threads_share_its_weight() {
+        let ns = 3_000_000_000;
+        let c = share_grouped(&[NORMAL; 4], &[1, 1, 2, 0], ns);
+        let f: Vec<f64> = c.iter().map(|&t| t as f64 / ns as f64).collect();
+        for (i, want) in [
+            (0, 1.0 / 6.0),
+            (1, 1.0 / 6.0),
+            (2, 1.0 / 3.0),
+            (3, 1.0 / 3.0),
+        ] {
+            assert!((f[i] - want).abs() < 0.02, "shares {f:?}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ use super::super::error::{BenchError, Context};
 use super::Proc;
 use rxsched_linux::lab::{Lab, DUT_CPU};
 use serde::de::DeserializeOwned;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 
 /// A process of a trial, started.
@@ -26,6 +27,18 @@ pub fn start(lab: &Lab, p: impl Into<Proc>) -> Result<Running, BenchError> {
         cmd.args(["taskset", "-c", &DUT_CPU.to_string()]);
     } else {
         cmd.arg(std::env::current_exe().context("cannot find own executable")?);
+    }
+    // Each process in a session of its own, as separate jobs on a host
+    // are: with the kernel's autogroups, processes of one session share
+    // one group's weight across the CPUs, and the generator working flat
+    // out on its CPU halved the compute process's weight on the DUT CPU
+    // against the (group-less) NAPI threads.
+    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
     }
     let child = cmd
         .args(p.argv())
