@@ -104,14 +104,7 @@ impl Lab {
                     lp.enabled(dev, dir, !self.xsk.is_empty());
                 }
                 Some(Work::Idle { until }) => {
-                    // A copying monitor looks again soon while copies flow.
-                    let flowing = self.fwd == LabForwarder::CaptureCopy
-                        && self.took.is_some_and(|t| now < t + FLOWING_NS);
-                    let look = flowing.then_some(now + COPY_LOOK_NS);
-                    self.timer = match (until, look) {
-                        (Some(u), Some(l)) => Some(u.min(l)),
-                        (u, l) => u.or(l),
-                    };
+                    self.timer = self.wait_until(until);
                     self.charge();
                     return self.router_sleep();
                 }
@@ -170,21 +163,23 @@ impl Lab {
                 self.socket_ready();
             }
             if !self.cpu.t[ROUTER].runnable {
-                self.polling_next_asleep();
+                let until = self.lp.as_ref().and_then(|lp| lp.deadline());
+                self.timer = self.wait_until(until);
             }
         }
     }
 
-    /// A look that found nothing: the monitor sleeps on, its next look
-    /// set as its loop says.
-    fn polling_next_asleep(&mut self) {
+    /// When the sleeping thread wakes by itself: at `until` (its loop's
+    /// deadline), or, for a copying monitor while copies flow, at its next
+    /// look if that comes first.
+    fn wait_until(&self, until: Option<Nanos>) -> Option<Nanos> {
         let now = self.now;
-        let until = self.lp.as_ref().and_then(|lp| lp.deadline());
-        let flowing = self.took.is_some_and(|t| now < t + FLOWING_NS);
+        let flowing = self.fwd == LabForwarder::CaptureCopy
+            && self.took.is_some_and(|t| now < t + FLOWING_NS);
         let look = flowing.then_some(now + COPY_LOOK_NS);
-        self.timer = match (until, look) {
+        match (until, look) {
             (Some(u), Some(l)) => Some(u.min(l)),
             (u, l) => u.or(l),
-        };
+        }
     }
 }
