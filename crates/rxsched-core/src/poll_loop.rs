@@ -133,6 +133,12 @@ impl PollLoop {
         self.fac.register(rx, tx)
     }
 
+    /// Registers a protected receive queue (see
+    /// [`PollingFacility::register_protected`]).
+    pub fn register_protected(&mut self, quota: Quota) -> DeviceId {
+        self.fac.register_protected(quota)
+    }
+
     /// With M4: input time left in the current period before an inhibit.
     pub fn cycle_headroom(&mut self, now: Nanos) -> Option<Nanos> {
         self.fac.cycle_headroom(now)
@@ -270,15 +276,24 @@ impl PollLoop {
 
     /// Whether the callback in progress may handle one more packet at
     /// `now`, which the driver has waiting: not once its budget is spent,
-    /// and, for receive work under [`InhibitCheck::Packet`], not once input
-    /// is inhibited. Transmit work is never inhibited. A `true` commits the
+    /// not when a protected queue's frames are due (receive work on an
+    /// ordinary ring), and, for receive work under [`InhibitCheck::Packet`],
+    /// not once input is inhibited. Transmit work is never inhibited. A `true` commits the
     /// driver to handling that packet.
     pub fn proceed(&mut self, now: Nanos) -> bool {
         let job = self
             .job
             .as_mut()
             .expect("PollLoop::proceed outside a callback");
-        let go = !job.quota.exhausted(job.allowed)
+        // A protected queue's frames stop an ordinary receive callback,
+        // once it has handled a frame and as far as the cap allows.
+        let protected = job.dir == Dir::Rx
+            && job.allowed > 0
+            && !self.fac.is_protected(job.dev)
+            && self.fac.protected_waiting()
+            && self.fac.protected_due(job.allowed);
+        let go = !protected
+            && !job.quota.exhausted(job.allowed)
             && (job.dir == Dir::Tx
                 || self.check == InhibitCheck::Callback
                 || self.fac.input_inhibited(now).is_none());

@@ -50,6 +50,8 @@ struct Slot {
     registered: bool,
     needed: bool,
     intr_enabled: bool,
+    /// A protected receive queue's own quota (see [`PollingFacility::register_protected`]).
+    protected: Option<Quota>,
 }
 
 /// Interrupt-initiated polling (Mogul & Ramakrishnan 1996 §6).
@@ -70,6 +72,10 @@ pub struct PollingFacility {
     feedback: Option<QueueFeedback>,
     cycle: Option<CycleLimit>,
     polls: u64,
+    /// Frames the last protected callback handled, and ordinary receive
+    /// frames handled since: the protected class's cap.
+    protected_frames: u64,
+    ordinary_since: u64,
 }
 
 impl PollingFacility {
@@ -82,6 +88,8 @@ impl PollingFacility {
             feedback: None,
             cycle: None,
             polls: 0,
+            protected_frames: 0,
+            ordinary_since: 0,
         }
     }
 
@@ -111,8 +119,31 @@ impl PollingFacility {
                 registered,
                 needed: false,
                 intr_enabled: registered,
+                protected: None,
             });
         }
+        dev
+    }
+
+    /// Registers a protected receive queue: a ring of its own onto which
+    /// the device steers the traffic that keeps the network alive (ARP,
+    /// ICMP, routing protocols, frames for the host). It is served first,
+    /// with `quota` frames a callback at most: when it has frames the next
+    /// callback is its own, and a callback on an ordinary ring stops early
+    /// for it ([`PollingFacility::protected_due`]).
+    ///
+    /// Its cap: while ordinary input waits, the protected class takes no
+    /// more frames than the ordinary traffic it makes wait; each protected
+    /// callback is owed as many ordinary frames as it handled before the
+    /// class goes first again. A flood of "protected" frames thus gets half
+    /// the receive work at most and cannot starve forwarding, while a
+    /// stream that is not a flood (a few frames between many ordinary ones)
+    /// is never held behind more than the frame in hand. Input inhibits
+    /// (M3, M4) hold it as they hold every receive callback; its frames
+    /// wait on their own ring, where the ordinary flood cannot reach them.
+    pub fn register_protected(&mut self, quota: Quota) -> DeviceId {
+        let dev = self.register(true, false);
+        self.slots[dev.0 * 2].protected = Some(quota);
         dev
     }
 
@@ -152,9 +183,39 @@ impl PollingFacility {
     /// A callback handled `handled` packets; `more` says whether the device
     /// still has work in that direction.
     pub fn poll_done(&mut self, dev: DeviceId, dir: Dir, handled: u32, more: bool) {
-        debug_assert!(!self.quota.exhausted(handled.saturating_sub(1)) || handled == 0);
         self.polls += 1;
-        self.slot(dev, dir).needed = more;
+        let s = self.slot(dev, dir);
+        s.needed = more;
+        let protected = s.protected.is_some();
+        debug_assert!(
+            protected || !self.quota.exhausted(handled.saturating_sub(1)) || handled == 0
+        );
+        if protected {
+            self.protected_frames = handled as u64;
+            self.ordinary_since = 0;
+        } else if dir == Dir::Rx {
+            self.ordinary_since += handled as u64;
+        }
+    }
+
+    /// Whether a protected queue has frames waiting.
+    pub fn protected_waiting(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| s.registered && s.needed && s.protected.is_some())
+    }
+
+    /// Whether the protected class may go ahead of ordinary input that
+    /// waits, counting `in_hand` ordinary frames of a callback in progress:
+    /// once the ordinary traffic has had as many frames as the last
+    /// protected callback took (the cap).
+    pub fn protected_due(&self, in_hand: u32) -> bool {
+        self.ordinary_since + in_hand as u64 >= self.protected_frames
+    }
+
+    /// Whether `dev` is a protected queue.
+    pub fn is_protected(&self, dev: DeviceId) -> bool {
+        self.slots[dev.0 * 2].protected.is_some()
     }
 
     /// A downstream queue reports its length (M3). Returns true if this
@@ -231,6 +292,43 @@ impl PollingFacility {
     pub fn next_action(&mut self, now: Nanos) -> Action {
         let inhibited = self.input_inhibited(now).is_some();
         let n = self.slots.len();
+        // Ordinary receive work waiting (inhibited input does not wait).
+        let ordinary_waiting = !inhibited
+            && self
+                .slots
+                .iter()
+                .step_by(2)
+                .any(|s| s.registered && s.needed && s.protected.is_none());
+        // A protected queue that has run dry gets its interrupt back at
+        // once, not in the round robin's turn, so that its next frame is
+        // heard while the others keep the thread busy.
+        if !inhibited {
+            let dry = self.slots.iter().position(|s| {
+                s.registered && s.protected.is_some() && !s.needed && !s.intr_enabled
+            });
+            if let Some(idx) = dry {
+                self.slots[idx].intr_enabled = true;
+                return Action::EnableInterrupts {
+                    dev: DeviceId(idx / 2),
+                    dir: Dir::Rx,
+                };
+            }
+        }
+        // Protected queues first, unless ordinary input waits and is owed
+        // frames (the cap).
+        if !inhibited && (!ordinary_waiting || self.protected_due(0)) {
+            let first = self
+                .slots
+                .iter()
+                .position(|s| s.registered && s.needed && s.protected.is_some());
+            if let Some(idx) = first {
+                return Action::Poll {
+                    dev: DeviceId(idx / 2),
+                    dir: Dir::Rx,
+                    quota: self.slots[idx].protected.unwrap_or(self.quota),
+                };
+            }
+        }
         // One round-robin scan: the first slot with work is polled, and a
         // slot that has run dry gets its interrupt back in its turn, so a
         // busy neighbour cannot keep it deaf.
@@ -243,6 +341,10 @@ impl PollingFacility {
             }
             let dev = DeviceId(idx / 2);
             let dir = if rx { Dir::Rx } else { Dir::Tx };
+            if s.needed && s.protected.is_some() {
+                // Served ahead of the round robin, or owed a turn to others.
+                continue;
+            }
             if s.needed {
                 self.cursor = (idx + 1) % n;
                 return Action::Poll {
@@ -404,6 +506,95 @@ mod tests {
             }
         );
         assert!(matches!(f.next_action(10 * MS), Action::Poll { .. }));
+    }
+
+    #[test]
+    fn protected_queue_goes_first_and_then_yields() {
+        let mut f = PollingFacility::new(Quota::Limited(5));
+        let flood = f.register(true, true);
+        let prot = f.register_protected(Quota::Limited(2));
+        let mut toy = Toy {
+            pending: vec![[100, 0], [3, 0]],
+            served: vec![[0; 2]; 2],
+        };
+        f.interrupt(flood, Dir::Rx);
+        let _ = toy.step(&mut f, 0);
+        // A protected frame arrives while the flood is being served: the
+        // next callback is the protected queue's, with its own quota.
+        f.interrupt(prot, Dir::Rx);
+        let (a, n) = toy.step(&mut f, 0).unwrap();
+        assert_eq!(
+            a,
+            Action::Poll {
+                dev: prot,
+                dir: Dir::Rx,
+                quota: Quota::Limited(2)
+            }
+        );
+        assert_eq!(n, 2);
+        // It still has a frame, but the flood has its turn first (the cap).
+        let (a, _) = toy.step(&mut f, 0).unwrap();
+        assert!(matches!(a, Action::Poll { dev, .. } if dev == flood));
+        let (a, n) = toy.step(&mut f, 0).unwrap();
+        assert!(matches!(a, Action::Poll { dev, .. } if dev == prot));
+        assert_eq!(n, 1);
+        // Drained, its interrupt comes back in the round robin's turn.
+        while let Some((a, _)) = toy.step(&mut f, 0) {
+            assert!(!matches!(a, Action::Poll { dev, .. } if dev == prot));
+            if toy.pending[0][0] == 0 {
+                break;
+            }
+        }
+        assert!(f.interrupts_enabled(prot, Dir::Rx));
+    }
+
+    #[test]
+    fn inhibits_hold_the_protected_queue_too() {
+        let mut f =
+            PollingFacility::new(Quota::Limited(5)).with_cycle_limit(CycleLimit::new(10 * MS, 0.5));
+        let prot = f.register_protected(Quota::Limited(4));
+        f.interrupt(prot, Dir::Rx);
+        assert!(f.charge(6 * MS, 6 * MS));
+        assert_eq!(
+            f.next_action(6 * MS),
+            Action::Idle {
+                until: Some(10 * MS)
+            }
+        );
+        assert!(matches!(f.next_action(10 * MS), Action::Poll { dev, .. } if dev == prot));
+    }
+
+    proptest! {
+        /// With ordinary devices backlogged, a flooded protected queue gets
+        /// at most one callback per ordinary callback and no more frames than
+        /// they do, and no backlogged ordinary device goes unserved for more
+        /// than one round.
+        #[test]
+        fn protected_flood_is_capped(q in 1u32..20, pq in 1u32..20, ndev in 1usize..4, steps in 4usize..300) {
+            let mut f = PollingFacility::new(Quota::Limited(q));
+            let devs: Vec<_> = (0..ndev).map(|_| f.register(true, false)).collect();
+            let prot = f.register_protected(Quota::Limited(pq));
+            let mut toy = Toy { pending: vec![[u32::MAX / 2, 0]; ndev + 1], served: vec![[0; 2]; ndev + 1] };
+            for d in devs.iter().chain([&prot]) { f.interrupt(*d, Dir::Rx); }
+            let (mut protected, mut ordinary, mut last_prot) = (0u64, 0u64, false);
+            let (mut pframes, mut oframes) = (0u64, 0u64);
+            for _ in 0..steps {
+                let (a, n) = toy.step(&mut f, 0).unwrap();
+                if let Action::Poll { dev, quota, .. } = a {
+                    let is_prot = dev == prot;
+                    prop_assert!(!(is_prot && last_prot), "two protected callbacks in a row");
+                    if is_prot { protected += 1; pframes += n as u64; prop_assert_eq!(quota, Quota::Limited(pq)); }
+                    else { ordinary += 1; oframes += n as u64; prop_assert_eq!(quota, Quota::Limited(q)); }
+                    last_prot = is_prot;
+                }
+            }
+            prop_assert!(protected <= ordinary + 1);
+            // No more protected frames than ordinary ones, but for the last callback's.
+            prop_assert!(pframes <= oframes + pq as u64, "{} protected frames, {} ordinary", pframes, oframes);
+            let least = toy.served[..ndev].iter().map(|s| s[0]).min().unwrap();
+            let most = toy.served[..ndev].iter().map(|s| s[0]).max().unwrap();
+            prop_assert!(most - least <= q as u64);
+        }
     }
 
     proptest! {

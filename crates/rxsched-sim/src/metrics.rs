@@ -184,6 +184,13 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "round_trips",
     "tcp_retransmits",
     "tcp_timeouts",
+    // Protected sources (`[[traffic]] protected`), over the whole run.
+    "protected_sent",
+    "protected_delivered",
+    "protected_lost",
+    "protected_latency_p50_us",
+    "protected_latency_p99_us",
+    "protected_latency_max_us",
     // The nt host (crate::smp): shares of all its CPUs unless named per CPU.
     "cpus",
     "user_share",

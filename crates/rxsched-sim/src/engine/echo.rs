@@ -77,6 +77,7 @@ impl EchoClient {
                     bytes: self.bytes,
                     arrived: now,
                     port: 0,
+                    protected: false,
                     seq: 0,
                     tcp: None,
                     echo: true,

@@ -41,6 +41,21 @@ pub struct Meter {
     first_arrival: Option<Nanos>,
     first_delivery: Option<Nanos>,
     samples: Samples,
+    /// The protected sources' frames (`[[traffic]] protected`).
+    pub protected: Protected,
+}
+
+/// What became of the protected sources' frames, over the whole run.
+#[derive(Debug)]
+pub struct Protected {
+    /// Frames that arrived.
+    pub sent: u64,
+    /// Frames delivered.
+    pub delivered: u64,
+    /// Frames dropped, at any point.
+    pub lost: u64,
+    /// Arrival to delivery, in ns, for deliveries in the measured interval.
+    pub latency: crate::metrics::Histogram,
 }
 
 impl Meter {
@@ -61,11 +76,18 @@ impl Meter {
             first_arrival: None,
             first_delivery: None,
             samples: Samples::default(),
+            protected: Protected {
+                sent: 0,
+                delivered: 0,
+                lost: 0,
+                latency: crate::metrics::histogram(),
+            },
         }
     }
 
-    /// A packet's last bit arrived at `now`.
-    pub fn arrival(&mut self, now: Nanos) {
+    /// Packet `p`'s last bit arrived at `now`.
+    pub fn arrival(&mut self, p: Packet, now: Nanos) {
+        self.protected.sent += p.protected as u64;
         self.arrived += 1;
         self.first_arrival.get_or_insert(now);
         if now >= self.w0 {
@@ -92,8 +114,15 @@ impl Meter {
         self.drops.add(point);
     }
 
-    /// A packet arriving at `now` found the receive ring full.
-    pub fn ring_drop(&mut self, now: Nanos) {
+    /// Packet `p` was discarded at `point`.
+    pub fn drop_packet(&mut self, point: DropPoint, p: &Packet) {
+        self.protected.lost += p.protected as u64;
+        self.drops.add(point);
+    }
+
+    /// Packet `p`, arriving at `now`, found its receive ring full.
+    pub fn ring_drop(&mut self, p: Packet, now: Nanos) {
+        self.protected.lost += p.protected as u64;
         self.drops.add(DropPoint::NicRxRing);
         if now >= self.w0 {
             self.ring_drops_w += 1;
@@ -103,6 +132,15 @@ impl Meter {
     /// A packet reached its final consumer at `now`.
     pub fn deliver(&mut self, p: Packet, now: Nanos) {
         self.delivered += 1;
+        if p.protected {
+            self.protected.delivered += 1;
+            if now >= self.w0 {
+                self.protected
+                    .latency
+                    .record(now - p.arrived)
+                    .expect("an auto-resizing histogram takes any u64");
+            }
+        }
         if p.id == 0 {
             self.first_delivery = Some(now - p.arrived);
         }

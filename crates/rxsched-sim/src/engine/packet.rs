@@ -19,6 +19,9 @@ pub struct Packet {
     pub tcp: Option<TcpSeg>,
     /// A datagram of the ping-pong client: the reader sends it back.
     pub echo: bool,
+    /// Of a protected source (`[[traffic]] protected`): counted apart, and
+    /// steered to the port's protected ring when it has one.
+    pub protected: bool,
 }
 
 /// What a TCP frame carries.

@@ -75,6 +75,20 @@ impl Record {
                 .insert("tcp_retransmits".into(), st.retransmits as f64);
             self.extra.insert("tcp_timeouts".into(), st.timeouts as f64);
         }
+        let prot = &meter.protected;
+        if prot.sent > 0 {
+            let lat = Latency::of(&prot.latency);
+            for (k, v) in [
+                ("protected_sent", prot.sent as f64),
+                ("protected_delivered", prot.delivered as f64),
+                ("protected_lost", prot.lost as f64),
+                ("protected_latency_p50_us", lat.p50),
+                ("protected_latency_p99_us", lat.p99),
+                ("protected_latency_max_us", lat.max),
+            ] {
+                self.extra.insert(k.into(), v);
+            }
+        }
         let m = Metrics {
             offered_pps: meter.arrived_w as f64 / secs,
             delivered_pps: meter.delivered_w as f64 / secs,

@@ -205,6 +205,7 @@ impl TcpFlow {
             seq: 0,
             tcp: Some(tcp),
             echo: false,
+            protected: false,
         }
     }
 

@@ -28,6 +28,7 @@ struct Source {
     count: u64,
     sent: u64,
     port: u8,
+    protected: bool,
     /// When this source's own last frame ends on the wire, in ps.
     own_free: u64,
     /// The wire time of its frame, in ps.
@@ -76,6 +77,7 @@ impl Traffic {
                     count: t.count,
                     sent: 0,
                     port: t.port,
+                    protected: t.protected,
                     own_free: 0,
                     frame: 0,
                 }
@@ -204,6 +206,7 @@ impl Traffic {
             seq: 0,
             tcp: None,
             echo: false,
+            protected: src.protected,
         };
         self.next_id = self.next_id.wrapping_add(1);
         p

@@ -62,6 +62,11 @@ impl Machine {
         self.meter.drop(point);
     }
 
+    /// Counts packet `p`'s drop at `point` (a protected packet's is lost).
+    pub fn drop_packet(&mut self, point: DropPoint, p: &Packet) {
+        self.meter.drop_packet(point, p);
+    }
+
     /// A packet reached its final consumer.
     pub fn deliver(&mut self, p: Packet) {
         self.meter.deliver(p, self.now);

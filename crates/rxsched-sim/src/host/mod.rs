@@ -83,8 +83,15 @@ impl Host {
         };
         let k = build(s, &p, ports);
         let w = Interval::of(&s.run);
+        let protect = &s.kernel.protect;
         let nics = (0..ports)
-            .map(|_| Nic::new(p.nic.rx_ring, s.kernel.output_queue_limit, p.nic.tx_ring))
+            .map(|_| {
+                let nic = Nic::new(p.nic.rx_ring, s.kernel.output_queue_limit, p.nic.tx_ring);
+                match protect.enabled {
+                    true => nic.with_protected_ring(protect.ring),
+                    false => nic,
+                }
+            })
             .collect();
         let m = Machine {
             now: 0,
@@ -92,7 +99,9 @@ impl Host {
             rng: ChaCha8Rng::seed_from_u64(s.run.seed),
             cpu: Cpu::new(k.kthread_bucket(), &names, w),
             nics,
-            intr: IntrController::new(ports, p.nic.one_interrupt),
+            // The polling kernel's protected rings interrupt on lines of
+            // their own, after the ports'.
+            intr: IntrController::new(2 * ports, p.nic.one_interrupt),
             traffic: Traffic::new(&s.traffic),
             tcp: s.tcp.as_ref().map(|t| TcpFlow::new(t, &p.wire, w.w0)),
             echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
@@ -356,13 +365,19 @@ impl Host {
     /// dropped if the ring is full.
     fn enter(&mut self, p: Packet) {
         let now = self.m.now;
-        self.m.meter.arrival(now);
+        self.m.meter.arrival(p, now);
         let nic = &mut self.m.nics[p.port as usize];
-        if nic.rx.len() >= nic.rx_cap {
-            self.m.meter.ring_drop(now);
-        } else {
-            nic.rx.push_back(p);
-            self.k.rx_arrived(&mut self.m, p.port);
+        let protected_ring = p.protected && nic.prot_cap > 0;
+        match nic.ring_for(&p) {
+            None => self.m.meter.ring_drop(p, now),
+            Some(ring) => {
+                ring.push_back(p);
+                if protected_ring {
+                    self.k.rx_arrived_protected(&mut self.m, p.port);
+                } else {
+                    self.k.rx_arrived(&mut self.m, p.port);
+                }
+            }
         }
     }
 

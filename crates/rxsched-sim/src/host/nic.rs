@@ -13,6 +13,11 @@ pub struct Nic {
     pub rx: VecDeque<Packet>,
     /// Receive descriptors.
     pub rx_cap: usize,
+    /// The protected ring (`kernel.protect`): protected sources' frames,
+    /// steered apart from the rest; a frame arriving to it full is dropped.
+    pub prot: VecDeque<Packet>,
+    /// Its descriptors (0: the device has no protected ring).
+    pub prot_cap: usize,
     /// The interface output queue (`if_snd`, or Linux's qdisc).
     pub out_q: VecDeque<Packet>,
     /// Its limit.
@@ -33,6 +38,8 @@ impl Nic {
         Nic {
             rx: VecDeque::new(),
             rx_cap: rx_cap as usize,
+            prot: VecDeque::new(),
+            prot_cap: 0,
             out_q: VecDeque::new(),
             out_cap: out_cap as usize,
             tx_ring: VecDeque::new(),
@@ -45,7 +52,37 @@ impl Nic {
     /// Packets the interface holds that are still in flight (a transmitted
     /// frame awaiting reclaim has been delivered).
     pub fn packets(&self) -> u64 {
-        (self.rx.len() + self.out_q.len() + self.tx_ring.len()) as u64 + self.wire.is_some() as u64
+        (self.rx.len() + self.prot.len() + self.out_q.len() + self.tx_ring.len()) as u64
+            + self.wire.is_some() as u64
+    }
+
+    /// The interface with a protected ring of `cap` descriptors.
+    pub fn with_protected_ring(mut self, cap: u32) -> Nic {
+        self.prot_cap = cap as usize;
+        self
+    }
+
+    /// Whether a frame waits on either receive ring.
+    pub fn has_rx(&self) -> bool {
+        !self.rx.is_empty() || !self.prot.is_empty()
+    }
+
+    /// The next received frame for a driver that serves both rings as one
+    /// device: the protected ring's first.
+    pub fn take_rx(&mut self) -> Option<Packet> {
+        self.prot.pop_front().or_else(|| self.rx.pop_front())
+    }
+
+    /// Where an arriving frame goes: the protected ring for a protected
+    /// frame when there is one, else the ordinary ring; `None` when that
+    /// ring is full (the frame is dropped before any work).
+    pub fn ring_for(&mut self, p: &Packet) -> Option<&mut VecDeque<Packet>> {
+        let (ring, cap) = if p.protected && self.prot_cap > 0 {
+            (&mut self.prot, self.prot_cap)
+        } else {
+            (&mut self.rx, self.rx_cap)
+        };
+        (ring.len() < cap).then_some(ring)
     }
 }
 

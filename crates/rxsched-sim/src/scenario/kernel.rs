@@ -131,6 +131,35 @@ impl Default for BreakerCfg {
     }
 }
 
+/// Protected traffic (`[kernel.protect]`): the device steers the frames
+/// of protected sources (`[[traffic]] protected = true`) onto a receive
+/// ring of their own, as a NIC's flow rules steer a router's control
+/// plane (`ethtool -N ... action Q`). The polling kernel serves that ring
+/// first, with a quota of its own and a cap; a kernel that does not know
+/// of it takes it as one more ring.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProtectCfg {
+    /// Whether the device has the protected ring.
+    pub enabled: bool,
+    /// Its receive descriptors.
+    pub ring: u32,
+    /// Frames per polling callback on it.
+    pub quota: Quota,
+}
+
+impl Default for ProtectCfg {
+    fn default() -> Self {
+        ProtectCfg {
+            enabled: false,
+            // A control plane's frames are few and small; 32 descriptors
+            // hold a 100/s stream through 300 ms of inhibited input.
+            ring: 32,
+            quota: Quota::Limited(4),
+        }
+    }
+}
+
 /// `[kernel]`: the mechanisms and their parameters.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -159,6 +188,8 @@ pub struct KernelCfg {
     pub cycle_limit: CycleLimitCfg,
     /// M5.
     pub breaker: BreakerCfg,
+    /// A protected receive ring.
+    pub protect: ProtectCfg,
     /// Polling: whether M3 and M4 inhibits stop a callback at the next
     /// packet (`packet`) or only when it returns (`callback`).
     pub inhibit_check: rxsched_core::InhibitCheck,
@@ -226,6 +257,7 @@ impl Default for KernelCfg {
             feedback: FeedbackCfg::default(),
             cycle_limit: CycleLimitCfg::default(),
             breaker: BreakerCfg::default(),
+            protect: ProtectCfg::default(),
             variant: None,
             napi: None,
             tx_reclaim: None,

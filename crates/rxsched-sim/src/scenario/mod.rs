@@ -70,6 +70,10 @@ pub struct TrafficCfg {
     pub start_us: f64,
     /// The interface it arrives on (0 or 1); a router forwards to the other.
     pub port: u8,
+    /// Traffic that keeps the network alive (ARP, ICMP, routing protocols,
+    /// frames for the host): counted apart (`protected_*` in the record),
+    /// and steered to a ring of its own when `kernel.protect.enabled`.
+    pub protected: bool,
 }
 
 impl Default for TrafficCfg {
@@ -84,6 +88,7 @@ impl Default for TrafficCfg {
             count: 0,
             start_us: 0.0,
             port: 0,
+            protected: false,
         }
     }
 }

@@ -23,14 +23,14 @@ impl Smp {
     /// receive-side scaling picks (drawn only when there are several), and
     /// an interrupt if that queue's are enabled.
     pub(super) fn enter(&mut self, p: Packet) {
-        self.meter.arrival(self.now);
+        self.meter.arrival(p, self.now);
         let q = match self.adapters.len() {
             1 => 0,
             n => self.rng.gen_range(0..n),
         };
         let a = &mut self.adapters[q];
         if a.ring.len() >= a.cap {
-            self.meter.ring_drop(self.now);
+            self.meter.ring_drop(p, self.now);
             return;
         }
         a.ring.push_back(p);

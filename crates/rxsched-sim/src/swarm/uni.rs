@@ -48,6 +48,24 @@ pub(super) fn draw(r: &mut ChaCha8Rng, kind: &str, covers: &mut BTreeSet<String>
     for _ in 0..sources {
         traffic.push(Value::Table(source(r, reader, duration_ms, covers)));
     }
+    if matches!(kind, "bsd" | "emulated" | "polling") && !traffic.is_empty() && r.gen_bool(0.25) {
+        // A protected source, with or without a ring of its own.
+        covers.insert("switch:protected".into());
+        let last = traffic.len() - 1;
+        if let Some(t) = traffic[last].as_table_mut() {
+            t.insert("protected".into(), Value::Boolean(true));
+        }
+        if r.gen_bool(0.7) {
+            covers.insert("switch:protect_ring".into());
+            let mut p = Table::new();
+            p.insert("enabled".into(), Value::Boolean(true));
+            p.insert("ring".into(), int(r.gen_range(1..=64)));
+            p.insert("quota".into(), int(r.gen_range(1..=16)));
+            if let Some(k) = top.get_mut("kernel").and_then(Value::as_table_mut) {
+                k.insert("protect".into(), Value::Table(p));
+            }
+        }
+    }
     if !traffic.is_empty() {
         top.insert("traffic".into(), Value::Array(traffic));
     }

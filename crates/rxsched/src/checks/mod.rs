@@ -179,6 +179,7 @@ impl View<'_> {
             MeanRatio(c) => self.mean_ratio(c),
             RatioEverywhere(c) => self.ratio_everywhere(c),
             LastOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, true)),
+            OverFirst(b) => self.each(&b.series, |_, cv| over_first(cv, b)),
             RangeOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, false)),
             Mlfrr(b) => self.each(&b.series, |s, _| self.mlfrr(s, b)),
             Tracks {

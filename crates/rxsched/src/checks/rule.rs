@@ -173,6 +173,9 @@ pub enum Rule {
     LastOverMlfrr(Bounded),
     /// The MLFRR itself (highest loss-free offered rate), within bounds.
     Mlfrr(Bounded),
+    /// Every point over the series' first (lowest-x) point, within bounds:
+    /// a latency against its unloaded value.
+    OverFirst(Bounded),
     /// The highest x over the MLFRR: how far past saturation the sweep went.
     RangeOverMlfrr(Bounded),
     /// At every point (paired in x order; with `past_peak`, only from
@@ -204,7 +207,9 @@ impl Rule {
             SpreadOrder { series, other }
             | AtEveryRate { series, other, .. }
             | Tracks { series, other, .. } => series.iter().chain(other).collect(),
-            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) => b.series.iter().collect(),
+            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) => {
+                b.series.iter().collect()
+            }
             Flat { series, .. }
             | Collapses { series, .. }
             | LivelockAt { series, .. }
@@ -232,7 +237,7 @@ impl Rule {
                 open(&c.min, &c.max)
             }
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => open(&c.min, &c.max),
-            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) => open(&b.min, &b.max),
+            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) => open(&b.min, &b.max),
             LivelockAt { min, max, .. } | Splits { min, max, .. } => open(min, max),
             _ => false,
         };

@@ -273,3 +273,24 @@ impl View<'_> {
         )
     }
 }
+
+/// Every point over the first (lowest-x) point, within the bounds.
+pub(super) fn over_first(cv: &Curve, b: &Bounded) -> Outcome {
+    let Some(&(_, y0)) = cv.first() else {
+        return (false, "no points".into());
+    };
+    if y0 <= 0.0 {
+        return (false, format!("the first point is {y0}: no ratio to it"));
+    }
+    let ratios: Vec<f64> = cv.iter().map(|&(_, y)| y / y0).collect();
+    let lo = ratios.iter().copied().fold(f64::MAX, f64::min);
+    let hi = ratios.iter().copied().fold(f64::MIN, f64::max);
+    let ok = ratios.iter().all(|r| within(*r, b.min, b.max));
+    (
+        ok,
+        format!(
+            "over the first point ({y0:.3}): {lo:.3} to {hi:.3} (want {})",
+            bounds(b.min, b.max)
+        ),
+    )
+}

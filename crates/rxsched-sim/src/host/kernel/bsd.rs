@@ -97,7 +97,7 @@ impl Stack {
                 Consumer::Capture => m.carry(c, step::Step::Bsd(Step::Filter(p))),
                 Consumer::Screend => {
                     if !m.users.to_screen(p) {
-                        m.drop(DropPoint::ScreenQueue);
+                        m.drop_packet(DropPoint::ScreenQueue, &p);
                     }
                     return true;
                 }
@@ -105,8 +105,27 @@ impl Stack {
             Step::IpOutput(p) => {
                 let out = 1 - p.port;
                 let nic = &mut m.nics[out as usize];
-                if nic.out_q.len() >= nic.out_cap {
-                    m.drop(DropPoint::OutputQueue);
+                if p.protected && nic.prot_cap > 0 {
+                    // The protected class's band of the output queue
+                    // (pfifo_fast's band 0): ahead of every ordinary frame,
+                    // whose last one makes room when the queue is full.
+                    let at = nic.out_q.iter().take_while(|q| q.protected).count();
+                    if nic.out_q.len() >= nic.out_cap {
+                        match nic.out_q.back().copied() {
+                            Some(last) if !last.protected => {
+                                nic.out_q.pop_back();
+                                m.drop_packet(DropPoint::OutputQueue, &last);
+                            }
+                            _ => {
+                                m.drop_packet(DropPoint::OutputQueue, &p);
+                                return false;
+                            }
+                        }
+                    }
+                    m.nics[out as usize].out_q.insert(at, p);
+                    self.try_start(m, c, out);
+                } else if nic.out_q.len() >= nic.out_cap {
+                    m.drop_packet(DropPoint::OutputQueue, &p);
                 } else {
                     nic.out_q.push_back(p);
                     self.try_start(m, c, out);
@@ -114,23 +133,23 @@ impl Stack {
             }
             Step::UdpInput(p) => {
                 if !m.users.socket.offer(p) {
-                    m.drop(DropPoint::SocketBuffer);
+                    m.drop_packet(DropPoint::SocketBuffer, &p);
                 }
             }
             Step::TcpInput(p) => {
                 // TCP takes only what the socket has room for: a segment
                 // that does not fit is dropped unacknowledged.
                 if !m.users.socket.fits(p) {
-                    m.drop(DropPoint::SocketBuffer);
+                    m.drop_packet(DropPoint::SocketBuffer, &p);
                 } else if !tcp_receive(m, p) {
-                    m.drop(DropPoint::TcpOutOfOrder);
+                    m.drop_packet(DropPoint::TcpOutOfOrder, &p);
                 } else {
                     m.users.socket.push(p);
                 }
             }
             Step::Filter(p) => {
                 if !m.users.to_filter(p) {
-                    m.drop(DropPoint::FilterQueue);
+                    m.drop_packet(DropPoint::FilterQueue, &p);
                 }
                 return true;
             }
@@ -233,9 +252,9 @@ impl Bsd {
             return None;
         }
         let nic = &mut m.nics[n as usize];
-        match self.batch.next(!nic.rx.is_empty()) {
+        match self.batch.next(nic.has_rx()) {
             BatchStep::Packet => {
-                let p = nic.rx.pop_front().expect("ring has a packet");
+                let p = nic.take_rx().expect("ring has a packet");
                 Some(step::Step::Bsd(Step::RxLink(p)))
             }
             BatchStep::ExitDisabled(t) => {
@@ -307,7 +326,7 @@ impl Kernel for Bsd {
             return;
         };
         let nic = &m.nics[n as usize];
-        let (rx, tx) = (!nic.rx.is_empty(), !nic.done_q.is_empty());
+        let (rx, tx) = (nic.has_rx(), !nic.done_q.is_empty());
         let one = self.one_interrupt;
         let serves = |s: IntrSrc| one || s == src;
         if rx && serves(IntrSrc::Rx(n)) {
@@ -348,7 +367,7 @@ impl Kernel for Bsd {
                     // The packet filter runs in the receive interrupt (§8.1).
                     m.carry(c, step::Step::Bsd(Step::Filter(p)));
                 } else if self.ipintrq.len() >= self.ipintrq_cap {
-                    m.drop(DropPoint::Ipintrq);
+                    m.drop_packet(DropPoint::Ipintrq, &p);
                 } else {
                     self.ipintrq.push_back(p);
                     self.ip_requested = true;
@@ -397,7 +416,7 @@ impl Kernel for Bsd {
         if let Timer::BreakerEnd(n) = t {
             if self.batch.timer(m.now) {
                 self.rx_enabled[n as usize] = true;
-                if !m.nics[n as usize].rx.is_empty() {
+                if m.nics[n as usize].has_rx() {
                     self.rx_arrived(m, n);
                 }
             }

@@ -44,6 +44,12 @@ pub trait Kernel: std::fmt::Debug {
     /// A frame was put on port `n`'s receive ring.
     fn rx_arrived(&mut self, m: &mut Machine, n: u8);
 
+    /// A frame was put on port `n`'s protected ring (`kernel.protect`). A
+    /// kernel that does not serve that ring apart takes it as the port's.
+    fn rx_arrived_protected(&mut self, m: &mut Machine, n: u8) {
+        self.rx_arrived(m, n);
+    }
+
     /// A frame left port `n`'s wire; its buffer waits in `done_q`.
     fn tx_done(&mut self, m: &mut Machine, n: u8);
 

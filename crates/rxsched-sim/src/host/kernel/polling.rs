@@ -20,6 +20,7 @@ use crate::scenario::Scenario;
 use rxsched_core::{
     Clock, CycleLimit, DeviceId, Dir, Nanos, PollLoop, PollingFacility, QueueFeedback, Wake, Work,
 };
+use std::collections::VecDeque;
 
 /// Virtual time and the polling thread's CPU time, for the loop.
 struct SimClock {
@@ -36,13 +37,22 @@ impl Clock for SimClock {
     }
 }
 
-/// Whether port `dev` (devices are registered in port order) has work in
-/// `dir`: a received frame, or a sent buffer to reclaim.
-fn pending(nics: &[Nic], dev: DeviceId, dir: Dir) -> bool {
-    let nic = &nics[dev.0];
+/// The receive ring of device `dev`: devices are registered in port order,
+/// then the ports' protected rings in port order (`kernel.protect`).
+fn rx_ring(nics: &mut [Nic], dev: DeviceId) -> &mut VecDeque<Packet> {
+    let ports = nics.len();
+    match dev.0 < ports {
+        true => &mut nics[dev.0].rx,
+        false => &mut nics[dev.0 - ports].prot,
+    }
+}
+
+/// Whether device `dev` has work in `dir`: a received frame, or a sent
+/// buffer to reclaim (ports only).
+fn pending(nics: &mut [Nic], dev: DeviceId, dir: Dir) -> bool {
     match dir {
-        Dir::Rx => !nic.rx.is_empty(),
-        Dir::Tx => !nic.done_q.is_empty(),
+        Dir::Rx => !rx_ring(nics, dev).is_empty(),
+        Dir::Tx => !nics[dev.0].done_q.is_empty(),
     }
 }
 
@@ -60,6 +70,7 @@ pub struct Polling {
     stack: Stack,
     lp: PollLoop,
     cb: Option<Callback>,
+    ports: usize,
 }
 
 impl Polling {
@@ -95,10 +106,16 @@ impl Polling {
         for _ in 0..ports {
             lp.register(true, true);
         }
+        if k.protect.enabled {
+            for _ in 0..ports {
+                lp.register_protected(k.protect.quota);
+            }
+        }
         Polling {
             stack: Stack::new(p, ports),
             lp,
             cb: None,
+            ports,
         }
     }
 
@@ -122,6 +139,10 @@ impl Kernel for Polling {
 
     fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
         self.raise_if_enabled(m, n, Dir::Rx);
+    }
+
+    fn rx_arrived_protected(&mut self, m: &mut Machine, n: u8) {
+        self.raise_if_enabled(m, self.ports as u8 + n, Dir::Rx);
     }
 
     fn tx_done(&mut self, m: &mut Machine, n: u8) {
@@ -148,17 +169,17 @@ impl Kernel for Polling {
         if let Some(mut cb) = self.cb {
             // The callback takes its next packet, one step each, while the
             // loop lets it; then it returns.
-            let more = pending(&m.nics, cb.dev, cb.dir);
+            let more = pending(&mut m.nics, cb.dev, cb.dir);
             if more && self.lp.proceed(m.now) {
                 cb.n += 1;
                 self.cb = Some(cb);
-                let nic = &mut m.nics[cb.dev.0];
                 return Some(match cb.dir {
                     Dir::Rx => {
-                        let p = nic.rx.pop_front().expect("ring has a packet");
-                        step::Step::Poll(Step::Rx(p))
+                        let p = rx_ring(&mut m.nics, cb.dev).pop_front();
+                        step::Step::Poll(Step::Rx(p.expect("ring has a packet")))
                     }
                     Dir::Tx => {
+                        let nic = &mut m.nics[cb.dev.0];
                         let p = nic.done_q.pop_front().expect("a completed frame");
                         step::Step::Bsd(bsd::Step::TxReclaim(cb.dev.0 as u8, p))
                     }
@@ -205,7 +226,7 @@ impl Kernel for Polling {
             }
             step::Step::Poll(Step::EnableIntr(n, dir)) => {
                 let dev = DeviceId(n as usize);
-                let pending = pending(&m.nics, dev, dir);
+                let pending = pending(&mut m.nics, dev, dir);
                 self.lp.enabled(dev, dir, pending);
             }
             step::Step::Bsd(s) => {

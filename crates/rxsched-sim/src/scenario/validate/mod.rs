@@ -206,6 +206,33 @@ impl Scenario {
                 || (self.kernel.rx_usecs == 0.0 && self.kernel.rx_frames <= 1),
             "kernel.rx_usecs",
             "interrupt coalescing is modelled for kernel.kind = \"linux\" only",
+        )?;
+        let bsd_family = matches!(
+            self.kernel.kind,
+            KernelKind::Bsd | KernelKind::Emulated | KernelKind::Polling
+        );
+        if let Some(i) = self.traffic.iter().position(|t| t.protected) {
+            need(
+                bsd_family,
+                &format!("traffic.{i}.protected"),
+                "protected traffic is modelled for kernel.kind = \"bsd\", \"emulated\" and \"polling\" (the router of Mogul & Ramakrishnan)",
+            )?;
+        }
+        let p = &self.kernel.protect;
+        need(
+            !p.enabled || bsd_family,
+            "kernel.protect.enabled",
+            "a protected receive ring is modelled for kernel.kind = \"bsd\", \"emulated\" and \"polling\"",
+        )?;
+        need(
+            (1..=65_536).contains(&p.ring),
+            "kernel.protect.ring",
+            "must be 1 to 65536 descriptors",
+        )?;
+        need(
+            !p.enabled || self.traffic.iter().any(|t| t.protected),
+            "kernel.protect.enabled",
+            "no [[traffic]] source is protected: mark one with protected = true",
         )
     }
 }
