@@ -289,8 +289,8 @@ impl PollLoop {
         // once it has handled a frame and as far as the cap allows.
         let protected = job.dir == Dir::Rx
             && job.allowed > 0
-            && !self.fac.is_protected(job.dev)
             && self.fac.protected_waiting()
+            && !self.fac.is_protected(job.dev)
             && self.fac.protected_due(job.allowed);
         let go = !protected
             && !job.quota.exhausted(job.allowed)

@@ -76,6 +76,8 @@ pub struct PollingFacility {
     /// frames handled since: the protected class's cap.
     protected_frames: u64,
     ordinary_since: u64,
+    /// Whether any protected queue is registered.
+    any_protected: bool,
 }
 
 impl PollingFacility {
@@ -90,6 +92,7 @@ impl PollingFacility {
             polls: 0,
             protected_frames: 0,
             ordinary_since: 0,
+            any_protected: false,
         }
     }
 
@@ -144,6 +147,7 @@ impl PollingFacility {
     pub fn register_protected(&mut self, quota: Quota) -> DeviceId {
         let dev = self.register(true, false);
         self.slots[dev.0 * 2].protected = Some(quota);
+        self.any_protected = true;
         dev
     }
 
@@ -200,9 +204,11 @@ impl PollingFacility {
 
     /// Whether a protected queue has frames waiting.
     pub fn protected_waiting(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| s.registered && s.needed && s.protected.is_some())
+        self.any_protected
+            && self
+                .slots
+                .iter()
+                .any(|s| s.registered && s.needed && s.protected.is_some())
     }
 
     /// Whether the protected class may go ahead of ordinary input that
@@ -288,45 +294,51 @@ impl PollingFacility {
         self.polls
     }
 
+    /// Input not inhibited: a protected queue's work that goes ahead of the
+    /// round robin, if any.
+    fn protected_action(&mut self) -> Option<Action> {
+        // A protected queue that has run dry gets its interrupt back at
+        // once, not in the round robin's turn, so that its next frame is
+        // heard while the others keep the thread busy.
+        let dry = self
+            .slots
+            .iter()
+            .position(|s| s.registered && s.protected.is_some() && !s.needed && !s.intr_enabled);
+        if let Some(idx) = dry {
+            self.slots[idx].intr_enabled = true;
+            return Some(Action::EnableInterrupts {
+                dev: DeviceId(idx / 2),
+                dir: Dir::Rx,
+            });
+        }
+        // Protected queues first, unless ordinary input waits and is owed
+        // frames (the cap).
+        let ordinary_waiting = self
+            .slots
+            .iter()
+            .step_by(2)
+            .any(|s| s.registered && s.needed && s.protected.is_none());
+        if ordinary_waiting && !self.protected_due(0) {
+            return None;
+        }
+        let idx = self
+            .slots
+            .iter()
+            .position(|s| s.registered && s.needed && s.protected.is_some())?;
+        Some(Action::Poll {
+            dev: DeviceId(idx / 2),
+            dir: Dir::Rx,
+            quota: self.slots[idx].protected.unwrap_or(self.quota),
+        })
+    }
+
     /// What the polling thread should do next.
     pub fn next_action(&mut self, now: Nanos) -> Action {
         let inhibited = self.input_inhibited(now).is_some();
         let n = self.slots.len();
-        // Ordinary receive work waiting (inhibited input does not wait).
-        let ordinary_waiting = !inhibited
-            && self
-                .slots
-                .iter()
-                .step_by(2)
-                .any(|s| s.registered && s.needed && s.protected.is_none());
-        // A protected queue that has run dry gets its interrupt back at
-        // once, not in the round robin's turn, so that its next frame is
-        // heard while the others keep the thread busy.
-        if !inhibited {
-            let dry = self.slots.iter().position(|s| {
-                s.registered && s.protected.is_some() && !s.needed && !s.intr_enabled
-            });
-            if let Some(idx) = dry {
-                self.slots[idx].intr_enabled = true;
-                return Action::EnableInterrupts {
-                    dev: DeviceId(idx / 2),
-                    dir: Dir::Rx,
-                };
-            }
-        }
-        // Protected queues first, unless ordinary input waits and is owed
-        // frames (the cap).
-        if !inhibited && (!ordinary_waiting || self.protected_due(0)) {
-            let first = self
-                .slots
-                .iter()
-                .position(|s| s.registered && s.needed && s.protected.is_some());
-            if let Some(idx) = first {
-                return Action::Poll {
-                    dev: DeviceId(idx / 2),
-                    dir: Dir::Rx,
-                    quota: self.slots[idx].protected.unwrap_or(self.quota),
-                };
+        if self.any_protected && !inhibited {
+            if let Some(a) = self.protected_action() {
+                return a;
             }
         }
         // One round-robin scan: the first slot with work is polled, and a
