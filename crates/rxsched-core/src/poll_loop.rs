@@ -139,6 +139,12 @@ impl PollLoop {
         self.fac.register_protected(quota)
     }
 
+    /// Makes registered device `dev`'s receive queue a protected one (see
+    /// [`PollingFacility::protect`]).
+    pub fn protect(&mut self, dev: DeviceId, quota: Quota) {
+        self.fac.protect(dev, quota);
+    }
+
     /// With M4: input time left in the current period before an inhibit.
     pub fn cycle_headroom(&mut self, now: Nanos) -> Option<Nanos> {
         self.fac.cycle_headroom(now)

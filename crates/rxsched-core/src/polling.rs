@@ -146,9 +146,16 @@ impl PollingFacility {
     /// wait on their own ring, where the ordinary flood cannot reach them.
     pub fn register_protected(&mut self, quota: Quota) -> DeviceId {
         let dev = self.register(true, false);
+        self.protect(dev, quota);
+        dev
+    }
+
+    /// Makes registered device `dev`'s receive queue a protected one (see
+    /// [`PollingFacility::register_protected`]); its transmit callback, if
+    /// any, stays an ordinary one.
+    pub fn protect(&mut self, dev: DeviceId, quota: Quota) {
         self.slots[dev.0 * 2].protected = Some(quota);
         self.any_protected = true;
-        dev
     }
 
     fn slot(&mut self, dev: DeviceId, dir: Dir) -> &mut Slot {

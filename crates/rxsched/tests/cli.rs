@@ -433,6 +433,14 @@ fn real_commands_name_the_bad_flag_or_interface() {
         (vec!["route", "--stats-every", "1e-9"], "--stats-every"),
         (vec!["route", "--stats-every", "nan"], "--stats-every"),
         (
+            vec!["route", "--mode", "interrupt", "--protect-queue", "1"],
+            "--protect-queue is for the polling thread",
+        ),
+        (
+            vec!["route", "--protect-queue", "1", "--protect-quota", "0"],
+            "--protect-quota",
+        ),
+        (
             vec!["route", "--ports", "nosuch0,nosuch1"],
             "nosuch0: no such interface",
         ),

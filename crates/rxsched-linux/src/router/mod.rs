@@ -100,6 +100,11 @@ pub struct RouterConfig {
     /// With `cpus`: M4 for the whole router, a share of one CPU split
     /// evenly over the threads.
     pub cycle_limit_total: Option<f64>,
+    /// Polling: every port's receive queue of this number is protected
+    /// (the operator steers the control plane's frames there with the
+    /// NIC's flow rules), served first with this quota and capped
+    /// ([`rxsched_core::PollingFacility::register_protected`]).
+    pub protect: Option<(u32, rxsched_core::Quota)>,
 }
 
 /// The two-level switch's settings (Hansen & Jul 1997 §5.1: more than 50%
@@ -312,6 +317,26 @@ fn forward_from(
         return threads::run(&c, ports, &queue_of, devices, opened.thread_prio);
     }
     let mut router = polling::PollingRouter::new(ports, &c, screen, sys::MonoClock, wait)?;
+    if let Some((queue, quota)) = c.protect {
+        let sides: Vec<usize> = (0..queue_of.len())
+            .filter(|&s| queue_of[s].1 == queue)
+            .collect();
+        if sides.is_empty() {
+            return Err(SysError {
+                what: format!("--protect-queue {queue}"),
+                syscall: "configure",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "no port has a receive queue {queue} (the most any of {} has is {}; queues are numbered from 0)",
+                        c.ports.join(", "),
+                        next_queue.iter().max().copied().unwrap_or(1)
+                    ),
+                ),
+            });
+        }
+        router.protect(&sides, quota);
+    }
     router.attach(opened.gate, links)?;
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;

@@ -164,6 +164,14 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         self.poller.attach(gate, links)
     }
 
+    /// Makes receive sides `sides` (devices in the poller's order: each
+    /// port's queue 0, then the other queues) protected queues.
+    pub fn protect(&mut self, sides: &[usize], quota: rxsched_core::Quota) {
+        for &s in sides {
+            self.poller.lp.protect(rxsched_core::DeviceId(s), quota);
+        }
+    }
+
     /// The counters.
     pub fn counters(&self) -> &Counters {
         &self.poller.app.counters

@@ -52,6 +52,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         in_xdp: false,
         cpus: Vec::new(),
         cycle_limit_total: None,
+        protect: None,
     }
 }
 
@@ -68,16 +69,18 @@ fn frame(ttl: u8, dst: [u8; 4], seq: u64) -> Vec<u8> {
     .to_vec()
 }
 
-/// Two in-memory ports: the test feeds port 0 and reads port 1's sink.
+/// Two in-memory ports: the test feeds port 0 (and may feed port 1) and
+/// reads port 1's sink (and port 0's).
 struct Net {
     feed: Feed,
+    feed1: Feed,
     out: Sink,
     back: Sink,
 }
 
 fn ports(ring: usize, rx0: impl FnOnce(mem::MemRx) -> Rx) -> (Vec<Port<Rx, mem::MemTx>>, Net) {
     let (r0, feed) = mem::ring(ring);
-    let (r1, _) = mem::ring(ring);
+    let (r1, feed1) = mem::ring(ring);
     let (t0, back) = mem::sink(usize::MAX);
     let (t1, out) = mem::sink(usize::MAX);
     let p = vec![
@@ -96,7 +99,15 @@ fn ports(ring: usize, rx0: impl FnOnce(mem::MemRx) -> Rx) -> (Vec<Port<Rx, mem::
             mtu: 1500,
         },
     ];
-    (p, Net { feed, out, back })
+    (
+        p,
+        Net {
+            feed,
+            feed1,
+            out,
+            back,
+        },
+    )
 }
 
 fn plain(r: mem::MemRx) -> Rx {
@@ -137,6 +148,7 @@ fn settle<R: RxBackend, T: TxBackend>(
 const MS_NS: u64 = 1_000_000;
 
 mod faults;
+mod protect;
 mod screen;
 
 #[test]

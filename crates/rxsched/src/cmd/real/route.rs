@@ -92,6 +92,16 @@ pub struct RouteArgs {
     /// split evenly over the threads.
     #[arg(long)]
     pub cycle_limit_total: Option<f64>,
+    /// Polling: every port's receive queue N is protected (steer ARP,
+    /// ICMP and routing protocols there with the NIC's flow rules,
+    /// `ethtool -N IF ... action N`): served first, and an ordinary
+    /// queue's batch stops for it, but it never takes more frames than the
+    /// traffic it makes wait. Needs a device with more than N queues.
+    #[arg(long, value_name = "N")]
+    pub protect_queue: Option<u32>,
+    /// Frames per callback on the protected queue.
+    #[arg(long, default_value_t = 4)]
+    pub protect_quota: u32,
 }
 
 /// Parses `route`'s arguments.
@@ -144,6 +154,20 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         }
         p => p.map(|p| p / 100.0),
     };
+    let protect = match a.protect_queue {
+        None => None,
+        Some(_) if mode == Mode::Interrupt || a.forward_in == "xdp" || !cpus.is_empty() => {
+            return Err(Error::Input(
+                "--protect-queue is for the polling thread that forwards in user space \
+                 (--mode polling or two-level, no --forward-in xdp, no --cpus)"
+                    .into(),
+            ))
+        }
+        Some(_) if a.protect_quota == 0 => {
+            return Err(Error::flag("protect-quota", "must be at least 1 frame"))
+        }
+        Some(q) => Some((q, rxsched_core::Quota::Limited(a.protect_quota))),
+    };
     Ok(RouterConfig {
         run,
         ports: a.ports.clone(),
@@ -160,6 +184,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         in_xdp: a.forward_in == "xdp",
         cpus,
         cycle_limit_total,
+        protect,
     })
 }
 
