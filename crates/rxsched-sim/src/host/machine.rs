@@ -83,7 +83,7 @@ impl Machine {
         if nic.wire.is_some() {
             return;
         }
-        let Some(p) = nic.tx_ring.pop_front() else {
+        let Some(p) = nic.tx_prot.pop_front().or_else(|| nic.tx_ring.pop_front()) else {
             return;
         };
         nic.wire = Some(p);

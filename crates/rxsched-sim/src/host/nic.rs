@@ -24,6 +24,10 @@ pub struct Nic {
     pub out_cap: usize,
     /// Frames loaded onto the transmit ring.
     pub tx_ring: VecDeque<Packet>,
+    /// The protected transmit ring (`kernel.protect`, `prot_cap`
+    /// descriptors): the wire takes its frames first, as a NIC's priority
+    /// transmit queue.
+    pub tx_prot: VecDeque<Packet>,
     /// Transmit descriptors.
     pub tx_cap: usize,
     /// The frame on the wire.
@@ -43,6 +47,7 @@ impl Nic {
             out_q: VecDeque::new(),
             out_cap: out_cap as usize,
             tx_ring: VecDeque::new(),
+            tx_prot: VecDeque::new(),
             tx_cap: tx_cap as usize,
             wire: None,
             done_q: VecDeque::new(),
@@ -53,6 +58,7 @@ impl Nic {
     /// frame awaiting reclaim has been delivered).
     pub fn packets(&self) -> u64 {
         (self.rx.len() + self.prot.len() + self.out_q.len() + self.tx_ring.len()) as u64
+            + self.tx_prot.len() as u64
             + self.wire.is_some() as u64
     }
 

@@ -105,8 +105,13 @@ impl Stack {
             Step::IpOutput(p) => {
                 let out = 1 - p.port;
                 let nic = &mut m.nics[out as usize];
-                if p.protected && nic.prot_cap > 0 {
-                    // The protected class's band of the output queue
+                if p.protected && nic.prot_cap > 0 && nic.tx_prot.len() < nic.prot_cap {
+                    // The device's protected transmit ring, which the wire
+                    // serves first: the driver loads it at once.
+                    nic.tx_prot.push_back(p);
+                    m.kick(out as usize);
+                } else if p.protected && nic.prot_cap > 0 {
+                    // Its ring full: the protected class's band of the output queue
                     // (pfifo_fast's band 0): ahead of every ordinary frame,
                     // whose last one makes room when the queue is full.
                     let at = nic.out_q.iter().take_while(|q| q.protected).count();
