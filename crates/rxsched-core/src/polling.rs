@@ -226,6 +226,11 @@ impl PollingFacility {
         self.ordinary_since + in_hand as u64 >= self.protected_frames
     }
 
+    /// Whether any protected queue is registered.
+    pub fn has_protected(&self) -> bool {
+        self.any_protected
+    }
+
     /// Whether `dev` is a protected queue.
     pub fn is_protected(&self, dev: DeviceId) -> bool {
         self.slots[dev.0 * 2].protected.is_some()

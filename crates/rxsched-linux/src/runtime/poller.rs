@@ -202,6 +202,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
     pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
         let now = self.clock.now();
         let at = At(now);
+        if self.lp.facility().has_protected() {
+            self.hear_protected();
+        }
         let Some(work) = self.lp.next(&at) else {
             self.sleep(deadline)?;
             return Ok(true);
@@ -253,6 +256,22 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         });
         self.taken += u64::from(n);
         n
+    }
+
+    /// A device's readiness is heard only while the thread sleeps; a
+    /// protected queue's frames are looked for between callbacks too, as an
+    /// interrupt would announce them, so that a busy ordinary queue cannot
+    /// keep them waiting beyond the callback in progress.
+    fn hear_protected(&mut self) {
+        for (d, r) in self.rx.iter().enumerate() {
+            let dev = DeviceId(d);
+            if self.lp.facility().is_protected(dev)
+                && self.lp.interrupts_enabled(dev, Dir::Rx)
+                && r.pending()
+            {
+                let _ = self.lp.interrupt(dev, Dir::Rx);
+            }
+        }
     }
 
     /// The thread sleeps: it waits on the ports whose interrupt is enabled
