@@ -17,8 +17,8 @@ pub mod two_level;
 pub use crate::runtime::{Backend, Port};
 pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
 pub use report::{
-    live_line, Counters, DeviceRefusals, Devices, RouterReport, ScreenAt, ScreenReport, Stats,
-    TwoLevelReport, REASONS,
+    live_line, Counters, DeviceRefusals, Devices, ProtectedReport, RouterReport, ScreenAt,
+    ScreenReport, Stats, TwoLevelReport, REASONS,
 };
 
 use crate::backend::packet::EpollWait;
@@ -335,7 +335,7 @@ fn forward_from(
                 ),
             });
         }
-        router.protect(&sides, quota);
+        router.protect(queue, &sides, quota);
     }
     router.attach(opened.gate, links)?;
     let _ = router.counters().devices.set(devices.clone());

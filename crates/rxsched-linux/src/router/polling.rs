@@ -88,6 +88,8 @@ pub struct PollingRouter<R, T, C, W> {
     poller: Poller<R, C, W, Forward<T>>,
     mode: Mode,
     in_xdp: bool,
+    /// With `--protect-queue`: its number.
+    protect_queue: Option<u32>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -147,6 +149,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             poller,
             mode: cfg.mode,
             in_xdp: cfg.in_xdp,
+            protect_queue: None,
         })
     }
 
@@ -165,11 +168,13 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     }
 
     /// Makes receive sides `sides` (devices in the poller's order: each
-    /// port's queue 0, then the other queues) protected queues.
-    pub fn protect(&mut self, sides: &[usize], quota: rxsched_core::Quota) {
+    /// port's queue 0, then the other queues), every port's queue `queue`,
+    /// protected queues.
+    pub fn protect(&mut self, queue: u32, sides: &[usize], quota: rxsched_core::Quota) {
         for &s in sides {
             self.poller.lp.protect(rxsched_core::DeviceId(s), quota);
         }
+        self.protect_queue = Some(queue);
     }
 
     /// The counters.
@@ -274,6 +279,10 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.mode_switches = p.lp.mode_switches();
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);
+        r.protected = self.protect_queue.map(|queue| super::ProtectedReport {
+            queue,
+            taken: p.taken_protected,
+        });
         Ok(r)
     }
 }

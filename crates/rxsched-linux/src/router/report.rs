@@ -190,6 +190,18 @@ pub struct RouterReport {
     /// With one polling thread per CPU (`--cpus`): what each did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<super::threads::ThreadReport>,
+    /// With `--protect-queue`: that queue and the frames taken off it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected: Option<ProtectedReport>,
+}
+
+/// What the protected queue (`route --protect-queue`) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectedReport {
+    /// The queue number, on every port.
+    pub queue: u32,
+    /// Frames the polling thread took off the protected queues.
+    pub taken: u64,
 }
 
 impl RouterReport {
@@ -379,6 +391,7 @@ impl RouterReport {
             program_screen: Vec::new(),
             fault: None,
             threads: Vec::new(),
+            protected: None,
         }
     }
 

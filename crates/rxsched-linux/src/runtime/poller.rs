@@ -84,6 +84,8 @@ pub struct Poller<R, C, W, A> {
     pub app: A,
     /// Frames taken off the rings.
     pub taken: u64,
+    /// Of those, frames taken off protected queues.
+    pub taken_protected: u64,
     callbacks: u64,
     largest_callback: u32,
     links: Option<LinkWatch>,
@@ -121,6 +123,7 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             input,
             app,
             taken: 0,
+            taken_protected: 0,
             callbacks: 0,
             largest_callback: 0,
             links: None,
@@ -255,6 +258,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             lp.proceed(now)
         });
         self.taken += u64::from(n);
+        if self.lp.facility().is_protected(DeviceId(d)) {
+            self.taken_protected += u64::from(n);
+        }
         n
     }
 

@@ -27,7 +27,7 @@ fn first_forwarded(protect: bool) -> (usize, usize) {
     let mut r =
         PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
     if protect {
-        r.protect(&[1], Quota::Limited(4));
+        r.protect(1, &[1], Quota::Limited(4));
     }
     for i in 0..100 {
         net.feed.push(frame(64, [198, 19, 0, 1], i));
@@ -56,7 +56,7 @@ fn protected_frames_arriving_mid_backlog_are_heard_between_callbacks() {
     let clock = FakeClock::default();
     let mut r =
         PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
-    r.protect(&[1], Quota::Limited(4));
+    r.protect(1, &[1], Quota::Limited(4));
     for i in 0..100 {
         net.feed.push(frame(64, [198, 19, 0, 1], i));
     }
@@ -78,6 +78,12 @@ fn protected_frames_arriving_mid_backlog_are_heard_between_callbacks() {
         }
     }
     assert_eq!(back, 3);
+    let rep = r.report().unwrap();
+    assert_eq!(
+        rep.protected,
+        Some(ProtectedReport { queue: 1, taken: 3 }),
+        "{rep:?}"
+    );
     assert!(
         out <= 16 + 8,
         "port 0 forwarded {out} of 100 before the protected frames went out"
