@@ -29,6 +29,8 @@ pub static ROUTE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/route.o");
 pub static SERVE: &[u8] = aya::include_bytes_aligned!("../bpf/obj/serve.o");
 /// A monitor's receive path: passive copies, or taking (`bpf/monitor.bpf.c`).
 pub static MONITOR: &[u8] = aya::include_bytes_aligned!("../bpf/obj/monitor.o");
+/// Early discard for full UDP sockets (`bpf/guard.bpf.c`).
+pub static GUARD: &[u8] = aya::include_bytes_aligned!("../bpf/obj/guard.o");
 
 /// What `bpf/monitor.bpf.c` did with a frame, in the order of its counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::VariantArray)]
@@ -165,6 +167,19 @@ impl Object {
     /// Loads an embedded object; `what` names it in errors.
     pub fn load(bytes: &[u8], what: &str) -> SysResult<Object> {
         let ebpf = Ebpf::load(bytes).map_err(|e| aya_err(what, "bpf(BPF_PROG_LOAD)", e))?;
+        Ok(Object {
+            ebpf,
+            what: what.to_string(),
+        })
+    }
+
+    /// Loads an embedded object whose fields are relocated against `btf`
+    /// (the running kernel's, which the caller has checked is there).
+    pub fn load_with_btf(bytes: &[u8], what: &str, btf: &aya::Btf) -> SysResult<Object> {
+        let ebpf = aya::EbpfLoader::new()
+            .btf(Some(btf))
+            .load(bytes)
+            .map_err(|e| aya_err(what, "bpf(BPF_PROG_LOAD)", e))?;
         Ok(Object {
             ebpf,
             what: what.to_string(),

@@ -11,7 +11,8 @@
 //!   the polling thread generic over what takes each frame).
 //! - The applications: [`router`] (`route`: M1, M2 with M3 and M4, M11),
 //!   [`capture`] (the monitor), [`srp`] (SRP's early demultiplexing),
-//!   with the user-level stages behind them: [`stage`] (the shared-memory
+//!   [`guard`] (early discard for full UDP sockets, for unmodified
+//!   applications), with the user-level stages behind them: [`stage`] (the shared-memory
 //!   queue into a stage), [`screen`] (screend) and [`rules`] (its rule
 //!   language).
 //! - The lab and its load: [`lab`] (namespaces, veth, pinned receive work),
@@ -26,6 +27,7 @@ pub mod backend;
 pub mod bpf;
 pub mod capture;
 pub mod cgroup;
+pub mod guard;
 pub mod lab;
 pub mod links;
 pub mod loadgen;

@@ -182,6 +182,10 @@ enum Cmd {
     /// UDP port into per-consumer queues, each consumer a process doing its
     /// own protocol work.
     Serve(cmd::real::ServeArgs),
+    /// Early discard for every UDP socket, applications unchanged: drop in
+    /// XDP a datagram whose socket's receive buffer is already full, before
+    /// the kernel spends its protocol work on it.
+    Guard(cmd::real::GuardArgs),
     /// A process that computes for `--on-ms` of CPU, sleeps `--off-ms`, and again.
     Onoff {
         /// Pin to this CPU.
@@ -416,6 +420,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         } => cmd::bench::predict(&files, &profile),
         Cmd::Screend(a) => done(cmd::real::screend(a)),
         Cmd::Serve(a) => done(cmd::real::serve(a)),
+        Cmd::Guard(a) => done(cmd::real::guard(a)),
         Cmd::Onoff {
             cpu,
             on_ms,

@@ -1,17 +1,20 @@
 //! The Linux dataplane commands, one module each: the lab and its traffic
 //! ([`lab`]: `lab`, `gen`, `sink`), the router ([`route`]), the monitor
-//! ([`capture`]), SRP's server ([`serve`]: `serve`, `consume`), and the
+//! ([`capture`]), SRP's server ([`serve`]: `serve`, `consume`), early
+//! discard for unmodified UDP servers ([`guard`]), and the
 //! benches' helper processes and peers ([`helpers`]). What route, capture
 //! and serve share (their runtime's flags, [`RunArgs`]) and the checks
 //! every command uses live here.
 
 pub mod capture;
+pub mod guard;
 pub mod helpers;
 pub mod lab;
 pub mod route;
 pub mod serve;
 
 pub use capture::{capture, CaptureArgs};
+pub use guard::{guard, GuardArgs};
 pub use helpers::{onoff, screend, spin, udp_recv, xdp_fwd, ScreendArgs};
 pub use lab::{gen, lab_cmd, sink, GenArgs, LabCmd, SinkArgs};
 pub use route::{route, RouteArgs};

@@ -1,0 +1,32 @@
+//! `rxsched guard`: early discard in XDP for full UDP sockets, for
+//! applications nobody will change.
+
+use super::{json, positive};
+use clap::Args;
+use rxsched::error::{Error, Result};
+
+/// `rxsched guard`
+#[derive(Args)]
+pub struct GuardArgs {
+    /// The interface whose arriving UDP to guard.
+    #[arg(short = 'i', long = "interface")]
+    pub iface: String,
+    /// Seconds to stay attached (default: until interrupted).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seconds between live lines on standard error (0: none).
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+}
+
+/// `rxsched guard`
+pub fn guard(a: GuardArgs) -> Result<()> {
+    if let Some(d) = a.duration {
+        positive("duration", d)?;
+    }
+    if !(a.interval.is_finite() && a.interval >= 0.0) {
+        return Err(Error::flag("interval", "must be 0 or a positive number of seconds"));
+    }
+    let secs = a.duration.unwrap_or(f64::INFINITY);
+    json(&rxsched_linux::guard::run(&a.iface, secs, a.interval)?)
+}
