@@ -23,24 +23,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
 use std::time::Duration;
 use strum::VariantArray;
 
 #[cfg(test)]
 mod tests;
 
+/// Where the running kernel publishes its BTF.
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
 /// What `bpf/guard.bpf.c` did with a frame, in the order of its counters.
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    strum::VariantArray,
-    Serialize,
-    Deserialize,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::VariantArray, Serialize, Deserialize,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum GuardOutcome {
@@ -177,23 +172,25 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Loads the program (its socket fields relocated against the running
-    /// kernel's BTF), fills its set of local addresses, and attaches it to
-    /// `iface`. Any failure comes before the attachment: nothing changes.
-    pub fn attach(iface: &str) -> SysResult<Guard> {
+    /// Loads the program (its socket fields relocated against the kernel's
+    /// BTF: `btf`, or the running kernel's, /sys/kernel/btf/vmlinux), fills
+    /// its set of local addresses, and attaches it to `iface`. Any failure
+    /// comes before the attachment: nothing changes.
+    pub fn attach(iface: &str, btf: Option<&Path>) -> SysResult<Guard> {
         sys::ifindex(iface)?;
-        let btf = aya::Btf::from_sys_fs().map_err(|e| SysError {
-            what: "/sys/kernel/btf/vmlinux".into(),
+        let path = btf.unwrap_or(Path::new(VMLINUX_BTF));
+        let btf = aya::Btf::parse_file(path, aya::Endianness::default()).map_err(|e| SysError {
+            what: path.display().to_string(),
             syscall: "open",
             source: io::Error::new(
                 io::ErrorKind::Unsupported,
                 format!(
-                    "the kernel has no BTF ({e}): guard cannot read a socket's receive buffer, and attached nothing"
+                    "no kernel BTF here ({e}): guard cannot read a socket's receive buffer, and attached nothing"
                 ),
             ),
         })?;
-        let mut obj = Object::load_with_btf(GUARD, "guard (bpf/guard.bpf.c)", &btf)
-            .map_err(refused)?;
+        let mut obj =
+            Object::load_with_btf(GUARD, "guard (bpf/guard.bpf.c)", &btf).map_err(refused)?;
         obj.prog_fd("guard").map_err(refused)?;
         let mut g = Guard {
             obj,
@@ -208,10 +205,7 @@ impl Guard {
     /// Brings the program's set of local addresses up to date with the
     /// namespace's.
     pub fn refresh_local(&mut self) -> SysResult<()> {
-        let mut now: Vec<SockKey> = local_addresses()?
-            .into_iter()
-            .map(SockKey::local)
-            .collect();
+        let mut now: Vec<SockKey> = local_addresses()?.into_iter().map(SockKey::local).collect();
         now.sort_by_key(|k| (k.family, k.addr));
         now.dedup();
         let what = self.obj_name();
@@ -240,7 +234,11 @@ impl Guard {
     pub fn outcomes(&mut self) -> SysResult<BTreeMap<GuardOutcome, u64>> {
         let mut m = BTreeMap::new();
         for (i, o) in GuardOutcome::VARIANTS.iter().enumerate() {
-            let v: u64 = self.obj.per_cpu::<u64>("guard_stats", i as u32)?.iter().sum();
+            let v: u64 = self
+                .obj
+                .per_cpu::<u64>("guard_stats", i as u32)?
+                .iter()
+                .sum();
             m.insert(*o, v);
         }
         Ok(m)
@@ -290,8 +288,9 @@ impl Guard {
 /// A load the kernel refused, said as the guard's safe failure.
 fn refused(mut e: SysError) -> SysError {
     let why = e.source.to_string();
-    let hint = if why.contains("unknown func") || why.contains("relocat") {
-        "the running kernel's struct sock lacks sk_rcvbuf or sk_backlog.rmem_alloc, or its BTF could not be matched"
+    // 195896080 (0xbad2310) is the call a failed field relocation leaves.
+    let hint = if why.contains("195896080") || why.contains("relocat") {
+        "the kernel BTF has no struct sock with sk_rcvbuf, sk_backlog.rmem_alloc and sk_receive_queue"
     } else {
         "the kernel refused the program (root, and a kernel with BPF socket lookups in XDP, are needed)"
     };
@@ -347,11 +346,16 @@ pub fn local_addresses() -> SysResult<Vec<IpAddr>> {
     Ok(v)
 }
 
-/// Guards `iface` for `duration_s` seconds (or until a stop signal),
+/// Guards `iface` (with the kernel BTF at `btf`, if given) for `duration_s` seconds (or until a stop signal),
 /// printing a live line every `every_s` seconds (0: none), then reports.
-pub fn run(iface: &str, duration_s: f64, every_s: f64) -> SysResult<GuardReport> {
+pub fn run(
+    iface: &str,
+    btf: Option<&Path>,
+    duration_s: f64,
+    every_s: f64,
+) -> SysResult<GuardReport> {
     sys::signals::install();
-    let mut g = Guard::attach(iface)?;
+    let mut g = Guard::attach(iface, btf)?;
     let t0 = mono_ns();
     let end = t0.saturating_add((duration_s * 1e9) as u64);
     let mut next_refresh = t0 + 1_000_000_000;

@@ -121,6 +121,7 @@ fn trials(n: usize, what: &str, mut trial: impl FnMut() -> Result<String, String
 
 mod capture;
 mod clients;
+mod guard;
 mod protect;
 mod router;
 mod serve;

@@ -14,6 +14,10 @@ pub struct GuardArgs {
     /// Seconds to stay attached (default: until interrupted).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// The kernel's BTF, for a kernel that publishes it elsewhere than
+    /// /sys/kernel/btf/vmlinux (the socket fields are read through it).
+    #[arg(long, value_name = "FILE")]
+    pub btf: Option<std::path::PathBuf>,
     /// Seconds between live lines on standard error (0: none).
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
@@ -25,8 +29,16 @@ pub fn guard(a: GuardArgs) -> Result<()> {
         positive("duration", d)?;
     }
     if !(a.interval.is_finite() && a.interval >= 0.0) {
-        return Err(Error::flag("interval", "must be 0 or a positive number of seconds"));
+        return Err(Error::flag(
+            "interval",
+            "must be 0 or a positive number of seconds",
+        ));
     }
     let secs = a.duration.unwrap_or(f64::INFINITY);
-    json(&rxsched_linux::guard::run(&a.iface, secs, a.interval)?)
+    json(&rxsched_linux::guard::run(
+        &a.iface,
+        a.btf.as_deref(),
+        secs,
+        a.interval,
+    )?)
 }
