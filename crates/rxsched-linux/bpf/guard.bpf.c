@@ -20,6 +20,7 @@
  * guard. */
 #include "common.h"
 #include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_core_read.h>
 
 #ifndef AF_INET
@@ -206,7 +207,8 @@ static __always_inline void count(struct sock_key *k, int dropped)
 		c->passed++;
 }
 
-/* The verdict for a datagram whose socket lookup `sk` found (or not). */
+/* The verdict for a datagram whose socket lookup `sk` found (or not):
+ * 1 to drop it, 0 to pass it on. */
 static __always_inline int judge(struct bpf_sock *sk, __u32 len)
 {
 	struct sock_key k = {};
@@ -214,18 +216,18 @@ static __always_inline int judge(struct bpf_sock *sk, __u32 len)
 
 	if (!sk) {
 		BUMP(guard_stats, G_NO_SOCKET, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	full = sock_full(sk, len);
 	sock_key_of(sk, &k);
 	bpf_sk_release(sk);
 	if (full < 0) {
 		BUMP(guard_stats, G_UNREADABLE, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	count(&k, full);
 	BUMP(guard_stats, full ? G_FULL : G_ROOM, 1);
-	return full ? XDP_DROP : XDP_PASS;
+	return full;
 }
 
 static __always_inline int is_local(__u32 family, const __u32 *addr)
@@ -240,7 +242,10 @@ static __always_inline int is_local(__u32 family, const __u32 *addr)
 	return bpf_map_lookup_elem(&guard_local, &k) != 0;
 }
 
-static __always_inline int guard4(struct xdp_md *ctx, void *l3, void *end)
+/* An IPv4 frame whose IP header starts at `l3`; `frame_len` is the whole
+ * frame's length from `data` (more than `end - data` when part of an skb
+ * is not linear). */
+static __always_inline int guard4(void *ctx, void *data, void *l3, void *end, __u32 frame_len)
 {
 	struct iphdr *ip = l3;
 	struct bpf_sock_tuple t = {};
@@ -248,34 +253,34 @@ static __always_inline int guard4(struct xdp_md *ctx, void *l3, void *end)
 
 	if ((void *)(ip + 1) > end || ip->ihl < 5) {
 		BUMP(guard_stats, G_TRUNCATED, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	if (ip->protocol != IPPROTO_UDP) {
 		BUMP(guard_stats, G_NOT_UDP, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	if (ip->frag_off & bpf_htons(0x3FFF)) {
 		BUMP(guard_stats, G_FRAGMENT, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	udp = (void *)ip + ip->ihl * 4;
 	if ((void *)(udp + 1) > end) {
 		BUMP(guard_stats, G_TRUNCATED, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	if (!is_local(AF_INET, &ip->daddr)) {
 		BUMP(guard_stats, G_NOT_LOCAL, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	t.ipv4.saddr = ip->saddr;
 	t.ipv4.daddr = ip->daddr;
 	t.ipv4.sport = udp->source;
 	t.ipv4.dport = udp->dest;
 	return judge(bpf_sk_lookup_udp(ctx, &t, sizeof(t.ipv4), BPF_F_CURRENT_NETNS, 0),
-		     end - (void *)udp);
+		     frame_len - ((void *)udp - data));
 }
 
-static __always_inline int guard6(struct xdp_md *ctx, void *l3, void *end)
+static __always_inline int guard6(void *ctx, void *data, void *l3, void *end, __u32 frame_len)
 {
 	struct ipv6hdr *ip = l3;
 	struct bpf_sock_tuple t = {};
@@ -284,48 +289,72 @@ static __always_inline int guard6(struct xdp_md *ctx, void *l3, void *end)
 
 	if ((void *)(udp + 1) > end) {
 		BUMP(guard_stats, G_TRUNCATED, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	if (ip->nexthdr != IPPROTO_UDP) {
 		/* Not UDP, or UDP behind extension headers, which the
 		 * guard does not walk. */
 		BUMP(guard_stats, G_NOT_UDP, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	__builtin_memcpy(daddr, &ip->daddr, sizeof(daddr));
 	if (!is_local(AF_INET6, daddr)) {
 		BUMP(guard_stats, G_NOT_LOCAL, 1);
-		return XDP_PASS;
+		return 0;
 	}
 	__builtin_memcpy(t.ipv6.saddr, &ip->saddr, 16);
 	__builtin_memcpy(t.ipv6.daddr, daddr, 16);
 	t.ipv6.sport = udp->source;
 	t.ipv6.dport = udp->dest;
 	return judge(bpf_sk_lookup_udp(ctx, &t, sizeof(t.ipv6), BPF_F_CURRENT_NETNS, 0),
-		     end - (void *)udp);
+		     frame_len - ((void *)udp - data));
 }
 
+/* 1 to drop the frame at [data, end), 0 to pass it on. */
+static __always_inline int guard_frame(void *ctx, void *data, void *end, __u32 frame_len)
+{
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > end) {
+		BUMP(guard_stats, G_TRUNCATED, 1);
+		return 0;
+	}
+	if (eth->h_dest[0] & 1) {
+		BUMP(guard_stats, G_MULTICAST, 1);
+		return 0;
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		return guard4(ctx, data, eth + 1, end, frame_len);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return guard6(ctx, data, eth + 1, end, frame_len);
+	BUMP(guard_stats, G_NOT_UDP, 1);
+	return 0;
+}
+
+/* The default: in the driver's receive path, before the kernel builds an
+ * skb for the frame. */
 SEC("xdp")
 int guard(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
 
-	if ((void *)(eth + 1) > end) {
-		BUMP(guard_stats, G_TRUNCATED, 1);
-		return XDP_PASS;
-	}
-	if (eth->h_dest[0] & 1) {
-		BUMP(guard_stats, G_MULTICAST, 1);
-		return XDP_PASS;
-	}
-	if (eth->h_proto == bpf_htons(ETH_P_IP))
-		return guard4(ctx, eth + 1, end);
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		return guard6(ctx, eth + 1, end);
-	BUMP(guard_stats, G_NOT_UDP, 1);
-	return XDP_PASS;
+	return guard_frame(ctx, data, end, end - data) ? XDP_DROP : XDP_PASS;
+}
+
+/* At tc ingress (`--hook tc`): after the skb is built, before IP. For
+ * devices on which XDP costs more than it saves (a veth fed by XDP
+ * redirects returns each dropped frame to its sender's pool). */
+SEC("classifier")
+int tc_guard(struct __sk_buff *skb)
+{
+	void *data, *end;
+
+	/* The headers, Ethernet to UDP over IPv6 (the longest), linear. */
+	bpf_skb_pull_data(skb, sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct udphdr));
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	return guard_frame(skb, data, end, skb->len) ? TC_ACT_SHOT : TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -33,6 +33,19 @@ mod tests;
 /// Where the running kernel publishes its BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
+/// Where the program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hook {
+    /// In XDP, in the driver's receive path before the kernel builds an
+    /// skb (native mode): the default.
+    Xdp,
+    /// At tc ingress (a TCX link), after the skb is built and before IP:
+    /// for a device on which an XDP drop costs more than the stack's own
+    /// path (a veth fed by XDP redirects).
+    Tc,
+}
+
 /// What `bpf/guard.bpf.c` did with a frame, in the order of its counters.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, strum::VariantArray, Serialize, Deserialize,
@@ -149,6 +162,8 @@ pub struct SocketCount {
 pub struct GuardReport {
     /// The interface it guarded.
     pub interface: String,
+    /// Where the program ran.
+    pub hook: Hook,
     /// Seconds attached.
     pub duration_s: f64,
     /// Frames by what the program did with them.
@@ -168,15 +183,16 @@ pub struct GuardReport {
 pub struct Guard {
     obj: Object,
     iface: String,
+    hook: Hook,
     local: Vec<SockKey>,
 }
 
 impl Guard {
     /// Loads the program (its socket fields relocated against the kernel's
     /// BTF: `btf`, or the running kernel's, /sys/kernel/btf/vmlinux), fills
-    /// its set of local addresses, and attaches it to `iface`. Any failure
-    /// comes before the attachment: nothing changes.
-    pub fn attach(iface: &str, btf: Option<&Path>) -> SysResult<Guard> {
+    /// its set of local addresses, and attaches it to `iface` at `hook`.
+    /// Any failure comes before the attachment: nothing changes.
+    pub fn attach(iface: &str, btf: Option<&Path>, hook: Hook) -> SysResult<Guard> {
         sys::ifindex(iface)?;
         let path = btf.unwrap_or(Path::new(VMLINUX_BTF));
         let btf = aya::Btf::parse_file(path, aya::Endianness::default()).map_err(|e| SysError {
@@ -191,14 +207,21 @@ impl Guard {
         })?;
         let mut obj =
             Object::load_with_btf(GUARD, "guard (bpf/guard.bpf.c)", &btf).map_err(refused)?;
-        obj.prog_fd("guard").map_err(refused)?;
+        if hook == Hook::Xdp {
+            obj.prog_fd("guard").map_err(refused)?;
+        }
         let mut g = Guard {
             obj,
             iface: iface.to_string(),
+            hook,
             local: Vec::new(),
         };
         g.refresh_local()?;
-        g.obj.attach("guard", iface)?;
+        match hook {
+            Hook::Xdp => g.obj.attach("guard", iface)?,
+            // Loads and attaches: a refused load attaches nothing either.
+            Hook::Tc => g.obj.attach_tc("tc_guard", iface).map_err(refused)?,
+        }
         Ok(g)
     }
 
@@ -271,6 +294,7 @@ impl Guard {
         let outcomes = self.outcomes()?;
         Ok(GuardReport {
             interface: self.iface.clone(),
+            hook: self.hook,
             duration_s,
             dropped: outcomes.get(&GuardOutcome::Full).copied().unwrap_or(0),
             outcomes,
@@ -346,16 +370,18 @@ pub fn local_addresses() -> SysResult<Vec<IpAddr>> {
     Ok(v)
 }
 
-/// Guards `iface` (with the kernel BTF at `btf`, if given) for `duration_s` seconds (or until a stop signal),
+/// Guards `iface` at `hook` (with the kernel BTF at `btf`, if given) for
+/// `duration_s` seconds (or until a stop signal),
 /// printing a live line every `every_s` seconds (0: none), then reports.
 pub fn run(
     iface: &str,
+    hook: Hook,
     btf: Option<&Path>,
     duration_s: f64,
     every_s: f64,
 ) -> SysResult<GuardReport> {
     sys::signals::install();
-    let mut g = Guard::attach(iface, btf)?;
+    let mut g = Guard::attach(iface, btf, hook)?;
     let t0 = mono_ns();
     let end = t0.saturating_add((duration_s * 1e9) as u64);
     let mut next_refresh = t0 + 1_000_000_000;

@@ -49,6 +49,8 @@ fn local_addresses_include_loopback() {
 /// loaded or attached, naming it.
 #[test]
 fn an_unknown_interface_is_refused() {
-    let e = Guard::attach("rxs-nosuch0", None).err().expect("refused");
+    let e = Guard::attach("rxs-nosuch0", None, Hook::Xdp)
+        .err()
+        .expect("refused");
     assert!(e.to_string().contains("rxs-nosuch0"), "{e}");
 }

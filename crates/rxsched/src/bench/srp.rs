@@ -5,7 +5,9 @@
 //! consumer, each consumer doing its own protocol work; and LRP's form,
 //! `--lrp`) against two ordinary Linux UDP sockets (`rxsched udp-recv`),
 //! whose protocol work the kernel does in its receive path for every
-//! datagram before it knows whose it is. One generator sends both streams,
+//! datagram before it knows whose it is, with and without `rxsched guard`
+//! (the same sockets, a full one's datagrams dropped in XDP before that
+//! work). One generator sends both streams,
 //! the modest one's frames mixed in between the flood's as on a wire (two
 //! generators on one CPU would take turns, a few milliseconds each, and
 //! the modest stream would never meet the flood at the receiver's ring).
@@ -15,6 +17,7 @@ use super::sweep::{rates, Measured, Sweep};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
+use rxsched_linux::guard::GuardReport;
 use rxsched_linux::lab::{Lab, Role, D0, D1};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
@@ -29,12 +32,14 @@ const MODEST_PPS: f64 = 20_000.0;
 const FLOODED: u16 = 7001;
 const MODEST: u16 = 7002;
 
-/// Who receives: SRP's server or the kernel's sockets.
+/// Who receives: SRP's server, or the kernel's sockets (guarded or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Receiver {
     Srp,
     Lrp,
     Linux,
+    Guard,
+    GuardTc,
 }
 
 impl Receiver {
@@ -43,6 +48,8 @@ impl Receiver {
             Receiver::Srp => "srp",
             Receiver::Lrp => "lrp",
             Receiver::Linux => "linux",
+            Receiver::Guard => "guard",
+            Receiver::GuardTc => "guard-tc",
         }
     }
 }
@@ -102,6 +109,49 @@ struct Received {
     modest: GenReport,
     /// Datagrams each consumer took: (flooded, modest).
     got: (u64, u64),
+    /// The kernel's sockets: the DUT's receive threads' CPU time per
+    /// datagram that reached UDP or was dropped by the guard, in ns.
+    napi_ns_per_datagram: Option<f64>,
+    /// Datagrams the guard dropped in XDP.
+    guard_dropped: Option<u64>,
+}
+
+/// The UDP datagrams the DUT's stack took in so far (delivered, or
+/// dropped by UDP: `InDatagrams + InErrors` of its `/proc/net/snmp`).
+fn udp_in(l: &Lab) -> Result<u64, BenchError> {
+    Ok(l.in_netns(Role::Dut, || {
+        let text = std::fs::read_to_string("/proc/thread-self/net/snmp").map_err(|e| {
+            rxsched_linux::sys::SysError {
+                what: "/proc/thread-self/net/snmp".into(),
+                syscall: "read",
+                source: e,
+            }
+        })?;
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp: ")).collect();
+        let (Some(names), Some(values)) = (rows.first(), rows.get(1)) else {
+            return Ok(0);
+        };
+        let col = |want: &str| {
+            names
+                .split_whitespace()
+                .position(|n| n == want)
+                .and_then(|i| values.split_whitespace().nth(i))
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(col("InDatagrams") + col("InErrors"))
+    })?)
+}
+
+/// The CPU time the DUT's receive threads (d0's NAPI threads) used so far.
+fn napi_ns(l: &Lab) -> Result<u64, BenchError> {
+    Ok(l.in_netns(Role::Dut, || {
+        let mut ns = 0;
+        for t in rxsched_linux::napi_threads::thread_ids(D0.iface)? {
+            ns += rxsched_linux::napi_threads::cpu_ns(t)?;
+        }
+        Ok(ns)
+    })?)
 }
 
 /// Both consumers receiving while the generators offer.
@@ -126,7 +176,17 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
             let got = |i: usize| r.consumers.get(i).map_or(0, |c| c.received);
             (g, (got(0), got(1)))
         }
-        Receiver::Linux => {
+        Receiver::Linux | Receiver::Guard | Receiver::GuardTc => {
+            let guard = match who {
+                Receiver::Linux => None,
+                _ => Some(start(
+                    l,
+                    Proc::Guard {
+                        tc: who == Receiver::GuardTc,
+                        secs: secs + 8.0,
+                    },
+                )?),
+            };
             let recv = |port| {
                 start(
                     l,
@@ -138,12 +198,35 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
             };
             let (a, b) = (recv(FLOODED)?, recv(MODEST)?);
             std::thread::sleep(Duration::from_millis(500));
+            let (udp0, napi0) = (udp_in(l)?, napi_ns(l)?);
             let g = offer(l, rate, secs, true)?;
+            let (udp1, napi1) = (udp_in(l)?, napi_ns(l)?);
             let (a, b): (UdpRecvReport, UdpRecvReport) = (a.finish()?, b.finish()?);
-            (g, (a.received, b.received))
+            let dropped = match guard {
+                Some(gd) => {
+                    gd.interrupt();
+                    Some(gd.finish::<GuardReport>()?.dropped)
+                }
+                None => None,
+            };
+            let datagrams = (udp1 - udp0) + dropped.unwrap_or(0);
+            let per = (datagrams > 0).then(|| (napi1 - napi0) as f64 / datagrams as f64);
+            return Ok(Received {
+                flood: g.0,
+                modest: g.1,
+                got: (a.received, b.received),
+                napi_ns_per_datagram: per,
+                guard_dropped: dropped,
+            });
         }
     };
-    Ok(Received { flood, modest, got })
+    Ok(Received {
+        flood,
+        modest,
+        got,
+        napi_ns_per_datagram: None,
+        guard_dropped: None,
+    })
 }
 
 /// One point for both consumers.
@@ -168,6 +251,12 @@ fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, Benc
             "drops".into(),
             serde_json::json!({ "not_received": (sent - got).max(0.0) }),
         );
+        if let Some(ns) = r.napi_ns_per_datagram {
+            p.set("napi_ns_per_datagram", ns);
+        }
+        if let Some(d) = r.guard_dropped {
+            p.set("guard_dropped", d as f64);
+        }
         p
     };
     Ok(Consumers {
@@ -182,7 +271,13 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
     let reservation_file = BenchFile::load("real-srp-reservation")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
-    let receivers = [Receiver::Srp, Receiver::Lrp, Receiver::Linux];
+    let receivers = [
+        Receiver::Srp,
+        Receiver::Lrp,
+        Receiver::Linux,
+        Receiver::Guard,
+        Receiver::GuardTc,
+    ];
     let mut sweep = Sweep::over_rates(receivers.len(), &rates, progress);
     let mut series = Vec::new();
     for who in receivers {
@@ -324,7 +419,11 @@ mod tests {
                 "lrp-flooded",
                 "lrp-modest",
                 "linux-flooded",
-                "linux-modest"
+                "linux-modest",
+                "guard-flooded",
+                "guard-modest",
+                "guard-tc-flooded",
+                "guard-tc-modest"
             ]
         );
         let reservation = BenchFile::load("real-srp-reservation").unwrap();

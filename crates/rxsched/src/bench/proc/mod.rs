@@ -237,6 +237,13 @@ pub enum Proc {
         /// Seconds at most.
         secs: f64,
     },
+    /// Early discard for full UDP sockets on d0, for `secs`.
+    Guard {
+        /// At tc ingress rather than in XDP.
+        tc: bool,
+        /// Seconds at most.
+        secs: f64,
+    },
     /// A kernel UDP socket's reader, on `port`, for `secs`.
     UdpRecv {
         /// The port.
@@ -323,6 +330,7 @@ impl Proc {
             Proc::Capture(_) => "capture",
             Proc::Serve { .. } => "serve",
             Proc::UdpRecv { .. } => "udp-recv",
+            Proc::Guard { .. } => "guard",
             Proc::Spin { .. } => "spin",
             Proc::Onoff { .. } => "onoff",
             Proc::Peer(Peer::Tcpdump { .. }) => "tcpdump",
@@ -409,6 +417,11 @@ impl Proc {
                 }
                 a.flag("--cpu", dut_cpu).flag("--duration", secs)
             }
+            Proc::Guard { tc, secs } => a
+                .flag("-i", D0.iface)
+                .flag("--hook", if *tc { "tc" } else { "xdp" })
+                .flag("--interval", 0)
+                .flag("--duration", secs),
             Proc::UdpRecv { port, secs } => a
                 .flag("--port", port)
                 .flag("--cpu", dut_cpu)
@@ -531,6 +544,13 @@ mod tests {
                 secs: 4.0
             }),
             "udp-recv --port 7002 --cpu 1 --duration 4"
+        );
+        assert_eq!(
+            argv(Proc::Guard {
+                tc: true,
+                secs: 5.0
+            }),
+            "guard -i d0 --hook tc --interval 0 --duration 5"
         );
         assert_eq!(argv(Proc::Spin { secs: 1.0 }), "spin --cpu 1 --duration 1");
         assert_eq!(

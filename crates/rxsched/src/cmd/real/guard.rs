@@ -2,7 +2,19 @@
 //! applications nobody will change.
 
 use super::{json, positive};
-use clap::Args;
+use clap::{Args, ValueEnum};
+use rxsched_linux::guard::Hook;
+
+/// `--hook`
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HookArg {
+    /// In XDP, before the kernel builds an skb (native mode).
+    Xdp,
+    /// At tc ingress, after the skb is built and before IP (for devices
+    /// where an XDP drop costs more than it saves, such as a veth fed by
+    /// XDP redirects).
+    Tc,
+}
 use rxsched::error::{Error, Result};
 
 /// `rxsched guard`
@@ -11,6 +23,9 @@ pub struct GuardArgs {
     /// The interface whose arriving UDP to guard.
     #[arg(short = 'i', long = "interface")]
     pub iface: String,
+    /// Where the program runs.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub hook: HookArg,
     /// Seconds to stay attached (default: until interrupted).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -35,8 +50,13 @@ pub fn guard(a: GuardArgs) -> Result<()> {
         ));
     }
     let secs = a.duration.unwrap_or(f64::INFINITY);
+    let hook = match a.hook {
+        HookArg::Xdp => Hook::Xdp,
+        HookArg::Tc => Hook::Tc,
+    };
     json(&rxsched_linux::guard::run(
         &a.iface,
+        hook,
         a.btf.as_deref(),
         secs,
         a.interval,
