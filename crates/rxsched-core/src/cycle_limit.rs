@@ -32,6 +32,11 @@ impl CycleLimit {
         }
     }
 
+    /// Sets the limit to `fraction` of each period from now on.
+    pub fn set_fraction(&mut self, fraction: f64) {
+        self.threshold_ns = (self.period_ns as f64 * fraction.clamp(0.0, 1.0)).round() as Nanos;
+    }
+
     fn roll(&mut self, now: Nanos) {
         if now >= self.period_start + self.period_ns {
             self.period_start = now - now % self.period_ns;

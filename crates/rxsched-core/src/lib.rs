@@ -114,6 +114,7 @@ pub mod poll_loop;
 pub mod polling;
 pub mod propshare;
 pub mod quota;
+pub mod slo;
 pub mod srp;
 pub mod two_level;
 pub mod tx_reclaim;
@@ -128,6 +129,7 @@ pub use poll_loop::{Clock, InhibitCheck, PollLoop, Wake, Work};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
 pub use propshare::PropShare;
 pub use quota::Quota;
+pub use slo::{Slo, SloController, SloCosts, SloError, SloSettings};
 pub use two_level::{Detector, Service, TwoLevel};
 pub use tx_reclaim::TxReclaim;
 

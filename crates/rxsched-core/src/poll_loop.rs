@@ -25,6 +25,12 @@ pub trait Clock {
     /// CPU time the polling thread has used so far: what M4's cycle counter
     /// reads at the start and end of each callback.
     fn cpu_ns(&self) -> Nanos;
+    /// CPU time the router has used so far in every context (its thread
+    /// and its interrupts): what an objective's controller steers (see
+    /// [`crate::slo`]). The thread's alone, unless the clock knows more.
+    fn router_ns(&self) -> Nanos {
+        self.cpu_ns()
+    }
 }
 
 /// One unit of work for the polling thread.
@@ -330,6 +336,7 @@ impl PollLoop {
             self.fac
                 .charge(clock.now(), clock.cpu_ns().saturating_sub(job.cpu0));
         }
+        self.fac.slo_tick(clock.now(), clock.router_ns());
     }
 
     /// The driver re-enabled `dev`'s interrupt in `dir`. Interrupts are

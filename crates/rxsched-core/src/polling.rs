@@ -1,6 +1,6 @@
 //! M2: the polling facility, with M3 and M4 as options.
 
-use crate::{CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota};
+use crate::{CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota, SloController};
 
 /// A device registered with the facility.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,6 +78,10 @@ pub struct PollingFacility {
     ordinary_since: u64,
     /// Whether any protected queue is registered.
     any_protected: bool,
+    /// An objective that sets the quota and the cycle limit.
+    slo: Option<SloController>,
+    /// The last ordinary callback's direction and frames, for its charge.
+    last: Option<(Dir, u32)>,
 }
 
 impl PollingFacility {
@@ -93,6 +97,36 @@ impl PollingFacility {
             protected_frames: 0,
             ordinary_since: 0,
             any_protected: false,
+            slo: None,
+            last: None,
+        }
+    }
+
+    /// Lets an objective set the quota and the CPU-cycle limit (M4, which
+    /// it adds), and keep them right as the measured costs move.
+    pub fn with_slo(mut self, c: SloController) -> Self {
+        let s = c.settings();
+        self.quota = Quota::Limited(s.quota);
+        self.cycle = Some(CycleLimit::new(s.period_ns, s.cycle_limit));
+        self.slo = Some(c);
+        self
+    }
+
+    /// The objective's controller, if one sets the constants.
+    pub fn slo(&self) -> Option<&SloController> {
+        self.slo.as_ref()
+    }
+
+    /// At `now`, the router having used `router_ns` of CPU so far: the
+    /// objective's controller closes its window and the settings it
+    /// changed take effect (between callbacks).
+    pub fn slo_tick(&mut self, now: Nanos, router_ns: Nanos) {
+        let Some(c) = &mut self.slo else { return };
+        if let Some(s) = c.tick(now, router_ns) {
+            self.quota = Quota::Limited(s.quota);
+            if let Some(cy) = &mut self.cycle {
+                cy.set_fraction(s.cycle_limit);
+            }
         }
     }
 
@@ -204,8 +238,11 @@ impl PollingFacility {
         if protected {
             self.protected_frames = handled as u64;
             self.ordinary_since = 0;
-        } else if dir == Dir::Rx {
-            self.ordinary_since += handled as u64;
+        } else {
+            if dir == Dir::Rx {
+                self.ordinary_since += handled as u64;
+            }
+            self.last = Some((dir, handled));
         }
     }
 
@@ -247,6 +284,9 @@ impl PollingFacility {
     /// Charges the CPU cost of a polling pass that ended at `now` (M4).
     /// Returns true if this starts an inhibit.
     pub fn charge(&mut self, now: Nanos, cost_ns: Nanos) -> bool {
+        if let (Some(c), Some((dir, n))) = (&mut self.slo, self.last.take()) {
+            c.callback(dir, n, cost_ns);
+        }
         self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns))
     }
 

@@ -88,6 +88,7 @@ experiments! {
     mogul_fig8_4 => "mogul-fig8-4",
     mogul_fig8_5 => "mogul-fig8-5",
     protect_mogul => "protect-mogul",
+    slo_mogul => "slo-mogul",
     spanos_table1 => "spanos-table1",
     spanos_fig5_64 => "spanos-fig5-64",
     spanos_fig5_256 => "spanos-fig5-256",

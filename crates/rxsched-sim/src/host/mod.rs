@@ -50,6 +50,33 @@ use rand_chacha::ChaCha8Rng;
 use step::{bsd, user, IntrSrc, Step};
 use users::{Consumer, Users};
 
+/// The objective's controller a polling scenario asks for (`kernel.slo`),
+/// starting from the profile's costs for the largest frame the scenario
+/// sends, on a host with `ports` interfaces; or why it cannot be met.
+pub fn slo_of(
+    s: &Scenario,
+    p: &Profile,
+    ports: usize,
+) -> Option<Result<rxsched_core::SloController, rxsched_core::SloError>> {
+    let slo = match rxsched_core::Slo::parse(s.kernel.slo.as_deref()?) {
+        Ok(slo) => slo,
+        Err(e) => return Some(Err(e)),
+    };
+    let c = &p.cost;
+    let bytes = s.traffic.iter().map(|t| t.frame_bytes).max().unwrap_or(64);
+    let costs = rxsched_core::SloCosts {
+        // Taken off the ring, through IP, and handed to the output device.
+        rx_frame_ns: (c.rx_copy + c.rx_link + c.ip_input + c.ip_output + c.driver_tx) as f64
+            + f64::from(bytes) * c.rx_copy_per_byte,
+        tx_frame_ns: c.tx_reclaim as f64,
+        pass_ns: c.poll_callback as f64,
+        // The interrupt that notes the device, and the switch to the thread.
+        wake_ns: (c.poll_intr + c.poll_switch) as f64,
+        ports: ports as u32,
+    };
+    Some(rxsched_core::SloController::new(slo, costs))
+}
+
 /// The kernel a scenario asks for, with `ports` interfaces.
 fn build(s: &Scenario, p: &Profile, ports: usize) -> Box<dyn Kernel> {
     match s.kernel.kind {

@@ -190,6 +190,10 @@ pub struct KernelCfg {
     pub breaker: BreakerCfg,
     /// A protected receive ring.
     pub protect: ProtectCfg,
+    /// Polling: one objective instead of the quota and the cycle limit,
+    /// as `route --slo` takes it (`"latency=2ms,cpu=50%"`); it sets both
+    /// from the profile's costs and keeps them right as it measures.
+    pub slo: Option<String>,
     /// Polling: whether M3 and M4 inhibits stop a callback at the next
     /// packet (`packet`) or only when it returns (`callback`).
     pub inhibit_check: rxsched_core::InhibitCheck,
@@ -258,6 +262,7 @@ impl Default for KernelCfg {
             cycle_limit: CycleLimitCfg::default(),
             breaker: BreakerCfg::default(),
             protect: ProtectCfg::default(),
+            slo: None,
             variant: None,
             napi: None,
             tx_reclaim: None,

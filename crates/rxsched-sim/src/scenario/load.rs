@@ -123,7 +123,10 @@ impl Loaded {
     /// this file's line, one inside a profile file names that file's.
     fn check_profile(&self, s: &Scenario) -> Result<(), InputError> {
         match crate::profile_of(s, self.dir.as_deref()) {
-            Ok(_) => Ok(()),
+            Ok(p) => match crate::host::slo_of(s, &p, 2) {
+                Some(Err(e)) => Err(self.error("kernel.slo", e.0)),
+                _ => Ok(()),
+            },
             Err(e) if e.file == crate::IN_SCENARIO => {
                 let key = e.key.clone().unwrap_or_else(|| "profile".into());
                 Err(self.error(&key, e.msg))

@@ -349,4 +349,65 @@ impl View<'_> {
             ),
         )
     }
+
+    /// At every x of `s0`, its value against the best of `others` whose
+    /// points there meet every target.
+    pub(super) fn best_within(
+        &self,
+        s0: &str,
+        others: &[String],
+        within: f64,
+        targets: &[super::rule::Target],
+    ) -> Outcome {
+        let ours = self.curve(s0);
+        if ours.is_empty() {
+            return (false, format!("{s0}: no points"));
+        }
+        let at = |label: &str, metric: &str, x: f64| {
+            self.r
+                .curve_of(label, metric)
+                .into_iter()
+                .find(|p| (p.0 - x).abs() <= 1e-9 * x.abs().max(1.0))
+                .map(|p| p.1)
+        };
+        let meets = |label: &str, x: f64| {
+            targets.iter().all(|t| {
+                t.until.is_some_and(|u| x > u)
+                    || at(label, &t.metric, x)
+                        .is_some_and(|v| super::curve::within(v, t.min, t.max))
+            })
+        };
+        let (mut ok, mut worst, mut none) = (true, None::<(f64, f64, f64, String)>, Vec::new());
+        for &(x, y) in &ours {
+            let best = others
+                .iter()
+                .filter(|o| meets(o, x))
+                .filter_map(|o| at(o, self.metric, x).map(|v| (v, o.clone())))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let Some((b, label)) = best else {
+                none.push(format!("{x}"));
+                continue;
+            };
+            let ratio = if b > 0.0 { y / b } else { 1.0 };
+            ok &= ratio >= 1.0 - within;
+            if worst.as_ref().is_none_or(|w| ratio < w.2) {
+                worst = Some((x, b, ratio, label));
+            }
+        }
+        let mut detail = match &worst {
+            Some((x, b, r, label)) => format!(
+                "worst at x={x}: {s0} {:.0}, the best hand-set meeting every target {label} {b:.0}: {r:.3} (want at least {:.3})",
+                r * b,
+                1.0 - within
+            ),
+            None => format!("no series of {others:?} meets every target at any x"),
+        };
+        if !none.is_empty() {
+            detail.push_str(&format!(
+                "; none meets every target at x = {}",
+                none.join(", ")
+            ));
+        }
+        (ok && worst.is_some(), detail)
+    }
 }

@@ -163,6 +163,12 @@ impl View<'_> {
                 other,
                 tolerance,
             } => self.at_every_rate(&series[0], &other[0], *tolerance),
+            BestWithin {
+                series,
+                other,
+                within,
+                targets,
+            } => self.best_within(&series[0], other, *within, targets),
             DropShare { series, point, min } => {
                 self.each(series, |s, _| self.drop_share(s, point, *min))
             }
@@ -372,5 +378,45 @@ mod tests {
         assert!(toml::from_str::<Check>("name='f'\nkind='nope'\nseries=['a']\n").is_err());
         let c = check("name='r'\nkind='peak_ratio'\nseries=['a']\nother=['b']\n");
         assert!(c.rule.vacuous().is_some());
+    }
+
+    /// `best_within`: against the best of the series that meet every
+    /// target at each x, a target with `until` holding only up to it.
+    #[test]
+    fn best_within_compares_with_the_best_that_meets_the_targets() {
+        let mut r = result(&[
+            ("knob", &[1.0, 2.0, 3.0]),
+            ("fast", &[1.0, 2.5, 4.0]),
+            ("slow", &[1.0, 2.0, 2.9]),
+        ]);
+        // "fast" misses the cost target at x = 1 and 2; "slow" meets it.
+        let cost = [
+            ("knob", [1.0, 1.0, 1.0]),
+            ("fast", [1.0, 3.0, 3.0]),
+            ("slow", [1.0, 1.0, 1.0]),
+        ];
+        for s in &mut r.series {
+            let c = cost.iter().find(|(l, _)| *l == s.label).unwrap().1;
+            for (p, v) in s.points.iter_mut().zip(c) {
+                p.set("cost", v);
+            }
+        }
+        let c = |within: f64, until: &str| {
+            check(&format!(
+                "name='b'\nkind='best_within'\nseries=['knob']\nother=['fast', 'slow']\nwithin={within}\ntargets=[{{ metric = 'cost', max = 2{until} }}]\n"
+            ))
+        };
+        // Everywhere: the best that meets it is "slow" (2.9 at x = 2): 3.0 passes.
+        let v = c(0.05, "").evaluate(&r);
+        assert!(v.pass, "{}", v.detail);
+        // The cost target only up to x = 1: at x = 2 "fast" (4.0) counts,
+        // and 3.0 is 0.75 of it.
+        let v = c(0.05, ", until = 1").evaluate(&r);
+        assert!(!v.pass && v.detail.contains("worst at x=2"), "{}", v.detail);
+        let v = c(0.3, ", until = 1").evaluate(&r);
+        assert!(v.pass, "{}", v.detail);
+        // A target with no bound is refused as vacuous.
+        let open = check("name='b'\nkind='best_within'\nseries=['knob']\nother=['slow']\nwithin=0.05\ntargets=[{ metric = 'cost' }]\n");
+        assert!(open.rule.vacuous().is_some());
     }
 }

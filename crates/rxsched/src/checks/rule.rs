@@ -37,6 +37,24 @@ pub struct CompareAt {
     pub max: Option<f64>,
 }
 
+/// A target a point must meet: its value of `metric` within bounds, at
+/// every x, or up to x = `until` only.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// The metric.
+    pub metric: String,
+    /// Lower bound.
+    #[serde(default)]
+    pub min: Option<f64>,
+    /// Upper bound.
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// The target holds up to this x (default: everywhere).
+    #[serde(default)]
+    pub until: Option<f64>,
+}
+
 /// Series whose number must lie within bounds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -178,6 +196,15 @@ pub enum Rule {
     OverFirst(Bounded),
     /// The highest x over the MLFRR: how far past saturation the sweep went.
     RangeOverMlfrr(Bounded),
+    /// At every x, `series` comes within `within` (a share) of the best of
+    /// the `other` series that meet every target at that x: a policy that
+    /// sets itself against a grid of hand-set constants.
+    BestWithin {
+        series: Vec<String>,
+        other: Vec<String>,
+        within: f64,
+        targets: Vec<Target>,
+    },
     /// At every point (paired in x order; with `past_peak`, only from
     /// `other`'s peak on), `series` lies within `rel` of `other` (a share of
     /// it) or within `abs` of it (in the metric's units): a prediction
@@ -205,6 +232,7 @@ impl Rule {
                 c.series.iter().chain(&c.other).collect()
             }
             SpreadOrder { series, other }
+            | BestWithin { series, other, .. }
             | AtEveryRate { series, other, .. }
             | Tracks { series, other, .. } => series.iter().chain(other).collect(),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) => {
@@ -239,6 +267,7 @@ impl Rule {
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => open(&c.min, &c.max),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) => open(&b.min, &b.max),
             LivelockAt { min, max, .. } | Splits { min, max, .. } => open(min, max),
+            BestWithin { targets, .. } => targets.iter().any(|t| open(&t.min, &t.max)),
             _ => false,
         };
         unbounded.then_some("needs `min` or `max`")

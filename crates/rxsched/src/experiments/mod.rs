@@ -42,6 +42,7 @@ pub const ALL: &[(&str, &str)] = files![
     "mogul-fig8-4",
     "mogul-fig8-5",
     "protect-mogul",
+    "slo-mogul",
     "spanos-table1",
     "spanos-fig5-64",
     "spanos-fig5-256",

@@ -26,6 +26,8 @@ use std::collections::VecDeque;
 struct SimClock {
     now: Nanos,
     cpu_ns: Nanos,
+    /// The polling thread's CPU and the devices' interrupt handlers'.
+    router_ns: Nanos,
 }
 
 impl Clock for SimClock {
@@ -34,6 +36,9 @@ impl Clock for SimClock {
     }
     fn cpu_ns(&self) -> Nanos {
         self.cpu_ns
+    }
+    fn router_ns(&self) -> Nanos {
+        self.router_ns
     }
 }
 
@@ -71,6 +76,8 @@ pub struct Polling {
     lp: PollLoop,
     cb: Option<Callback>,
     ports: usize,
+    /// CPU time in the devices' interrupt handlers so far.
+    intr_ns: Nanos,
 }
 
 impl Polling {
@@ -102,6 +109,10 @@ impl Polling {
                 k.cycle_limit.percent / 100.0,
             ));
         }
+        if let Some(slo) = crate::host::slo_of(s, p, ports) {
+            // Checked when the scenario was read (kernel.slo).
+            fac = fac.with_slo(slo.expect("an objective the scenario's check let through"));
+        }
         let mut lp = PollLoop::new(fac).with_inhibit_check(k.inhibit_check);
         for _ in 0..ports {
             lp.register(true, true);
@@ -116,6 +127,7 @@ impl Polling {
             lp,
             cb: None,
             ports,
+            intr_ns: 0,
         }
     }
 
@@ -162,9 +174,11 @@ impl Kernel for Polling {
         if c != KTHREAD {
             return None;
         }
+        let cpu_ns = m.cpu.ctx[KTHREAD].cpu_ns;
         let clock = SimClock {
             now: m.now,
-            cpu_ns: m.cpu.ctx[KTHREAD].cpu_ns,
+            cpu_ns,
+            router_ns: cpu_ns + self.intr_ns,
         };
         if let Some(mut cb) = self.cb {
             // The callback takes its next packet, one step each, while the
@@ -214,6 +228,7 @@ impl Kernel for Polling {
                     Dir::Rx => m.meter.interrupts.rx += 1,
                     Dir::Tx => m.meter.interrupts.tx += 1,
                 }
+                self.intr_ns += self.stack.c.poll_intr;
                 let _ = self.lp.interrupt(DeviceId(n as usize), dir);
             }
             step::Step::Poll(Step::Rx(p)) => {
@@ -283,6 +298,19 @@ impl Kernel for Polling {
         };
         for (cause, n) in self.lp.inhibits() {
             r.inhibits.insert(cause.name().to_string(), n);
+        }
+        if let Some(c) = self.lp.facility().slo() {
+            // What the objective set, as it stood at the end of the run.
+            let s = c.settings();
+            r.extra.insert("slo_quota".into(), f64::from(s.quota));
+            r.extra.insert("slo_cycle_limit".into(), s.cycle_limit);
+            r.extra.insert("slo_changes".into(), c.changes() as f64);
+            r.extra
+                .insert("slo_quota_changes".into(), c.quota_changes() as f64);
+            if let Some(t) = c.last_change() {
+                r.extra.insert("slo_last_change_ms".into(), t as f64 / 1e6);
+            }
+            r.extra.insert("slo_router_share".into(), c.share());
         }
         r
     }

@@ -218,6 +218,20 @@ impl Scenario {
                 "protected traffic is modelled for kernel.kind = \"bsd\", \"emulated\" and \"polling\" (the router of Mogul & Ramakrishnan)",
             )?;
         }
+        if let Some(slo) = &self.kernel.slo {
+            need(
+                self.kernel.kind == KernelKind::Polling,
+                "kernel.slo",
+                "an objective sets the polling facility's quota and cycle limit: it needs kernel.kind = \"polling\"",
+            )?;
+            need(
+                !self.kernel.cycle_limit.enabled,
+                "kernel.slo",
+                "an objective sets the cycle limit itself: leave kernel.cycle_limit off",
+            )?;
+            rxsched_core::Slo::parse(slo)
+                .map_err(|e| ("kernel.slo".to_string(), format!("{slo:?}: {e}")))?;
+        }
         let p = &self.kernel.protect;
         need(
             !p.enabled || bsd_family,

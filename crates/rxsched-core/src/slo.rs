@@ -1,0 +1,369 @@
+//! One knob instead of constants: a service-level objective (an added
+//! latency to keep under at low load, and a CPU share to keep under when
+//! overloaded) from which the polling facility's quota and CPU-cycle limit
+//! follow, and a controller that keeps them right as the measured costs
+//! move.
+//!
+//! **Quota.** A frame that arrives while the polling thread sleeps waits
+//! for the wake-up, then for at most one round of the loop: every port's
+//! receive and transmit callbacks, each with its pass overhead and at most
+//! `quota` frames. So the round, with a wake-up, must fit in the latency
+//! target:
+//!
+//! `wake + ports × (2 × pass + quota × (rx_frame + tx_frame)) ≤ latency`,
+//!
+//! and the quota is the largest that does (larger batches amortise the
+//! pass overhead, so they forward more within the same CPU). A target below
+//! `wake + pass + rx_frame`, what one frame alone takes, cannot be met and
+//! is refused, saying what can.
+//!
+//! **Cycle limit.** The CPU share caps the polling thread's callbacks in
+//! each 10 ms period (M4). The router also spends CPU the limit does not
+//! see (its interrupts, switching to its thread, transmit work that is
+//! never inhibited), so the limit starts at the share and is then steered
+//! by the router's measured share of each period.
+//!
+//! **The controller and why it settles.** Per window of four M4 periods
+//! (40 ms: one period's share is noisy, by a few points, with the clock
+//! ticks and where the inhibits fall) it measures two things.
+//! - The callbacks' cost per frame in each direction, less the known pass
+//!   overhead, smoothed with an exponentially weighted mean (weight 1/2 a
+//!   window: a time constant of 58 ms, 95% of a step in about 170 ms); the
+//!   quota is recomputed from it by the formula above. This part is
+//!   feed-forward: the costs are the machine's and do not depend on the
+//!   quota (the pass overhead is taken out so that larger batches do not
+//!   lower the estimate that set them), so nothing loops back.
+//! - The router's share of the window (all its CPU: thread, interrupts).
+//!   The limit moves by half the error, `limit += 0.5 × (cpu - share)`,
+//!   kept between a quarter of the share and the share. While the limit
+//!   binds, the share is about `a × limit + b` with `a` a little above 1
+//!   (transmit and interrupt work grow with the input taken), so the error
+//!   shrinks by `1 - 0.5 a` a window: monotonically, without overshoot,
+//!   for any `a` below 2, and to within a point of the target in about
+//!   six windows (240 ms) for `a` near 1. While it does not bind (the load is
+//!   light), the limit rests at the share: the clamp is the anti-windup,
+//!   so a step into overload starts from the share, not from far above.
+//!
+//! Deadbands keep measurement noise from dithering the settings between
+//! neighbours: the quota changes by at least an eighth (or one frame), and
+//! the limit moves only while the router's share is more than a point off
+//! the objective.
+
+use crate::{Dir, Nanos};
+use std::fmt;
+
+/// M4's period, as Mogul & Ramakrishnan 1996 §7 used it: 10 ms.
+pub const PERIOD_NS: Nanos = 10_000_000;
+/// The largest quota the controller sets.
+pub const MAX_QUOTA: u32 = 1024;
+/// The smoothing weight of a new window's cost measurement.
+const WEIGHT: f64 = 0.5;
+/// M4 periods in one of the controller's windows.
+const WINDOW_PERIODS: Nanos = 4;
+/// The cycle limit's share of the error in the router's share.
+const GAIN: f64 = 0.5;
+/// Fewest frames in a window for a per-frame measurement to count.
+const MIN_FRAMES: u64 = 8;
+
+/// An objective: an added latency and a CPU share.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slo {
+    /// The added latency to keep under at low load, in ns.
+    pub latency_ns: Nanos,
+    /// The share of one CPU to keep under when overloaded, in (0, 1].
+    pub cpu: f64,
+}
+
+/// Why an objective was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SloError(pub String);
+
+impl fmt::Display for SloError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SloError {}
+
+/// A duration such as `200us`, `1.5ms`, `2s` or `500ns`, in ns.
+fn duration_ns(v: &str) -> Option<f64> {
+    let v = v.trim();
+    let split = v.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?;
+    let (n, unit) = v.split_at(split);
+    let n: f64 = n.trim().parse().ok()?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    (n.is_finite() && n >= 0.0).then_some(n * scale)
+}
+
+impl Slo {
+    /// An objective, checked: a positive latency, and a share in (0, 1].
+    pub fn new(latency_ns: Nanos, cpu: f64) -> Result<Slo, SloError> {
+        if latency_ns == 0 {
+            return Err(SloError("latency must be more than 0".into()));
+        }
+        if !(cpu.is_finite() && cpu > 0.0 && cpu <= 1.0) {
+            return Err(SloError(format!(
+                "cpu must be a share above 0% and at most 100%, got {:.4}%",
+                cpu * 100.0
+            )));
+        }
+        Ok(Slo { latency_ns, cpu })
+    }
+
+    /// Parses `latency=200us,cpu=50%` (keys in any order, both required;
+    /// the share as a percentage or a fraction such as `0.5`).
+    pub fn parse(s: &str) -> Result<Slo, SloError> {
+        let (mut latency, mut cpu) = (None, None);
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((k, v)) = part.split_once('=') else {
+                return Err(SloError(format!(
+                    "{part:?} is not KEY=VALUE (keys: latency, cpu)"
+                )));
+            };
+            match k.trim() {
+                "latency" => {
+                    let ns = duration_ns(v).ok_or_else(|| {
+                        SloError(format!(
+                            "latency={v}: not a duration such as 200us, 1.5ms or 2s"
+                        ))
+                    })?;
+                    latency = Some(ns.round() as Nanos);
+                }
+                "cpu" => {
+                    let v = v.trim();
+                    let share = match v.strip_suffix('%') {
+                        Some(p) => p.trim().parse::<f64>().ok().map(|p| p / 100.0),
+                        None => v.parse::<f64>().ok(),
+                    }
+                    .ok_or_else(|| SloError(format!("cpu={v}: not a share such as 50% or 0.5")))?;
+                    cpu = Some(share);
+                }
+                other => {
+                    return Err(SloError(format!(
+                        "unknown key {other:?} (keys: latency, cpu)"
+                    )))
+                }
+            }
+        }
+        let latency =
+            latency.ok_or_else(|| SloError("latency is missing (latency=200us)".into()))?;
+        let cpu = cpu.ok_or_else(|| SloError("cpu is missing (cpu=50%)".into()))?;
+        Slo::new(latency, cpu)
+    }
+}
+
+/// What the polling loop's work costs, as measured (or, in the simulator,
+/// as the profile says).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SloCosts {
+    /// A received frame, taken and processed to completion, in ns.
+    pub rx_frame_ns: f64,
+    /// A sent frame reclaimed, in ns.
+    pub tx_frame_ns: f64,
+    /// A callback's own overhead, in ns.
+    pub pass_ns: f64,
+    /// From a frame's interrupt to the polling thread running, in ns.
+    pub wake_ns: f64,
+    /// Ports the loop serves, each with a receive and a transmit callback.
+    pub ports: u32,
+}
+
+impl SloCosts {
+    /// The least added latency a frame can have: a wake-up, a pass and
+    /// the frame itself.
+    pub fn floor_ns(&self) -> f64 {
+        self.wake_ns + self.pass_ns + self.rx_frame_ns
+    }
+
+    /// The largest quota whose round, with a wake-up, fits in `latency_ns`
+    /// (at least 1).
+    pub fn quota_for(&self, latency_ns: Nanos) -> u32 {
+        let ports = f64::from(self.ports.max(1));
+        let budget = latency_ns as f64 - self.wake_ns - ports * 2.0 * self.pass_ns;
+        let per = ports * (self.rx_frame_ns + self.tx_frame_ns).max(1.0);
+        let q = (budget / per).floor();
+        if q.is_finite() {
+            (q.max(1.0) as u32).min(MAX_QUOTA)
+        } else {
+            1
+        }
+    }
+}
+
+/// The constants an objective sets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SloSettings {
+    /// Frames per callback.
+    pub quota: u32,
+    /// M4: the share of each period the callbacks may use.
+    pub cycle_limit: f64,
+    /// M4's period, in ns.
+    pub period_ns: Nanos,
+}
+
+impl Slo {
+    /// The settings for these costs, or why the objective cannot be met.
+    pub fn settings(&self, c: &SloCosts) -> Result<SloSettings, SloError> {
+        let floor = c.floor_ns();
+        if (self.latency_ns as f64) < floor {
+            return Err(SloError(format!(
+                "latency={:.1}us cannot be met: one frame alone takes {:.1} us here (a wake-up {:.1} us, a pass {:.1} us, the frame {:.1} us); ask for {:.0}us or more",
+                self.latency_ns as f64 / 1e3,
+                floor / 1e3,
+                c.wake_ns / 1e3,
+                c.pass_ns / 1e3,
+                c.rx_frame_ns / 1e3,
+                (floor / 1e3).ceil()
+            )));
+        }
+        Ok(SloSettings {
+            quota: c.quota_for(self.latency_ns),
+            cycle_limit: self.cpu,
+            period_ns: PERIOD_NS,
+        })
+    }
+}
+
+/// Keeps an objective's settings right as the measured costs move (see the
+/// module's notes for why it settles without oscillating).
+#[derive(Debug, Clone)]
+pub struct SloController {
+    slo: Slo,
+    costs: SloCosts,
+    settings: SloSettings,
+    /// The router's share of the last window.
+    share: f64,
+    window_start: Option<(Nanos, Nanos)>,
+    rx: (Nanos, u64, u64),
+    tx: (Nanos, u64, u64),
+    changes: u64,
+    quota_changes: u64,
+    last_change: Option<Nanos>,
+}
+
+impl SloController {
+    /// A controller starting from `costs`, or why the objective cannot be met.
+    pub fn new(slo: Slo, costs: SloCosts) -> Result<SloController, SloError> {
+        let settings = slo.settings(&costs)?;
+        Ok(SloController {
+            slo,
+            costs,
+            settings,
+            share: 0.0,
+            window_start: None,
+            rx: (0, 0, 0),
+            tx: (0, 0, 0),
+            changes: 0,
+            quota_changes: 0,
+            last_change: None,
+        })
+    }
+
+    /// The settings now.
+    pub fn settings(&self) -> SloSettings {
+        self.settings
+    }
+
+    /// The objective.
+    pub fn slo(&self) -> Slo {
+        self.slo
+    }
+
+    /// The costs as estimated now.
+    pub fn costs(&self) -> SloCosts {
+        self.costs
+    }
+
+    /// The router's share of the last window the controller closed.
+    pub fn share(&self) -> f64 {
+        self.share
+    }
+
+    /// How many times the settings changed.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// How many times the quota changed.
+    pub fn quota_changes(&self) -> u64 {
+        self.quota_changes
+    }
+
+    /// When the settings last changed.
+    pub fn last_change(&self) -> Option<Nanos> {
+        self.last_change
+    }
+
+    /// A callback in `dir` handled `frames` at a cost of `ns`.
+    pub fn callback(&mut self, dir: Dir, frames: u32, ns: Nanos) {
+        let acc = match dir {
+            Dir::Rx => &mut self.rx,
+            Dir::Tx => &mut self.tx,
+        };
+        acc.0 += ns;
+        acc.1 += u64::from(frames);
+        acc.2 += 1;
+    }
+
+    /// At `now`, the router having used `router_ns` of CPU so far (its
+    /// thread and its interrupts): closes a window every four periods and
+    /// returns the settings when they changed.
+    pub fn tick(&mut self, now: Nanos, router_ns: Nanos) -> Option<SloSettings> {
+        let Some((t0, cpu0)) = self.window_start else {
+            self.window_start = Some((now, router_ns));
+            self.reset();
+            return None;
+        };
+        let elapsed = now.saturating_sub(t0);
+        if elapsed < WINDOW_PERIODS * self.settings.period_ns {
+            return None;
+        }
+        let smooth = |old: f64, new: f64| old + WEIGHT * (new - old);
+        let per_frame = |(ns, frames, calls): (Nanos, u64, u64), pass: f64| {
+            (frames >= MIN_FRAMES)
+                .then(|| ((ns as f64 - calls as f64 * pass) / frames as f64).max(0.0))
+        };
+        if let Some(f) = per_frame(self.rx, self.costs.pass_ns) {
+            self.costs.rx_frame_ns = smooth(self.costs.rx_frame_ns, f);
+        }
+        if let Some(f) = per_frame(self.tx, self.costs.pass_ns) {
+            self.costs.tx_frame_ns = smooth(self.costs.tx_frame_ns, f);
+        }
+        self.share = router_ns.saturating_sub(cpu0) as f64 / elapsed as f64;
+        self.window_start = Some((now, router_ns));
+        self.reset();
+        let mut next = self.settings;
+        let q = self.costs.quota_for(self.slo.latency_ns);
+        let cur = self.settings.quota;
+        if q.abs_diff(cur) >= (cur / 8).max(1) {
+            next.quota = q;
+        }
+        let (cpu, error) = (self.slo.cpu, self.slo.cpu - self.share);
+        let limit = (self.settings.cycle_limit + GAIN * error).clamp(cpu / 4.0, cpu);
+        if error.abs() > 0.01 && limit != self.settings.cycle_limit {
+            next.cycle_limit = limit;
+        }
+        (next != self.settings).then(|| {
+            self.quota_changes += u64::from(next.quota != self.settings.quota);
+            self.settings = next;
+            self.changes += 1;
+            self.last_change = Some(now);
+            next
+        })
+    }
+
+    fn reset(&mut self) {
+        self.rx = (0, 0, 0);
+        self.tx = (0, 0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! One knob (`[kernel] slo`): an objective sets the polling facility's
+//! quota and cycle limit from the profile's costs and keeps them right;
+//! an objective the host cannot meet, or on a kernel it does not apply
+//! to, is refused at its key.
+
+use rxsched_sim::scenario::{parse_set, Loaded};
+use rxsched_sim::{run, Metrics};
+
+/// The router and compute process of Mogul & Ramakrishnan's figure 7-1.
+const ROUTER: &str = "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nslo = \"latency=1ms,cpu=50%\"\n[[traffic]]\nrate_pps = 1000\n[[process]]\nkind = \"compute\"\n[run]\nduration_ms = 1000\nwarmup_ms = 100\n";
+
+fn loaded() -> Loaded {
+    Loaded::parse("slo.toml", ROUTER.into(), None).unwrap()
+}
+
+fn at(sets: &[&str]) -> Metrics {
+    let sets: Vec<_> = sets.iter().map(|s| parse_set(s).unwrap()).collect();
+    run(&loaded().with(&sets).unwrap(), None).unwrap().0
+}
+
+/// The router with a second source: `rate_pps` more from `start_ms` on,
+/// for `ms`.
+fn stepped(rate_pps: f64, start_ms: f64, ms: f64) -> Metrics {
+    let src = ROUTER.replace(
+        "[[process]]",
+        &format!(
+            "[[traffic]]\nrate_pps = {rate_pps}\nstart_us = {}\ncount = {}\n[[process]]",
+            start_ms * 1e3,
+            (rate_pps * ms / 1e3) as u64
+        ),
+    );
+    let l = Loaded::parse("step.toml", src, None).unwrap();
+    let sets = [parse_set("run.duration_ms=1500").unwrap()];
+    run(&l.with(&sets).unwrap(), None).unwrap().0
+}
+
+fn get(m: &Metrics, k: &str) -> f64 {
+    *m.extra
+        .get(k)
+        .unwrap_or_else(|| panic!("no {k} in {:?}", m.extra))
+}
+
+fn refused(src: &str) -> String {
+    let e = Loaded::parse("slo.toml", src.into(), None)
+        .and_then(|l| l.with(&[]))
+        .expect_err("refused");
+    assert_eq!(e.key.as_deref(), Some("kernel.slo"), "{e}");
+    e.to_string()
+}
+
+#[test]
+fn objectives_the_host_cannot_meet_or_use_are_refused_at_their_key() {
+    let with = |slo: &str| ROUTER.replace("latency=1ms,cpu=50%", slo);
+    let e = refused(&with("latency=100us,cpu=50%"));
+    assert!(e.contains("slo.toml:4"), "{e}");
+    assert!(e.contains("ask for 162us or more"), "{e}");
+    assert!(refused(&with("latency=1ms")).contains("cpu is missing"));
+    assert!(refused(&with("latency=1ms,cpu=0%")).contains("above 0%"));
+    assert!(refused(&with("latency=1ms,cpu=50%,quota=5")).contains("unknown key"));
+    let bsd = ROUTER.replace("kind = \"polling\"", "kind = \"bsd\"");
+    assert!(refused(&bsd).contains("needs kernel.kind = \"polling\""));
+    let both = ROUTER.replace(
+        "[[traffic]]",
+        "cycle_limit = { enabled = true }\n[[traffic]]",
+    );
+    assert!(refused(&both).contains("sets the cycle limit itself"));
+}
+
+/// Under overload the router keeps to its share: the compute process gets
+/// what the hardclock leaves it (0.94 with no input) less half the CPU;
+/// the quota is the one the latency allows and holds; and the run is
+/// deterministic.
+#[test]
+fn under_overload_the_router_keeps_to_its_share_and_the_quota_holds() {
+    let idle = at(&["traffic.0.rate_pps=0"]);
+    let over = at(&["traffic.0.rate_pps=12000"]);
+    let compute = |m: &Metrics| m.cpu["user:compute"];
+    let router = compute(&idle) - compute(&over);
+    assert!(
+        (0.45..=0.51).contains(&router),
+        "the router took {router:.3} of the CPU (compute {:.3} idle, {:.3} overloaded)",
+        compute(&idle),
+        compute(&over)
+    );
+    assert_eq!(get(&over, "slo_quota"), 3.0);
+    assert_eq!(get(&over, "slo_quota_changes"), 0.0);
+    assert!(get(&over, "slo_cycle_limit") < 0.5, "{:?}", over.extra);
+    assert_eq!(
+        format!("{over:?}"),
+        format!("{:?}", at(&["traffic.0.rate_pps=12000"]))
+    );
+}
+
+/// A step from light load to three times what the share carries and back:
+/// the quota never moves, and the cycle limit is back at the share, for
+/// good, within 300 ms of the step down.
+#[test]
+fn a_step_into_overload_and_back_settles() {
+    // 10,500 pkts/s more from 300 ms to 800 ms, beside 1,000 throughout.
+    let m = stepped(10_500.0, 300.0, 500.0);
+    assert_eq!(get(&m, "slo_quota_changes"), 0.0, "{:?}", m.extra);
+    assert!(
+        get(&m, "slo_changes") >= 1.0,
+        "the limit moved under overload: {:?}",
+        m.extra
+    );
+    assert_eq!(get(&m, "slo_cycle_limit"), 0.5, "{:?}", m.extra);
+    let last = get(&m, "slo_last_change_ms");
+    assert!(
+        (800.0..=1100.0).contains(&last),
+        "the settings last changed at {last} ms (the step down is at 800 ms)"
+    );
+}
