@@ -227,6 +227,16 @@ fn kernel(r: &mut ChaCha8Rng, kind: &str, covers: &mut BTreeSet<String>) -> Tabl
         c.insert("percent".into(), float(r.gen_range(1.0..=100.0)));
         c.insert("period_us".into(), float(log_uniform(r, 100.0, 50_000.0)));
         k.insert("cycle_limit".into(), Value::Table(c));
+    } else if kind == "polling" && r.gen_bool(0.4) {
+        // An objective instead of the quota and the cycle limit.
+        covers.insert("switch:slo".into());
+        k.remove("quota");
+        let latency_ms = round3(log_uniform(r, 2.0, 200.0));
+        let cpu = r.gen_range(5..=100);
+        k.insert(
+            "slo".into(),
+            Value::String(format!("latency={latency_ms}ms,cpu={cpu}%")),
+        );
     }
     if r.gen_bool(0.2) {
         covers.insert("switch:breaker".into());
