@@ -31,6 +31,13 @@ pub trait Clock {
     fn router_ns(&self) -> Nanos {
         self.cpu_ns()
     }
+    /// Whether [`Clock::cpu_ns`] times each callback, so that the loop can
+    /// tell an objective's controller what each cost. A clock that does
+    /// not (a caller that charges M4 itself) reports callbacks' costs with
+    /// [`PollLoop::slo_callback`] instead.
+    fn times_callbacks(&self) -> bool {
+        true
+    }
 }
 
 /// One unit of work for the polling thread.
@@ -332,11 +339,22 @@ impl PollLoop {
             job.quota
         );
         self.fac.poll_done(job.dev, job.dir, n, more);
+        let cost = clock.cpu_ns().saturating_sub(job.cpu0);
         if self.fac.has_cycle_limit() {
-            self.fac
-                .charge(clock.now(), clock.cpu_ns().saturating_sub(job.cpu0));
+            self.fac.charge(clock.now(), cost);
+        }
+        if clock.times_callbacks() {
+            self.fac.slo_callback(job.dir, n, cost);
         }
         self.fac.slo_tick(clock.now(), clock.router_ns());
+    }
+
+    /// A callback in `dir` handled `n` frames at a cost of `cost_ns`: for
+    /// an objective's controller, from a caller whose clock does not time
+    /// callbacks (see [`Clock::times_callbacks`]). Call it before
+    /// [`PollLoop::done`].
+    pub fn slo_callback(&mut self, dir: Dir, n: u32, cost_ns: Nanos) {
+        self.fac.slo_callback(dir, n, cost_ns);
     }
 
     /// The driver re-enabled `dev`'s interrupt in `dir`. Interrupts are

@@ -80,8 +80,6 @@ pub struct PollingFacility {
     any_protected: bool,
     /// An objective that sets the quota and the cycle limit.
     slo: Option<SloController>,
-    /// The last ordinary callback's direction and frames, for its charge.
-    last: Option<(Dir, u32)>,
 }
 
 impl PollingFacility {
@@ -98,7 +96,6 @@ impl PollingFacility {
             ordinary_since: 0,
             any_protected: false,
             slo: None,
-            last: None,
         }
     }
 
@@ -115,6 +112,14 @@ impl PollingFacility {
     /// The objective's controller, if one sets the constants.
     pub fn slo(&self) -> Option<&SloController> {
         self.slo.as_ref()
+    }
+
+    /// A callback in `dir` handled `n` frames at a cost of `cost_ns`, for
+    /// the objective's controller.
+    pub fn slo_callback(&mut self, dir: Dir, n: u32, cost_ns: Nanos) {
+        if let Some(c) = &mut self.slo {
+            c.callback(dir, n, cost_ns);
+        }
     }
 
     /// At `now`, the router having used `router_ns` of CPU so far: the
@@ -238,11 +243,8 @@ impl PollingFacility {
         if protected {
             self.protected_frames = handled as u64;
             self.ordinary_since = 0;
-        } else {
-            if dir == Dir::Rx {
-                self.ordinary_since += handled as u64;
-            }
-            self.last = Some((dir, handled));
+        } else if dir == Dir::Rx {
+            self.ordinary_since += handled as u64;
         }
     }
 
@@ -284,8 +286,8 @@ impl PollingFacility {
     /// Charges the CPU cost of a polling pass that ended at `now` (M4).
     /// Returns true if this starts an inhibit.
     pub fn charge(&mut self, now: Nanos, cost_ns: Nanos) -> bool {
-        if let (Some(c), Some((dir, n))) = (&mut self.slo, self.last.take()) {
-            c.callback(dir, n, cost_ns);
+        if let Some(c) = &mut self.slo {
+            c.charged(cost_ns);
         }
         self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns))
     }

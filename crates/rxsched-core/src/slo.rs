@@ -27,9 +27,10 @@
 //! (40 ms: one period's share is noisy, by a few points, with the clock
 //! ticks and where the inhibits fall) it measures two things.
 //! - The callbacks' cost per frame in each direction, less the known pass
-//!   overhead, smoothed with an exponentially weighted mean (weight 1/2 a
-//!   window: a time constant of 58 ms, 95% of a step in about 170 ms); the
-//!   quota is recomputed from it by the formula above. This part is
+//!   overhead: the first measurement replaces the starting estimate, and
+//!   later ones are smoothed with an exponentially weighted mean (weight
+//!   1/2 a window: a time constant of 58 ms, 95% of a step in about
+//!   170 ms); the quota is recomputed from it by the formula above. This part is
 //!   feed-forward: the costs are the machine's and do not depend on the
 //!   quota (the pass overhead is taken out so that larger batches do not
 //!   lower the estimate that set them), so nothing loops back.
@@ -45,7 +46,7 @@
 //!   so a step into overload starts from the share, not from far above.
 //!
 //! Deadbands keep measurement noise from dithering the settings between
-//! neighbours: the quota changes by at least an eighth (or one frame), and
+//! neighbours: the quota changes by at least a quarter (or one frame), and
 //! the limit moves only while the router's share is more than a point off
 //! the objective.
 
@@ -243,6 +244,11 @@ pub struct SloController {
     window_start: Option<(Nanos, Nanos)>,
     rx: (Nanos, u64, u64),
     tx: (Nanos, u64, u64),
+    /// Whether each direction's cost per frame has been measured yet.
+    measured: (bool, bool),
+    /// CPU charged to M4 this window (all the router's, where the caller
+    /// charges it so).
+    charged: Nanos,
     changes: u64,
     quota_changes: u64,
     last_change: Option<Nanos>,
@@ -260,6 +266,8 @@ impl SloController {
             window_start: None,
             rx: (0, 0, 0),
             tx: (0, 0, 0),
+            measured: (false, false),
+            charged: 0,
             changes: 0,
             quota_changes: 0,
             last_change: None,
@@ -312,6 +320,14 @@ impl SloController {
         acc.2 += 1;
     }
 
+    /// M4 was charged `ns`. Where callbacks are not timed one by one (they
+    /// come with a cost of 0) and the caller charges M4 with all the
+    /// router's CPU (its thread, its receive threads, its wake-ups), that
+    /// is what a frame costs: the window's charge over its received frames.
+    pub fn charged(&mut self, ns: Nanos) {
+        self.charged += ns;
+    }
+
     /// At `now`, the router having used `router_ns` of CPU so far (its
     /// thread and its interrupts): closes a window every four periods and
     /// returns the settings when they changed.
@@ -330,11 +346,20 @@ impl SloController {
             (frames >= MIN_FRAMES)
                 .then(|| ((ns as f64 - calls as f64 * pass) / frames as f64).max(0.0))
         };
+        // Untimed callbacks: the whole charge goes to the frames received.
+        if self.rx.0 == 0 && self.tx.0 == 0 && self.charged > 0 {
+            self.rx.0 = self.charged + self.rx.2 * self.costs.pass_ns as Nanos;
+        }
+        // The first measurement replaces the starting estimate outright.
         if let Some(f) = per_frame(self.rx, self.costs.pass_ns) {
-            self.costs.rx_frame_ns = smooth(self.costs.rx_frame_ns, f);
+            let old = self.costs.rx_frame_ns;
+            self.costs.rx_frame_ns = if self.measured.0 { smooth(old, f) } else { f };
+            self.measured.0 = true;
         }
         if let Some(f) = per_frame(self.tx, self.costs.pass_ns) {
-            self.costs.tx_frame_ns = smooth(self.costs.tx_frame_ns, f);
+            let old = self.costs.tx_frame_ns;
+            self.costs.tx_frame_ns = if self.measured.1 { smooth(old, f) } else { f };
+            self.measured.1 = true;
         }
         self.share = router_ns.saturating_sub(cpu0) as f64 / elapsed as f64;
         self.window_start = Some((now, router_ns));
@@ -342,7 +367,7 @@ impl SloController {
         let mut next = self.settings;
         let q = self.costs.quota_for(self.slo.latency_ns);
         let cur = self.settings.quota;
-        if q.abs_diff(cur) >= (cur / 8).max(1) {
+        if q.abs_diff(cur) >= (cur / 4).max(1) {
             next.quota = q;
         }
         let (cpu, error) = (self.slo.cpu, self.slo.cpu - self.share);
@@ -362,6 +387,7 @@ impl SloController {
     fn reset(&mut self) {
         self.rx = (0, 0, 0);
         self.tx = (0, 0, 0);
+        self.charged = 0;
     }
 }
 

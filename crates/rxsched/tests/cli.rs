@@ -441,6 +441,32 @@ fn real_commands_name_the_bad_flag_or_interface() {
             "--protect-quota",
         ),
         (
+            vec!["route", "--slo", "latency=200us"],
+            "--slo: cpu is missing",
+        ),
+        (
+            vec!["route", "--slo", "latency=200us,cpu=150%"],
+            "at most 100%",
+        ),
+        (
+            vec!["route", "--slo", "latency=200us,cpu=50%,quota=4"],
+            "unknown key \"quota\"",
+        ),
+        (
+            vec![
+                "route",
+                "--mode",
+                "interrupt",
+                "--slo",
+                "latency=1ms,cpu=50%",
+            ],
+            "--slo sets one polling thread's quota and cycle limit",
+        ),
+        (
+            vec!["route", "--slo", "latency=1ms,cpu=50%", "--quota", "8"],
+            "cannot be used with",
+        ),
+        (
             vec!["route", "--ports", "nosuch0,nosuch1"],
             "nosuch0: no such interface",
         ),

@@ -157,7 +157,7 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         clock: C,
         wait: W,
     ) -> SysResult<Self> {
-        let mut fac = cfg.run.facility();
+        let mut fac = cfg.run.facility(1)?;
         let cap = cfg.queue.clamp(1, 1 << 20) as u32;
         if let Some(free) = cfg.min_free {
             let mut fb = QueueFeedback::min_free(cap, free, cfg.timeout_ns);

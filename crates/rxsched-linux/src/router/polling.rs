@@ -118,7 +118,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         wait: W,
         counters: Arc<Counters>,
     ) -> SysResult<Self> {
-        let mut fac = cfg.run.facility();
+        let mut fac = cfg.run.facility(ports.len())?;
         if let Some((hi, lo)) = cfg.feedback {
             let watched = screen
                 .as_ref()
@@ -282,6 +282,13 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.protected = self.protect_queue.map(|queue| super::ProtectedReport {
             queue,
             taken: p.taken_protected,
+        });
+        r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {
+            quota: c.settings().quota,
+            cycle_limit: c.settings().cycle_limit,
+            rx_frame_ns: c.costs().rx_frame_ns,
+            changes: c.changes(),
+            quota_changes: c.quota_changes(),
         });
         Ok(r)
     }

@@ -193,6 +193,24 @@ pub struct RouterReport {
     /// With `--protect-queue`: that queue and the frames taken off it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected: Option<ProtectedReport>,
+    /// With `--slo`: what the objective set, as it stood at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloReport>,
+}
+
+/// What an objective (`route --slo`) set, as it stood at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SloReport {
+    /// Frames per callback.
+    pub quota: u32,
+    /// M4's share of each period.
+    pub cycle_limit: f64,
+    /// The receive callbacks' cost per frame, as measured, in ns.
+    pub rx_frame_ns: f64,
+    /// Times the settings changed; of which the quota's.
+    pub changes: u64,
+    /// Times the quota changed.
+    pub quota_changes: u64,
 }
 
 /// What the protected queue (`route --protect-queue`) did.
@@ -392,6 +410,7 @@ impl RouterReport {
             fault: None,
             threads: Vec::new(),
             protected: None,
+            slo: None,
         }
     }
 

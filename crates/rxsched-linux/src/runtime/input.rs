@@ -17,6 +17,9 @@ impl Clock for At {
     fn cpu_ns(&self) -> Nanos {
         0
     }
+    fn times_callbacks(&self) -> bool {
+        false
+    }
 }
 
 /// With M4 on, the router reads its cycle counter every this many turns

@@ -104,6 +104,9 @@ pub struct RunConfig {
     pub duration_s: f64,
     /// Print live counters this often (0: only on SIGUSR1).
     pub stats_every_s: f64,
+    /// An objective that sets the quota and M4's limit instead (the
+    /// limit then starts at its CPU share; see [`RunConfig::facility`]).
+    pub slo: Option<rxsched_core::Slo>,
 }
 
 impl Default for RunConfig {
@@ -118,6 +121,7 @@ impl Default for RunConfig {
             cpu: None,
             duration_s: 60.0,
             stats_every_s: 0.0,
+            slo: None,
         }
     }
 }
@@ -134,7 +138,7 @@ impl RunConfig {
             sys::pin_to_cpu(c)?;
         }
         let mut c = self.clone();
-        if c.cycle_limit.is_some() && c.wake_cost_ns.is_none() {
+        if (c.cycle_limit.is_some() || c.slo.is_some()) && c.wake_cost_ns.is_none() {
             // SAFETY: sched_getcpu has no preconditions.
             let here = unsafe { libc::sched_getcpu() }.max(0) as usize;
             c.wake_cost_ns = Some(crate::wakecost::measure(c.cpu.unwrap_or(here))?);
@@ -160,13 +164,52 @@ impl RunConfig {
         })
     }
 
-    /// The polling facility: the quota, and M4 over 10 ms periods if on.
-    pub fn facility(&self) -> PollingFacility {
-        let fac = PollingFacility::new(self.quota);
-        match self.cycle_limit {
-            Some(share) => fac.with_cycle_limit(CycleLimit::new(10 * MS, share)),
-            None => fac,
+    /// The polling facility: the quota, and M4 over 10 ms periods if on;
+    /// or, with an objective over `ports` ports, both set by its
+    /// controller ([`rxsched_core::slo`]).
+    ///
+    /// M4 here charges everything the router takes (its thread, its
+    /// receive threads and its wake-ups, see [`input`]), so the limit is
+    /// the objective's share itself, and a frame's cost is that charge
+    /// over the frames received. The quota starts at 1, the safe end for
+    /// latency: the frame costs are not known until the first window has
+    /// measured them (the measured wake-up cost stands in for the
+    /// wake-up's latency), and the controller sets the quota they allow
+    /// from then on.
+    pub fn facility(&self, ports: usize) -> SysResult<PollingFacility> {
+        let Some(slo) = self.slo else {
+            let fac = PollingFacility::new(self.quota);
+            return Ok(match self.cycle_limit {
+                Some(share) => fac.with_cycle_limit(CycleLimit::new(10 * MS, share)),
+                None => fac,
+            });
+        };
+        let wake = self.wake_cost_ns.unwrap_or(0) as f64;
+        let ports = ports.max(1) as f64;
+        let budget = slo.latency_ns as f64 - wake;
+        let bad = |msg: String| crate::sys::SysError {
+            what: "--slo".into(),
+            syscall: "objective",
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, msg),
+        };
+        if budget <= 0.0 {
+            return Err(bad(format!(
+                "latency={:.1}us cannot be met: a wake-up of the polling thread alone costs {:.1} us here (measured); ask for more",
+                slo.latency_ns as f64 / 1e3,
+                wake / 1e3
+            )));
         }
+        // Frame costs that make the round of a quota of 1 fill the budget.
+        let per = budget / ports / 2.0;
+        let costs = rxsched_core::SloCosts {
+            rx_frame_ns: per,
+            tx_frame_ns: per,
+            pass_ns: 0.0,
+            wake_ns: wake,
+            ports: ports as u32,
+        };
+        let c = rxsched_core::SloController::new(slo, costs).map_err(|e| bad(e.0))?;
+        Ok(PollingFacility::new(self.quota).with_slo(c))
     }
 
     /// A polling thread over `rx` serving `app`, its loop built from

@@ -218,7 +218,7 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
         .collect::<SysResult<_>>()?;
     let mut poll = cfg.run.poller(
         vec![rx],
-        cfg.run.facility(),
+        cfg.run.facility(1)?,
         Policy,
         sys::MonoClock,
         crate::backend::packet::EpollWait::new()?,

@@ -160,7 +160,9 @@ impl<R: RxBackend, C: Clock, W: Wait> Server<R, C, W> {
     /// A server reading `rx` (a device's receive queues) into `demux`'s
     /// UIQs.
     pub fn new(rx: Vec<R>, demux: Demux, cfg: &ServeConfig, clock: C, wait: W) -> SysResult<Self> {
-        let poll = cfg.run.poller(rx, cfg.run.facility(), demux, clock, wait)?;
+        let poll = cfg
+            .run
+            .poller(rx, cfg.run.facility(1)?, demux, clock, wait)?;
         Ok(Server { poll })
     }
 
@@ -405,7 +407,7 @@ mod tests {
         let len = frame(7001, 0).len() as u64;
         c.rcvbuf = Some(3 * len);
         let mut d = Demux::new(&c.consumers, c.uiq, c.rcvbuf).unwrap();
-        let mut lp = rxsched_core::PollLoop::new(c.run.facility());
+        let mut lp = rxsched_core::PollLoop::new(c.run.facility(1).unwrap());
         for i in 0..5 {
             d.frame(0, &frame(7001, i), &mut lp, 0);
         }

@@ -32,7 +32,13 @@ pub enum Forwarder {
     PollingInXdp,
     /// The same with `--cycle-limit 50`.
     PollingInXdpLimit50,
+    /// `rxsched route --mode polling --slo latency=500us,cpu=50%`: the
+    /// quota and the cycle limit set by an objective.
+    PollingSlo,
 }
+
+/// The objective of [`Forwarder::PollingSlo`].
+pub const SLO: &str = "latency=500us,cpu=50%";
 
 /// A screening process behind our router: its rules and the feedback on
 /// its queue, if any.
@@ -57,6 +63,7 @@ impl Forwarder {
             Forwarder::PollingLimit50 => "polling-cycle-limit-50",
             Forwarder::PollingInXdp => "polling-in-xdp",
             Forwarder::PollingInXdpLimit50 => "polling-in-xdp-cycle-limit-50",
+            Forwarder::PollingSlo => "polling-slo",
         }
     }
 
@@ -93,6 +100,10 @@ impl Forwarder {
             Forwarder::PollingLimit50 => route(Mode::Polling, limit50),
             Forwarder::PollingInXdp => in_xdp(None),
             Forwarder::PollingInXdpLimit50 => in_xdp(limit50),
+            Forwarder::PollingSlo => Some(Proc::Route(Route {
+                slo: Some((SLO, wake_cost_ns)),
+                ..Route::new(Mode::Polling, secs)
+            })),
         }
     }
 

@@ -6,7 +6,8 @@
 //! router's polling thread owns the receive work) and `polling-in-xdp`
 //! (the device's program forwards, as xdp-fwd does, and the polling
 //! thread keeps the policy), in `real-router`; each polling form with
-//! `--cycle-limit 50` in `real-cpu-limit`; latency at a tenth of polling's
+//! `--cycle-limit 50`, and `polling-slo` (`--slo latency=500us,cpu=50%`),
+//! in `real-cpu-limit`; latency at a tenth of polling's
 //! MLFRR in `real-latency`.
 
 use super::forward::{self, Dut, Forwarder};
@@ -17,7 +18,7 @@ use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::Lab;
 
 /// The forwarders swept, in the order of the series.
-pub const FORWARDERS: [Forwarder; 7] = [
+pub const FORWARDERS: [Forwarder; 8] = [
     Forwarder::Kernel,
     Forwarder::XdpFwd,
     Forwarder::Interrupt,
@@ -25,6 +26,7 @@ pub const FORWARDERS: [Forwarder; 7] = [
     Forwarder::PollingLimit50,
     Forwarder::PollingInXdp,
     Forwarder::PollingInXdpLimit50,
+    Forwarder::PollingSlo,
 ];
 
 /// Runs the router benchmark: `real-router`, `real-cpu-limit`, `real-latency`.
@@ -49,7 +51,12 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     idle.set("router_cpu_share", forward::idle_cpu(lab, 2.0)?);
     let mut idle_series = Series::new("polling-idle");
     idle_series.points.push(idle);
-    let limited = [Forwarder::PollingLimit50, Forwarder::PollingInXdpLimit50].map(|f| f.label());
+    let limited = [
+        Forwarder::PollingLimit50,
+        Forwarder::PollingInXdpLimit50,
+        Forwarder::PollingSlo,
+    ]
+    .map(|f| f.label());
     let (mut limit, mut main): (Vec<Series>, Vec<Series>) = series
         .into_iter()
         .partition(|s| limited.contains(&s.label.as_str()));

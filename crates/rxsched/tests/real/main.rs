@@ -125,4 +125,5 @@ mod guard;
 mod protect;
 mod router;
 mod serve;
+mod slo;
 mod the_lab;

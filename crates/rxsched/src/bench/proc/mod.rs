@@ -152,6 +152,9 @@ pub struct Route {
     pub screen_queue: Option<u32>,
     /// Forwarding in the device's XDP program (`--forward-in xdp`).
     pub in_xdp: bool,
+    /// An objective instead of the quota and M4 (`--slo`), and the
+    /// wake-up cost measured for the bench.
+    pub slo: Option<(&'static str, u64)>,
 }
 
 impl Route {
@@ -166,6 +169,7 @@ impl Route {
             feedback: None,
             screen_queue: None,
             in_xdp: false,
+            slo: None,
         }
     }
 }
@@ -380,6 +384,8 @@ impl Proc {
                 .flag("--cpu", dut_cpu)
                 .flag("--duration", r.secs)
                 .cycle_limit(r.cycle_limit)
+                .opt("--slo", r.slo.map(|s| s.0))
+                .opt("--wake-cost-ns", r.slo.map(|s| s.1))
                 .opt("--screen", r.screen.as_ref())
                 .opt("--screen-queue", r.screen_queue)
                 .opt("--feedback", r.feedback)

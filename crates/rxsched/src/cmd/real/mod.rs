@@ -105,6 +105,7 @@ impl RunArgs {
             cpu: self.cpu,
             duration_s: self.duration,
             stats_every_s: self.stats_every,
+            slo: None,
         })
     }
 }

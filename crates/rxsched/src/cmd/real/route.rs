@@ -102,6 +102,12 @@ pub struct RouteArgs {
     /// Frames per callback on the protected queue.
     #[arg(long, default_value_t = 4)]
     pub protect_quota: u32,
+    /// Polling: an objective instead of --quota and --cycle-limit,
+    /// `latency=200us,cpu=50%`: the added latency to keep under at low load
+    /// and the CPU share to keep under when overloaded; the quota and the
+    /// cycle limit follow from the costs the router measures as it runs.
+    #[arg(long, value_name = "OBJECTIVE", conflicts_with_all = ["quota", "cycle_limit"])]
+    pub slo: Option<String>,
 }
 
 /// Parses `route`'s arguments.
@@ -117,6 +123,18 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
             )))
         }
     };
+    let mut run = run;
+    if let Some(spec) = &a.slo {
+        let slo = rxsched_core::Slo::parse(spec).map_err(|e| Error::flag("slo", e.0))?;
+        if mode != Mode::Polling || a.cpus.is_some() {
+            return Err(Error::Input(
+                "--slo sets one polling thread's quota and cycle limit: --mode polling, without --cpus".into(),
+            ));
+        }
+        // M4 charges all the router's CPU; the objective steers it.
+        run.cycle_limit = Some(slo.cpu);
+        run.slo = Some(slo);
+    }
     let routes = routes(a)?;
     let feedback = a.feedback.as_deref().map(feedback).transpose()?;
     timeout_ms("feedback-timeout-ms", a.feedback_timeout_ms)?;
