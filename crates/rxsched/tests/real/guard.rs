@@ -31,6 +31,38 @@ fn full_socket(l: &Lab, port: u16) -> UdpSocket {
     .expect("a socket in the DUT's namespace")
 }
 
+/// `guard` on d0 for up to 20 s, no live line.
+fn start_guard(l: &Lab) -> Child {
+    spawn(
+        l,
+        Role::Dut,
+        &["guard", "-i", "d0", "--duration", "20", "--interval", "0"],
+    )
+}
+
+/// The generator's flood to UDP port 7001 of the DUT's own address, from
+/// CPU 0, at `rate` for `secs`, with `extra` flags.
+fn flood_7001(l: &Lab, rate: &str, secs: &str, extra: &[&str]) -> Child {
+    let mac = D0.mac.to_string();
+    let mut args = vec![
+        "gen",
+        "--dst-mac",
+        &mac,
+        "--dst-ip",
+        DUT_IP,
+        "--dport",
+        "7001",
+        "--rate",
+        rate,
+        "--duration",
+        secs,
+        "--cpu",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    spawn(l, Role::Gen, &args)
+}
+
 /// `guard` on d0 drops, in XDP, what arrives for a socket whose buffer is
 /// full, and nothing for a socket with room: a flood of 100,000 pkts/s to
 /// a socket nobody reads, with 5,000 pkts/s to `udp-recv` mixed in
@@ -47,7 +79,6 @@ fn guard_drops_only_what_a_full_socket_would_drop() {
     let Some(t) = TestLab::new("g") else { return };
     let l = &t.0;
     let _full = full_socket(l, 7001);
-    let mac = D0.mac.to_string();
     trials(3, "guard beside a full socket", || {
         let recv = spawn(
             l,
@@ -62,33 +93,9 @@ fn guard_drops_only_what_a_full_socket_would_drop() {
                 "5",
             ],
         );
-        let guard = spawn(
-            l,
-            Role::Dut,
-            &["guard", "-i", "d0", "--duration", "20", "--interval", "0"],
-        );
+        let guard = start_guard(l);
         std::thread::sleep(Duration::from_millis(700));
-        let flood: GenReport = report(spawn(
-            l,
-            Role::Gen,
-            &[
-                "gen",
-                "--dst-mac",
-                &mac,
-                "--dst-ip",
-                DUT_IP,
-                "--dport",
-                "7001",
-                "--rate",
-                "100000",
-                "--duration",
-                "2",
-                "--mix",
-                "7002:5000",
-                "--cpu",
-                "0",
-            ],
-        ));
+        let flood: GenReport = report(flood_7001(l, "100000", "2", &["--mix", "7002:5000"]));
         let r: UdpRecvReport = report(recv);
         stop(&guard);
         let g: GuardReport = report(guard);
@@ -197,34 +204,9 @@ fn guard_fails_safe_without_the_kernels_socket_fields() {
 /// from CPU 1 of the generator's namespace while the generator floods the
 /// full socket from CPU 0; with `guard` on d0 or without it.
 fn dns_under_flood(l: &Lab, count: usize, guarded: bool) -> (usize, Option<GuardReport>) {
-    let guard = guarded.then(|| {
-        spawn(
-            l,
-            Role::Dut,
-            &["guard", "-i", "d0", "--duration", "20", "--interval", "0"],
-        )
-    });
+    let guard = guarded.then(|| start_guard(l));
     std::thread::sleep(Duration::from_millis(500));
-    let mac = D0.mac.to_string();
-    let flood = spawn(
-        l,
-        Role::Gen,
-        &[
-            "gen",
-            "--dst-mac",
-            &mac,
-            "--dst-ip",
-            DUT_IP,
-            "--dport",
-            "7001",
-            "--rate",
-            "1e9",
-            "--duration",
-            "3",
-            "--cpu",
-            "0",
-        ],
-    );
+    let flood = flood_7001(l, "1e9", "3", &[]);
     std::thread::sleep(Duration::from_millis(500));
     let batch: String = (0..count).map(|i| format!("q{i}.lab.test A\n")).collect();
     let file = std::env::temp_dir().join(format!("rxsched-dig-{}", std::process::id()));

@@ -94,6 +94,19 @@ fn send(l: &Lab, count: u64, extra: &[&str]) -> GenReport {
     g
 }
 
+/// A compute process on the DUT's CPU 1 for 3 s while the generator floods
+/// at its top rate from CPU 0: the share of the CPU the process kept.
+fn spin_beside_flood(l: &Lab) -> rxsched_linux::spin::SpinReport {
+    let spin = spawn(l, Role::Dut, &["spin", "--cpu", "1", "--duration", "3"]);
+    let flood = spawn(
+        l,
+        Role::Gen,
+        &["gen", "--rate", "1e9", "--duration", "3", "--cpu", "0"],
+    );
+    let _: GenReport = report(flood);
+    report(spin)
+}
+
 /// Judges a statistical outcome over repeated trials: runs `trial` until
 /// one passes, at most `n` times, and fails only when every trial failed,
 /// saying what each saw. (These machines are shared VMs: a trial can lose

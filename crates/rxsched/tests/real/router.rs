@@ -444,14 +444,7 @@ fn cap_trial(l: &Lab) -> Result<String, String> {
         ],
     );
     std::thread::sleep(Duration::from_millis(800));
-    let spin = spawn(l, Role::Dut, &["spin", "--cpu", "1", "--duration", "3"]);
-    let flood = spawn(
-        l,
-        Role::Gen,
-        &["gen", "--rate", "1e9", "--duration", "3", "--cpu", "0"],
-    );
-    let _: GenReport = report(flood);
-    let s: rxsched_linux::spin::SpinReport = report(spin);
+    let s = spin_beside_flood(l);
     stop(&route);
     let r: RouterReport = report(route);
     let taken: Vec<u64> = r.threads.iter().map(|t| t.taken).collect();

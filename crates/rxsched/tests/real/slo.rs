@@ -36,14 +36,7 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
             .expect("ping");
         let ping = String::from_utf8_lossy(&ping.stdout).into_owned();
         let pinged = ping.contains(" 0% packet loss");
-        let spin = spawn(l, Role::Dut, &["spin", "--cpu", "1", "--duration", "3"]);
-        let flood = spawn(
-            l,
-            Role::Gen,
-            &["gen", "--rate", "1e9", "--duration", "3", "--cpu", "0"],
-        );
-        let _: GenReport = report(flood);
-        let s: rxsched_linux::spin::SpinReport = report(spin);
+        let s = spin_beside_flood(l);
         stop(&route);
         let r: RouterReport = report(route);
         let slo = r.slo.expect("the report says what the objective set");
