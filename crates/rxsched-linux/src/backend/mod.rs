@@ -66,6 +66,28 @@ pub trait Gate {
     fn wakeups(&self) -> SysResult<u64> {
         Ok(0)
     }
+    /// Runs receive queue `queue` of every device ahead of the others' (a
+    /// protected queue). Returns how many receive threads that moved: 0
+    /// where the receive work is not in threads the gate schedules.
+    fn protect(&mut self, _queue: u32) -> SysResult<usize> {
+        Ok(0)
+    }
+    /// Holds the protected queues' receive work back while ordinary input
+    /// waits (the protected class's cap), or lets it go first again.
+    fn hold_protected(&mut self, _hold: bool) -> SysResult<()> {
+        Ok(())
+    }
+    /// Which receive work serves each receive side of the polling thread,
+    /// `(device, queue)` per side in its order.
+    fn sides(&mut self, _sides: &[(usize, u32)]) -> SysResult<()> {
+        Ok(())
+    }
+    /// The polling thread is about to sleep, having taken frames from the
+    /// sides marked in `served` since it last slept: their receive work
+    /// gives the others' a turn first, as the device round robin would.
+    fn yield_served(&mut self, _served: &[bool]) -> SysResult<()> {
+        Ok(())
+    }
 }
 
 /// No gate: the rings are all there is (AF_PACKET, in-memory ports).

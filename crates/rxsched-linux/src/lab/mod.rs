@@ -344,6 +344,31 @@ impl Lab {
         Ok(())
     }
 
+    /// Sends everything the generator's own stack sends (ping, a TCP
+    /// connection: not the generator's XDP frames, which go on the queue of
+    /// the CPU that sends them) on `g0`'s transmit queue `queue`, so that
+    /// it arrives on the DUT's receive queue `queue`: the lab's stand-in for
+    /// a NIC's flow rule (`ethtool -N ... action Q`) steering a control
+    /// plane to a queue of its own. Transmit steering (XPS) maps every CPU
+    /// to that queue; `None` clears it, as `lab up` leaves it (the kernel
+    /// then picks a queue by the flow's hash).
+    pub fn steer_gen_stack(&self, queue: Option<u32>) -> Result<(), LabError> {
+        if let Some(q) = queue.filter(|q| *q >= self.queues) {
+            return Err(LabError::Command {
+                cmd: format!("steer g0's stack to its queue {q}"),
+                msg: format!("g0 has {} transmit queues", self.queues),
+            });
+        }
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let all = format!("{:x}", (1u64 << cpus.min(63)) - 1);
+        for q in 0..self.queues {
+            let mask = if queue == Some(q) { all.as_str() } else { "0" };
+            let path = format!("/sys/class/net/{}/queues/tx-{q}/xps_cpus", G0.iface);
+            self.write_sysfs(Role::Gen, &path, mask)?;
+        }
+        Ok(())
+    }
+
     /// Turns IPv6 on on the lab's links: addresses in 2001:2::/48 (without
     /// duplicate address detection, so they are usable at once), the end
     /// hosts' routes through the DUT, and the DUT kernel's IPv6 forwarding.

@@ -338,6 +338,7 @@ fn forward_from(
         router.protect(queue, &sides, quota);
     }
     router.attach(opened.gate, links)?;
+    router.order_receive_work(&queue_of)?;
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;
     if cfg.mode != Mode::TwoLevel {

@@ -163,8 +163,19 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
 
     /// Attaches the real ports' gate and link watch (see [`Poller::attach`]):
     /// the run ends with its report if a port disappears.
+    /// With a protected queue, its receive threads go ahead of the others'.
     pub fn attach(&mut self, gate: Box<dyn Gate>, links: LinkWatch) -> SysResult<()> {
-        self.poller.attach(gate, links)
+        self.poller.attach(gate, links)?;
+        if let Some(q) = self.protect_queue {
+            self.poller.protect_receive_work(q)?;
+        }
+        Ok(())
+    }
+
+    /// Tells the gate which receive thread serves each receive side,
+    /// `(port, queue)` in the poller's order (see [`Poller::order_receive_work`]).
+    pub fn order_receive_work(&mut self, sides: &[(usize, u32)]) -> SysResult<()> {
+        self.poller.order_receive_work(sides)
     }
 
     /// Makes receive sides `sides` (devices in the poller's order: each

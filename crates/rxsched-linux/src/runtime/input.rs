@@ -36,6 +36,8 @@ pub const CHARGE_EVERY: u32 = 16;
 pub struct InputCtl {
     gate: Box<dyn Gate>,
     gate_open: bool,
+    /// The protected queues' receive work held back (see [`InputCtl::follow`]).
+    protected_held: bool,
     /// With M4: the CPU time (the thread's and the gate's) already charged.
     charged: Option<u64>,
     /// Turns since the last charge.
@@ -55,6 +57,7 @@ impl InputCtl {
         let mut c = InputCtl {
             gate: Box::new(NoGate),
             gate_open: true,
+            protected_held: false,
             charged: None,
             since_charge: 0,
             wake_cost: cycle_limit.and(wake_cost_ns).unwrap_or(0),
@@ -123,12 +126,45 @@ impl InputCtl {
     /// thread slept, which starved the stage downstream (seen with the
     /// screening process: 16 frames screened, then 1 ms of receive work
     /// that died on the full socket ring).
-    pub fn follow(&mut self, lp: &mut PollLoop, now: Nanos) -> SysResult<()> {
+    ///
+    /// `served` marks the receive sides the thread took frames from since
+    /// it last slept: their receive work gives the others a turn first
+    /// ([`Gate::yield_served`]). The protected queues' receive work is held
+    /// back while the protected class is over its cap (the core's
+    /// [`rxsched_core::PollingFacility::protected_due`]) and ordinary input
+    /// is coming in (the thread took ordinary frames since it last slept);
+    /// otherwise it goes first. A flood of "protected" frames then leaves
+    /// the ordinary queues' threads a turn at every sleep of the thread,
+    /// and an idle network never leaves a protected frame to wait in the
+    /// idle class.
+    pub fn follow(&mut self, lp: &mut PollLoop, now: Nanos, served: &[bool]) -> SysResult<()> {
         let open = lp.input_inhibited(now).is_none();
         if open != self.gate_open {
             self.gate.set(open)?;
             self.gate_open = open;
         }
+        self.gate.yield_served(served)?;
+        let f = lp.facility();
+        let ordinary_busy = served
+            .iter()
+            .enumerate()
+            .any(|(d, s)| *s && !f.is_protected(rxsched_core::DeviceId(d)));
+        let hold = f.has_protected() && ordinary_busy && !f.protected_due(0);
+        if hold != self.protected_held {
+            self.gate.hold_protected(hold)?;
+            self.protected_held = hold;
+        }
         Ok(())
+    }
+
+    /// Runs receive queue `queue` of every device ahead of the others (see
+    /// [`Gate::protect`]); how many receive threads that moved.
+    pub fn protect(&mut self, queue: u32) -> SysResult<usize> {
+        self.gate.protect(queue)
+    }
+
+    /// Tells the gate which receive work serves each receive side (see [`Gate::sides`]).
+    pub fn sides(&mut self, sides: &[(usize, u32)]) -> SysResult<()> {
+        self.gate.sides(sides)
     }
 }

@@ -86,6 +86,8 @@ pub struct Poller<R, C, W, A> {
     pub taken: u64,
     /// Of those, frames taken off protected queues.
     pub taken_protected: u64,
+    /// The receive sides frames were taken from since the thread last slept.
+    served: Vec<bool>,
     callbacks: u64,
     largest_callback: u32,
     links: Option<LinkWatch>,
@@ -124,6 +126,7 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             app,
             taken: 0,
             taken_protected: 0,
+            served: Vec::new(),
             callbacks: 0,
             largest_callback: 0,
             links: None,
@@ -140,6 +143,20 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         self.input.set_gate(gate, &self.clock)?;
         self.links = Some(links);
         Ok(())
+    }
+
+    /// Runs receive queue `queue` of every port ahead of the others' (a
+    /// protected queue) through the gate attached; how many receive
+    /// threads that moved.
+    pub fn protect_receive_work(&mut self, queue: u32) -> SysResult<usize> {
+        self.input.protect(queue)
+    }
+
+    /// Tells the gate attached which receive work serves each receive side,
+    /// `(port, queue)` in the thread's order, so that it keeps the sides'
+    /// round robin in the receive threads' order too (see [`Gate::yield_served`]).
+    pub fn order_receive_work(&mut self, sides: &[(usize, u32)]) -> SysResult<()> {
+        self.input.sides(sides)
     }
 
     /// Tells the two-level switch's monitor, through `polls`, what the
@@ -264,6 +281,10 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         if self.lp.facility().is_protected(DeviceId(d)) {
             self.taken_protected += u64::from(n);
         }
+        if n > 0 {
+            self.served.resize(self.rx.len(), false);
+            self.served[d] = true;
+        }
         n
     }
 
@@ -320,7 +341,8 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             Some(q) if i == n => q.producer_kicked(),
             _ => rx[i].pending(),
         };
-        self.input.follow(&mut self.lp, now)?;
+        self.input.follow(&mut self.lp, now, &self.served)?;
+        self.served.iter_mut().for_each(|s| *s = false);
         let mut woken = self.wait.wait(&armed, &ready, timeout)?;
         // A backend whose wake-ups are batched may hold frames its
         // descriptor has not announced (the wait only hears wake-ups).

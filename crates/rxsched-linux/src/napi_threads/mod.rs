@@ -12,6 +12,10 @@
 //! network namespace, so that devices of the same name in other namespaces
 //! are never touched.
 
+mod gate;
+
+pub use gate::NapiGate;
+
 use crate::sys::{ifindex, SysError, SysResult};
 use std::io;
 
@@ -232,61 +236,6 @@ fn schedstat(tid: i32, i: usize) -> SysResult<u64> {
         .nth(i)
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| err(&path, "read", io::Error::from(io::ErrorKind::InvalidData)))
-}
-
-/// A device's receive work as a polling router drives it: open, its NAPI
-/// threads run at a real-time priority just below the polling thread
-/// (they run when the thread blocks waiting for input, and are held off
-/// while it works); closed (input inhibited by M3 or M4), they run only
-/// when the CPU is otherwise idle, and frames die on the device's ring.
-pub struct NapiGate {
-    tids: Vec<i32>,
-    open: Sched,
-}
-
-impl NapiGate {
-    /// The gate over the NAPI threads of `ifaces` (in this namespace),
-    /// opened at `open`.
-    pub fn new(ifaces: &[String], open: Sched) -> SysResult<NapiGate> {
-        let mut tids = Vec::new();
-        for i in ifaces {
-            tids.extend(thread_ids(i)?);
-        }
-        NapiGate::of_threads(tids, open)
-    }
-
-    /// The gate over the NAPI threads `tids`, opened at `open`.
-    pub fn of_threads(tids: Vec<i32>, open: Sched) -> SysResult<NapiGate> {
-        let g = NapiGate { tids, open };
-        g.set_all(open)?;
-        Ok(g)
-    }
-
-    fn set_all(&self, s: Sched) -> SysResult<()> {
-        self.tids.iter().try_for_each(|t| set_sched(*t, s))
-    }
-
-    /// Opens or closes input.
-    pub fn set(&mut self, open: bool) -> SysResult<()> {
-        self.set_all(if open { self.open } else { Sched::Idle })
-    }
-
-    /// CPU time the threads have used, in ns.
-    pub fn cpu_ns(&self) -> SysResult<u64> {
-        self.tids.iter().map(|t| cpu_ns(*t)).sum()
-    }
-
-    /// How many times the threads have been put on a CPU.
-    pub fn runs(&self) -> SysResult<u64> {
-        self.tids.iter().map(|t| runs(*t)).sum()
-    }
-}
-
-impl Drop for NapiGate {
-    fn drop(&mut self) {
-        // As the lab left them; a killed router leaves them to `lab up`.
-        let _ = self.set_all(Sched::Normal);
-    }
 }
 
 /// An offload a device's driver may do, as ethtool names them.
@@ -524,14 +473,5 @@ mod genl {
         pub fn dump(&mut self, family: u16, cmd: u8, body: &[u8]) -> io::Result<Vec<Vec<u8>>> {
             self.request(family, cmd, libc::NLM_F_DUMP as u16, body)
         }
-    }
-}
-
-impl crate::backend::Gate for NapiGate {
-    fn set(&mut self, open: bool) -> SysResult<()> {
-        NapiGate::set(self, open)
-    }
-    fn cpu_ns(&self) -> SysResult<u64> {
-        NapiGate::cpu_ns(self)
     }
 }
