@@ -4,7 +4,9 @@
  * missing below it) and frames that came after a higher one (reordering),
  * keeps a histogram of one-way latency from the generator's stamp (both ends
  * read the same clock), checks TTL and the IPv4 header checksum, remembers
- * the first probe's MACs, and drops the frame. */
+ * the first probe's MACs, and drops the probe. Any other frame goes on to
+ * the kernel's stack, so that the sink's host still answers (ping through
+ * the device under test, its neighbour resolution) while it counts. */
 #include "common.h"
 
 /* Latency in ns, log-linear: 32 buckets per power of two (3% wide). */
@@ -135,8 +137,8 @@ static __always_inline void note_probe(struct sink_state *st, struct ethhdr *eth
 	st->last_ns = now;
 }
 
-/* Counts one frame between `data` and `data_end`. */
-static __always_inline void sink(void *data, void *data_end)
+/* Counts one frame between `data` and `data_end`: 1 if it is a probe. */
+static __always_inline int sink(void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -145,20 +147,20 @@ static __always_inline void sink(void *data, void *data_end)
 	struct sink_state *st = bpf_map_lookup_elem(&sink_stats, &zero);
 
 	if (!st)
-		return;
+		return 0;
 	if ((void *)(pr + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) ||
 	    ip->ihl != 5 || ip->protocol != IPPROTO_UDP || pr->magic != bpf_htonl(PROBE_MAGIC)) {
 		st->other++;
-		return;
+		return 0;
 	}
 	note_probe(st, eth, ip, pr, data_end - data);
+	return 1;
 }
 
 SEC("xdp")
 int xdp_sink(struct xdp_md *ctx)
 {
-	sink((void *)(long)ctx->data, (void *)(long)ctx->data_end);
-	return XDP_DROP;
+	return sink((void *)(long)ctx->data, (void *)(long)ctx->data_end) ? XDP_DROP : XDP_PASS;
 }
 
 /* tc ingress: a frame the sink's veth received as a socket buffer is
@@ -168,8 +170,8 @@ int tc_sink(struct __sk_buff *skb)
 {
 	if (skb->data_end - skb->data < HDR_LEN + sizeof(struct probe))
 		bpf_skb_pull_data(skb, HDR_LEN + sizeof(struct probe));
-	sink((void *)(long)skb->data, (void *)(long)skb->data_end);
-	return 2; /* TC_ACT_SHOT */
+	/* TC_ACT_SHOT, or TC_ACT_OK */
+	return sink((void *)(long)skb->data, (void *)(long)skb->data_end) ? 2 : 0;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -298,6 +298,11 @@ enum RealBench {
     },
     /// Load stepping up and down through route --mode two-level, against interrupt and polling.
     TwoLevel(RealBenchArgs),
+    /// A protected stream (ping through and to the router, steered to
+    /// queue 1) under a flood on queue 0, through the polling router with
+    /// and without `--protect-queue 1`, the interrupt-driven router and
+    /// the kernel. Needs `rxsched lab up --queues 2`.
+    Protect(RealBenchArgs),
     /// The lab's own capacity: how fast the XDP generator offers and the
     /// XDP sink counts, one core each.
     Lab(RealBenchArgs),
@@ -314,6 +319,7 @@ impl RealBench {
             RealBench::Srp(a) => (bench::srp, a, None),
             RealBench::Soak { minutes, args } => (bench::soak, args, minutes),
             RealBench::TwoLevel(a) => (bench::two_level, a, None),
+            RealBench::Protect(a) => (bench::protect, a, None),
             RealBench::Lab(a) => (bench::lab, a, None),
         }
     }

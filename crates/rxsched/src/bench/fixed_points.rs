@@ -109,6 +109,12 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
             d.rarely(1.0)
         }
         "two_level_switches" => d.within(1.0, 3.5).floor(),
+        // A protected stream loses nothing, mostly; its round trips spread
+        // past twice the unloaded one's now and then.
+        "protected_lost" => d.rarely(3.0),
+        "protected_sent" => 2000.0,
+        "protected_latency_p50_us" => d.within(60.0, 140.0),
+        "protected_latency_p99_us" => d.within(100.0, 250.0),
         // A receive thread's CPU per datagram falls as its batches grow.
         "napi_ns_per_datagram" => d.within(200.0, 4000.0),
         other => panic!("no made-up values for metric {other}"),

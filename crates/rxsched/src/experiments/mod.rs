@@ -80,6 +80,7 @@ pub const BENCHES: &[(&str, &str)] = files![
     "real-srp-reservation",
     "real-soak",
     "real-two-level",
+    "real-protect",
 ];
 
 /// The scenario text of simulated experiment `id`.

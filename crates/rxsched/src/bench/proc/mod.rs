@@ -155,6 +155,8 @@ pub struct Route {
     /// An objective instead of the quota and M4 (`--slo`), and the
     /// wake-up cost measured for the bench.
     pub slo: Option<(&'static str, u64)>,
+    /// Every port's receive queue of this number protected (`--protect-queue`).
+    pub protect_queue: Option<u32>,
 }
 
 impl Route {
@@ -170,6 +172,7 @@ impl Route {
             screen_queue: None,
             in_xdp: false,
             slo: None,
+            protect_queue: None,
         }
     }
 }
@@ -389,6 +392,7 @@ impl Proc {
                 .opt("--screen", r.screen.as_ref())
                 .opt("--screen-queue", r.screen_queue)
                 .opt("--feedback", r.feedback)
+                .opt("--protect-queue", r.protect_queue)
                 .words(if r.in_xdp {
                     &["--forward-in", "xdp"]
                 } else {
@@ -509,6 +513,13 @@ mod tests {
                 ..Route::new(Mode::TwoLevel, 9.0)
             }),
             "route --mode two-level --backend xdp --time-shared --cpu 1 --duration 9"
+        );
+        assert_eq!(
+            argv(Route {
+                protect_queue: Some(1),
+                ..Route::new(Mode::Polling, 9.0)
+            }),
+            "route --mode polling --backend xdp --cpu 1 --duration 9 --protect-queue 1"
         );
         let capture = |form, cycle_limit| Capture {
             out: "/dev/null".into(),

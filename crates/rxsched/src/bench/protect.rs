@@ -1,0 +1,324 @@
+//! `rxsched bench real protect`: a protected stream under a flood,
+//! `real-protect`. The generator floods the DUT's receive queue 0 from its
+//! CPU, from nothing to its top rate, while `ping` (a client nobody here
+//! wrote) sends 100 echo requests a second through the router to the sink
+//! and 100 to the router itself, from the generator's own stack, steered to
+//! queue 1 ([`Lab::steer_gen_stack`], the lab's stand-in for a NIC's flow
+//! rule). Each point says what the protected stream lost and its round
+//! trips' median and p99, beside the flood forwarded; through the polling
+//! router with queue 1 protected, the same without protection, the
+//! interrupt-driven router and the kernel's own forwarding.
+
+use super::forward::{self, Counters};
+use super::proc::{start, Gen, Route, Sink};
+use super::sweep::{at_rate, Sweep, TOP_RATE};
+use super::{result, BenchError, BenchOpts};
+use crate::experiments::BenchFile;
+use crate::result::{Point, ResultFile};
+use rxsched_linux::lab::{Lab, Role, D0, GEN_CPU, S0};
+use rxsched_linux::loadgen::{GenReport, SinkReport};
+use rxsched_linux::router::{Mode, RouterReport};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// What serves the DUT, in the order of the series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// `route --mode polling --protect-queue 1`.
+    Protected,
+    /// `route --mode polling`.
+    Polling,
+    /// `route --mode interrupt`.
+    Interrupt,
+    /// The kernel's own forwarding.
+    Kernel,
+}
+
+const VARIANTS: [Variant; 4] = [
+    Variant::Protected,
+    Variant::Polling,
+    Variant::Interrupt,
+    Variant::Kernel,
+];
+
+/// The receive queue the protected stream is steered to.
+const PROTECTED_QUEUE: u32 = 1;
+
+/// Echo requests per second to each address of the protected stream.
+const PING_RATE: f64 = 100.0;
+
+/// Where the protected stream goes: through the router, and to it.
+const TARGETS: [[u8; 4]; 2] = [S0.ip, D0.ip];
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Protected => "polling-protected",
+            Variant::Polling => "polling",
+            Variant::Interrupt => "interrupt",
+            Variant::Kernel => "kernel",
+        }
+    }
+
+    /// Our router for `secs`, if one of ours serves.
+    fn route(self, secs: f64) -> Option<Route> {
+        let mode = match self {
+            Variant::Protected | Variant::Polling => Mode::Polling,
+            Variant::Interrupt => Mode::Interrupt,
+            Variant::Kernel => return None,
+        };
+        Some(Route {
+            protect_queue: (self == Variant::Protected).then_some(PROTECTED_QUEUE),
+            ..Route::new(mode, secs)
+        })
+    }
+}
+
+/// The flood's offered rates (0: none, the protected stream's unloaded
+/// values) and echo requests per address at each.
+fn plan(quick: bool) -> (Vec<f64>, u32) {
+    if quick {
+        (vec![0.0, 200e3, 800e3, TOP_RATE], 200)
+    } else {
+        let r = vec![0.0, 50e3, 200e3, 400e3, 800e3, 1.3e6, 2e6, TOP_RATE];
+        (r, 1000)
+    }
+}
+
+fn describe(rate: f64) -> String {
+    if rate == 0.0 {
+        "with no flood".into()
+    } else {
+        at_rate(rate)
+    }
+}
+
+/// What one `ping` run said: requests sent, replies, round trips (ms).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Pinged {
+    /// Echo requests sent.
+    pub sent: u64,
+    /// Replies received.
+    pub received: u64,
+    /// Each reply's round trip, in milliseconds.
+    pub rtt_ms: Vec<f64>,
+}
+
+/// Reads `ping -n`'s output: a line per reply ("64 bytes from A:
+/// icmp_seq=1 ttl=63 time=0.084 ms") and the summary ("200 packets
+/// transmitted, 198 received, ...").
+pub fn parse_ping(out: &str) -> Pinged {
+    let mut p = Pinged::default();
+    for l in out.lines() {
+        if let Some(t) = l.split("time=").nth(1) {
+            if let Some(v) = t.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                p.rtt_ms.push(v);
+            }
+        }
+        if l.contains("packets transmitted") {
+            let n = |i: usize| {
+                l.split(", ")
+                    .nth(i)
+                    .and_then(|s| s.split_whitespace().next())
+                    .and_then(|v| v.parse().ok())
+            };
+            p.sent = n(0).unwrap_or(0);
+            p.received = n(1).unwrap_or(0);
+        }
+    }
+    p
+}
+
+impl Pinged {
+    /// The `q` quantile of the round trips, in ms (nearest rank; 0 with
+    /// no reply).
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        quantile(&mut self.rtt_ms.clone(), q)
+    }
+}
+
+/// The `q` quantile of `v` (sorted here), nearest rank; 0 if empty.
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// Puts the generator's own traffic back as `lab up` left it, however the
+/// bench ends.
+struct Unsteer<'a>(&'a Lab);
+
+impl Drop for Unsteer<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.steer_gen_stack(None);
+    }
+}
+
+/// The DUT's receive queues on d0.
+fn dut_queues(lab: &Lab) -> Result<u32, BenchError> {
+    let path = format!("/sys/class/net/{}/queues", D0.iface);
+    let ls = lab.exec(Role::Dut, "ls", &[&path])?;
+    Ok(ls.lines().filter(|l| l.starts_with("rx-")).count() as u32)
+}
+
+/// Runs the benchmark: `real-protect`.
+pub fn protect(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    let file = BenchFile::load("real-protect")?;
+    let queues = dut_queues(&opts.lab)?;
+    if queues <= PROTECTED_QUEUE {
+        return Err(BenchError(format!(
+            "bench real protect steers its protected stream to receive queue {PROTECTED_QUEUE}, and the lab's d0 has {queues}: rxsched lab down && rxsched lab up --queues 2"
+        )));
+    }
+    let lab = opts.lab.clone().with_queues(queues);
+    lab.steer_gen_stack(Some(PROTECTED_QUEUE))?;
+    let _unsteer = Unsteer(&lab);
+    let (rates, count) = plan(opts.quick);
+    let mut sweep = Sweep::over(VARIANTS.len(), &rates, describe, progress);
+    let mut series = Vec::new();
+    for v in VARIANTS {
+        series.push(sweep.series(v.label(), |r| trial(&lab, v, r, count))?);
+    }
+    Ok(vec![result(&file, series)])
+}
+
+/// One point: `v` serving while the generator offers `rate` (none at 0)
+/// and the protected stream sends `count` echo requests to each target.
+fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchError> {
+    lab.reset_dut_receive()?;
+    let secs = f64::from(count) / PING_RATE + 1.5;
+    let router = v.route(secs + 6.0).map(|r| start(lab, r)).transpose()?;
+    let flood = rate > 0.0;
+    let sink = flood
+        .then(|| start(lab, Sink::new(secs + 5.0, 0.5)))
+        .transpose()?;
+    std::thread::sleep(Duration::from_millis(500));
+    // Neighbours resolved before the measured stream: its first round
+    // trips would otherwise wait for ARP on both sides of the router.
+    for ip in TARGETS {
+        let _ = ping(lab, ip, 2)?.wait();
+    }
+    let before = Counters::read(lab, router.as_ref())?;
+    let gen = flood
+        .then(|| start(lab, Gen::new(rate, secs)))
+        .transpose()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let pings = TARGETS
+        .iter()
+        .map(|ip| ping(lab, *ip, count))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut pinged = Vec::new();
+    for p in pings {
+        let out = p
+            .wait_with_output()
+            .map_err(|e| BenchError(format!("ping: {e}")))?;
+        pinged.push(parse_ping(&String::from_utf8_lossy(&out.stdout)));
+    }
+    let g: Option<GenReport> = gen.map(|g| g.finish()).transpose()?;
+    let sk: Option<SinkReport> = sink.map(|s| s.finish()).transpose()?;
+    let after = Counters::read(lab, router.as_ref())?;
+    let ours = router.is_some();
+    let rt: Option<RouterReport> = match router {
+        Some(r) => {
+            r.stop();
+            Some(r.finish()?)
+        }
+        None => None,
+    };
+    let mut p = match (g, sk) {
+        (Some(g), Some(sk)) => {
+            let mut m = forward::metrics(&g, &sk, rt.as_ref());
+            forward::dut_drops(&mut m, &before, &after, ours);
+            Point::of(&m)
+        }
+        _ => Point::xy("offered_pps", 0.0, "delivered_pps", 0.0),
+    };
+    p.set("requested_pps", rate);
+    stream(&mut p, &pinged);
+    if let Some(taken) = rt.and_then(|r| r.protected).map(|p| p.taken) {
+        p.set("protected_taken", taken as f64);
+    }
+    Ok(p)
+}
+
+/// The protected stream's part of a point: sent, lost, and the round
+/// trips (pooled over the targets, and each target's p99).
+fn stream(p: &mut Point, pinged: &[Pinged]) {
+    let sent: u64 = pinged.iter().map(|x| x.sent).sum();
+    let received: u64 = pinged.iter().map(|x| x.received).sum();
+    p.set("protected_sent", sent as f64);
+    p.set("protected_lost", sent.saturating_sub(received) as f64);
+    let mut all: Vec<f64> = pinged.iter().flat_map(|x| x.rtt_ms.clone()).collect();
+    p.set("protected_latency_p50_us", 1e3 * quantile(&mut all, 0.5));
+    p.set("protected_latency_p99_us", 1e3 * quantile(&mut all, 0.99));
+    for (x, name) in pinged.iter().zip(["through", "to_router"]) {
+        p.set(&format!("ping_{name}_p99_us"), 1e3 * x.quantile_ms(0.99));
+    }
+}
+
+/// `ping` from the generator's namespace, on the generator's CPU, to `ip`:
+/// `count` requests at [`PING_RATE`], a second's wait for the last reply.
+fn ping(lab: &Lab, ip: [u8; 4], count: u32) -> Result<std::process::Child, BenchError> {
+    let addr = format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3]);
+    let interval = format!("{}", 1.0 / PING_RATE);
+    Command::new("ip")
+        .args(["netns", "exec", &lab.ns(Role::Gen), "taskset", "-c"])
+        .arg(GEN_CPU.to_string())
+        .args(["ping", "-n", "-W", "1", "-i", &interval, "-c"])
+        .arg(count.to_string())
+        .arg(&addr)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            BenchError(format!(
+                "ping {addr}: {e} (install it: apt-get install iputils-ping)"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check file names the series this bench measures.
+    #[test]
+    fn the_check_file_names_the_series_measured() {
+        let file = BenchFile::load("real-protect").unwrap();
+        let labels: Vec<&str> = VARIANTS.iter().map(|v| v.label()).collect();
+        assert_eq!(file.bench.series, labels);
+        assert_eq!(plan(true).0[0], 0.0, "the first point is unloaded");
+    }
+
+    /// ping's lines, as iputils prints them.
+    #[test]
+    fn reads_what_ping_printed() {
+        let out = "PING 198.19.0.1 (198.19.0.1) 56(84) bytes of data.\n\
+            64 bytes from 198.19.0.1: icmp_seq=1 ttl=63 time=0.084 ms\n\
+            64 bytes from 198.19.0.1: icmp_seq=2 ttl=63 time=36.5 ms\n\
+            \n--- 198.19.0.1 ping statistics ---\n\
+            3 packets transmitted, 2 received, 33.3333% packet loss, time 20ms\n\
+            rtt min/avg/max/mdev = 0.084/18.292/36.500/18.208 ms\n";
+        let p = parse_ping(out);
+        assert_eq!((p.sent, p.received), (3, 2));
+        assert_eq!(p.rtt_ms, [0.084, 36.5]);
+        let mut pt = Point::default();
+        stream(&mut pt, &[p, Pinged::default()]);
+        assert_eq!(pt.get("protected_lost"), Some(1.0));
+        assert_eq!(pt.get("protected_latency_p99_us"), Some(36_500.0));
+        assert_eq!(pt.get("protected_latency_p50_us"), Some(84.0));
+        assert_eq!(pt.get("ping_to_router_p99_us"), Some(0.0));
+    }
+
+    /// The nearest-rank quantile.
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let mut v: Vec<f64> = (1..=200).rev().map(f64::from).collect();
+        assert_eq!(quantile(&mut v, 0.5), 100.0);
+        assert_eq!(quantile(&mut v, 0.99), 198.0);
+        assert_eq!(quantile(&mut [], 0.99), 0.0);
+    }
+}
