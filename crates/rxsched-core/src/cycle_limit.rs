@@ -101,6 +101,78 @@ impl CycleLimit {
     }
 }
 
+/// A guard on the host's real-time budget, for a polling thread whose
+/// threads run in the real-time class: M4's mechanism over the same
+/// charges, with two thresholds. Once a period's use passes `budget` less
+/// `margin`, ordinary input waits for the period's end; the protected
+/// class goes on until the use passes `budget` itself.
+///
+/// A thread of the real-time class that fills a CPU is stopped by the
+/// kernel once the class has used its budget (`sched_rt_runtime_us` of
+/// each `sched_rt_period_us`, 950 ms of each second by default), every
+/// real-time thread with it, a protected queue's too. The guard stops
+/// ordinary input first, for a short while every period, so the kernel
+/// never has to, and the margin is the protected class's own room.
+#[derive(Debug, Clone)]
+pub struct RtGuard {
+    ordinary: CycleLimit,
+    all: CycleLimit,
+}
+
+impl RtGuard {
+    /// A guard at `budget` (the share of each `period_ns` the kernel lets
+    /// the real-time class take), ordinary input held `margin` below it.
+    pub fn new(period_ns: Nanos, budget: f64, margin: f64) -> Self {
+        RtGuard {
+            ordinary: CycleLimit::new(period_ns, (budget - margin).max(0.0)),
+            all: CycleLimit::new(period_ns, budget),
+        }
+    }
+
+    /// The share of each period ordinary input may use.
+    pub fn share(&self) -> f64 {
+        self.ordinary.threshold_ns as f64 / self.ordinary.period_ns as f64
+    }
+
+    /// Adds the cost of a pass that ended at `now`; true when this starts
+    /// a hold on ordinary input.
+    pub fn charge(&mut self, now: Nanos, cost_ns: Nanos) -> bool {
+        self.all.charge(now, cost_ns);
+        self.ordinary.charge(now, cost_ns)
+    }
+
+    /// Whether ordinary input may be handled at `now`.
+    pub fn input_allowed(&mut self, now: Nanos) -> bool {
+        self.ordinary.input_allowed(now)
+    }
+
+    /// Whether the protected class may be handled at `now`.
+    pub fn protected_allowed(&mut self, now: Nanos) -> bool {
+        self.all.input_allowed(now)
+    }
+
+    /// The idle thread ran: both totals cleared.
+    pub fn idle(&mut self, now: Nanos) {
+        self.ordinary.idle(now);
+        self.all.idle(now);
+    }
+
+    /// Ordinary input's time left in this period (see [`CycleLimit::headroom`]).
+    pub fn headroom(&mut self, now: Nanos) -> Option<Nanos> {
+        self.ordinary.headroom(now)
+    }
+
+    /// When the hold in force ends, if one is.
+    pub fn deadline(&self) -> Option<Nanos> {
+        self.ordinary.deadline()
+    }
+
+    /// Holds on ordinary input begun so far.
+    pub fn episodes(&self) -> u64 {
+        self.ordinary.episodes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +205,20 @@ mod tests {
         for i in 0..100 {
             assert!(!c.charge(i * MS, 20 * MS));
         }
+    }
+
+    #[test]
+    fn the_rt_guard_holds_ordinary_input_first() {
+        let mut g = RtGuard::new(10 * MS, 0.95, 0.05);
+        assert!((g.share() - 0.90).abs() < 1e-9);
+        assert!(!g.charge(MS, 8 * MS));
+        assert!(g.charge(2 * MS, 2 * MS / 10 * 7)); // 9.4 ms
+        assert!(!g.input_allowed(3 * MS) && g.protected_allowed(3 * MS));
+        assert!(!g.charge(4 * MS, MS / 5)); // 9.6 ms: past the budget
+        assert!(!g.protected_allowed(4 * MS));
+        assert_eq!(g.deadline(), Some(10 * MS));
+        assert!(g.input_allowed(10 * MS) && g.protected_allowed(10 * MS));
+        assert_eq!(g.episodes(), 1);
     }
 
     proptest! {

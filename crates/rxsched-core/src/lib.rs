@@ -120,7 +120,7 @@ pub mod two_level;
 pub mod tx_reclaim;
 
 pub use breaker::CircuitBreaker;
-pub use cycle_limit::CycleLimit;
+pub use cycle_limit::{CycleLimit, RtGuard};
 pub use drops::{DropCounts, DropPoint};
 pub use feedback::QueueFeedback;
 pub use interrupt::{BatchStep, InterruptBatch};
@@ -166,6 +166,11 @@ pub enum InhibitCause {
     CycleLimit,
     /// M5: one interrupt handled a whole batch.
     CircuitBreaker,
+    /// The host's real-time budget: a polling thread whose threads run in
+    /// the real-time class keeps them under the share the kernel lets that
+    /// class take, so that the kernel never stops them itself (see
+    /// [`RtGuard`]).
+    RtBudget,
 }
 
 impl InhibitCause {

@@ -158,6 +158,14 @@ impl PollLoop {
         self.fac.protect(dev, quota);
     }
 
+    /// Adds the real-time budget's guard (see
+    /// [`PollingFacility::with_rt_guard`]): from now on callbacks are
+    /// charged, and ordinary input is held once the guard's share of a
+    /// period is spent.
+    pub fn set_rt_guard(&mut self, guard: crate::RtGuard) {
+        self.fac.set_rt_guard(guard);
+    }
+
     /// With M4: input time left in the current period before an inhibit.
     pub fn cycle_headroom(&mut self, now: Nanos) -> Option<Nanos> {
         self.fac.cycle_headroom(now)
@@ -245,6 +253,12 @@ impl PollLoop {
         self.fac.input_inhibited(now)
     }
 
+    /// Whether an inhibit in force at `now` holds the protected class (see
+    /// [`PollingFacility::protected_inhibited`]).
+    pub fn protected_inhibited(&mut self, now: Nanos) -> bool {
+        self.fac.protected_inhibited(now)
+    }
+
     /// Whether a callback is in progress: [`PollLoop::done`] is owed.
     pub fn in_callback(&self) -> bool {
         self.job.is_some()
@@ -315,7 +329,7 @@ impl PollLoop {
             && !job.quota.exhausted(job.allowed)
             && (job.dir == Dir::Tx
                 || self.check == InhibitCheck::Callback
-                || self.fac.input_inhibited(now).is_none());
+                || !self.fac.rx_inhibited(job.dev, now));
         if go {
             job.allowed += 1;
         }

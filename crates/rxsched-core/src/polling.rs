@@ -1,6 +1,6 @@
 //! M2: the polling facility, with M3 and M4 as options.
 
-use crate::{CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota, SloController};
+use crate::{CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota, RtGuard, SloController};
 
 /// A device registered with the facility.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,6 +71,8 @@ pub struct PollingFacility {
     quota: Quota,
     feedback: Option<QueueFeedback>,
     cycle: Option<CycleLimit>,
+    /// The guard on the host's real-time budget.
+    rt_guard: Option<RtGuard>,
     polls: u64,
     /// Frames the last protected callback handled, and ordinary receive
     /// frames handled since: the protected class's cap.
@@ -91,6 +93,7 @@ impl PollingFacility {
             quota,
             feedback: None,
             cycle: None,
+            rt_guard: None,
             polls: 0,
             protected_frames: 0,
             ordinary_since: 0,
@@ -152,6 +155,28 @@ impl PollingFacility {
         self
     }
 
+    /// Adds a guard on the host's real-time budget (see [`RtGuard`]):
+    /// ordinary input waits once a period's use nears the share of the CPU
+    /// the kernel lets the real-time class take, and the protected class
+    /// goes on to the budget itself, not owing the held ordinary input
+    /// anything meanwhile. It is not an operator's share: M3's and M4's
+    /// inhibits still hold the protected class.
+    pub fn with_rt_guard(mut self, guard: RtGuard) -> Self {
+        self.set_rt_guard(guard);
+        self
+    }
+
+    /// Adds the real-time budget's guard to a facility in use (see
+    /// [`PollingFacility::with_rt_guard`]).
+    pub fn set_rt_guard(&mut self, guard: RtGuard) {
+        self.rt_guard = Some(guard);
+    }
+
+    /// The real-time budget's guard, if on.
+    pub fn rt_guard(&self) -> Option<&RtGuard> {
+        self.rt_guard.as_ref()
+    }
+
     /// Registers a device with a receive callback, a transmit-complete
     /// callback, or both. Its interrupts start enabled.
     pub fn register(&mut self, rx: bool, tx: bool) -> DeviceId {
@@ -183,6 +208,8 @@ impl PollingFacility {
     /// is never held behind more than the frame in hand. Input inhibits
     /// (M3, M4) hold it as they hold every receive callback; its frames
     /// wait on their own ring, where the ordinary flood cannot reach them.
+    /// The real-time budget's guard holds it only past the budget itself
+    /// ([`PollingFacility::with_rt_guard`]).
     pub fn register_protected(&mut self, quota: Quota) -> DeviceId {
         let dev = self.register(true, false);
         self.protect(dev, quota);
@@ -201,15 +228,21 @@ impl PollingFacility {
         &mut self.slots[dev.0 * 2 + dir as usize]
     }
 
-    /// Whether a CPU-cycle limit (M4) is configured.
+    /// Whether a CPU-cycle limit (M4, or the real-time budget's guard) is
+    /// configured: whether callbacks are charged.
     pub fn has_cycle_limit(&self) -> bool {
-        self.cycle.is_some()
+        self.cycle.is_some() || self.rt_guard.is_some()
     }
 
     /// With M4: input time left in the current period before it inhibits
     /// input (see [`CycleLimit::headroom`]).
     pub fn cycle_headroom(&mut self, now: Nanos) -> Option<Nanos> {
-        self.cycle.as_mut().and_then(|c| c.headroom(now))
+        let c = self.cycle.as_mut().and_then(|c| c.headroom(now));
+        let g = self.rt_guard.as_mut().and_then(|g| g.headroom(now));
+        match (c, g) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The packet quota per callback.
@@ -289,13 +322,20 @@ impl PollingFacility {
         if let Some(c) = &mut self.slo {
             c.charged(cost_ns);
         }
-        self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns))
+        let guard = self
+            .rt_guard
+            .as_mut()
+            .is_some_and(|g| g.charge(now, cost_ns));
+        self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns)) || guard
     }
 
     /// The idle thread ran: the cycle limit re-enables input (M4).
     pub fn idle(&mut self, now: Nanos) {
         if let Some(c) = &mut self.cycle {
             c.idle(now);
+        }
+        if let Some(g) = &mut self.rt_guard {
+            g.idle(now);
         }
     }
 
@@ -306,6 +346,9 @@ impl PollingFacility {
         }
         if let Some(c) = &mut self.cycle {
             c.input_allowed(now);
+        }
+        if let Some(g) = &mut self.rt_guard {
+            g.input_allowed(now);
         }
     }
 
@@ -318,17 +361,51 @@ impl PollingFacility {
         if self.cycle.as_mut().is_some_and(|c| !c.input_allowed(now)) {
             return Some(InhibitCause::CycleLimit);
         }
+        if self
+            .rt_guard
+            .as_mut()
+            .is_some_and(|g| !g.input_allowed(now))
+        {
+            return Some(InhibitCause::RtBudget);
+        }
         None
+    }
+
+    /// Whether an inhibit in force at `now` holds the protected class:
+    /// M3's, M4's, and the real-time budget's guard's only once the
+    /// period's use has passed the budget itself.
+    pub fn protected_inhibited(&mut self, now: Nanos) -> bool {
+        match self.input_inhibited(now) {
+            None => false,
+            Some(InhibitCause::RtBudget) => self
+                .rt_guard
+                .as_mut()
+                .is_some_and(|g| !g.protected_allowed(now)),
+            Some(_) => true,
+        }
+    }
+
+    /// Whether receive work on `dev` is held at `now`: any inhibit holds
+    /// an ordinary queue, and those of [`PollingFacility::protected_inhibited`]
+    /// a protected one.
+    pub fn rx_inhibited(&mut self, dev: DeviceId, now: Nanos) -> bool {
+        if self.is_protected(dev) {
+            self.protected_inhibited(now)
+        } else {
+            self.input_inhibited(now).is_some()
+        }
     }
 
     /// The earliest time an inhibit in force ends.
     pub fn deadline(&self) -> Option<Nanos> {
-        let f = self.feedback.as_ref().and_then(|f| f.deadline());
-        let c = self.cycle.as_ref().and_then(|c| c.deadline());
-        match (f, c) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.feedback.as_ref().and_then(|f| f.deadline()),
+            self.cycle.as_ref().and_then(|c| c.deadline()),
+            self.rt_guard.as_ref().and_then(|g| g.deadline()),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Inhibit episodes by cause.
@@ -340,6 +417,9 @@ impl PollingFacility {
         if let Some(c) = &self.cycle {
             v.push((InhibitCause::CycleLimit, c.episodes()));
         }
+        if let Some(g) = &self.rt_guard {
+            v.push((InhibitCause::RtBudget, g.episodes()));
+        }
         v
     }
 
@@ -350,7 +430,7 @@ impl PollingFacility {
 
     /// Input not inhibited: a protected queue's work that goes ahead of the
     /// round robin, if any.
-    fn protected_action(&mut self) -> Option<Action> {
+    fn protected_action(&mut self, ordinary_held: bool) -> Option<Action> {
         // A protected queue that has run dry gets its interrupt back at
         // once, not in the round robin's turn, so that its next frame is
         // heard while the others keep the thread busy.
@@ -366,12 +446,14 @@ impl PollingFacility {
             });
         }
         // Protected queues first, unless ordinary input waits and is owed
-        // frames (the cap).
-        let ordinary_waiting = self
-            .slots
-            .iter()
-            .step_by(2)
-            .any(|s| s.registered && s.needed && s.protected.is_none());
+        // frames (the cap). Ordinary input held by the real-time budget's
+        // guard is not kept waiting by the protected class.
+        let ordinary_waiting = !ordinary_held
+            && self
+                .slots
+                .iter()
+                .step_by(2)
+                .any(|s| s.registered && s.needed && s.protected.is_none());
         if ordinary_waiting && !self.protected_due(0) {
             return None;
         }
@@ -390,8 +472,8 @@ impl PollingFacility {
     pub fn next_action(&mut self, now: Nanos) -> Action {
         let inhibited = self.input_inhibited(now).is_some();
         let n = self.slots.len();
-        if self.any_protected && !inhibited {
-            if let Some(a) = self.protected_action() {
+        if self.any_protected && !self.protected_inhibited(now) {
+            if let Some(a) = self.protected_action(inhibited) {
                 return a;
             }
         }

@@ -198,6 +198,92 @@ fn inhibits_hold_the_protected_queue_too() {
     assert!(matches!(f.next_action(10 * MS), Action::Poll { dev, .. } if dev == prot));
 }
 
+#[test]
+fn the_rt_guard_holds_ordinary_input_but_not_the_protected_class() {
+    let mut f =
+        PollingFacility::new(Quota::Limited(5)).with_rt_guard(RtGuard::new(10 * MS, 0.95, 0.05));
+    let flood = f.register(true, true);
+    let prot = f.register_protected(Quota::Limited(4));
+    let mut toy = Toy {
+        pending: vec![[1000, 0], [0, 0]],
+        served: vec![[0; 2]; 2],
+    };
+    f.interrupt(flood, Dir::Rx);
+    // The flood has had its frames this period when the guard trips.
+    let _ = toy.step(&mut f, MS);
+    assert!(f.charge(9 * MS + 200_000, 9 * MS + 200_000));
+    let now = 9 * MS + 300_000;
+    assert_eq!(f.input_inhibited(now), Some(InhibitCause::RtBudget));
+    assert!(!f.protected_inhibited(now));
+    assert!(f.rx_inhibited(flood, now) && !f.rx_inhibited(prot, now));
+    // With nothing protected waiting the thread sleeps to the period's end.
+    assert_eq!(
+        f.next_action(now),
+        Action::Idle {
+            until: Some(10 * MS)
+        }
+    );
+    // A protected frame arrives: it is served at once, the flood is not.
+    toy.pending[1][0] = 1;
+    f.interrupt(prot, Dir::Rx);
+    let (a, n) = toy.step(&mut f, now).unwrap();
+    assert!(matches!(a, Action::Poll { dev, .. } if dev == prot));
+    assert_eq!(n, 1);
+    // Dry again: its interrupt comes back at once, then the thread sleeps.
+    let (a, _) = toy.step(&mut f, now).unwrap();
+    assert_eq!(
+        a,
+        Action::EnableInterrupts {
+            dev: prot,
+            dir: Dir::Rx
+        }
+    );
+    assert_eq!(
+        f.next_action(now),
+        Action::Idle {
+            until: Some(10 * MS)
+        }
+    );
+    // The next one (a reply) is not owed to the flood the guard holds.
+    toy.pending[1][0] = 1;
+    f.interrupt(prot, Dir::Rx);
+    let (a, _) = toy.step(&mut f, now).unwrap();
+    assert!(matches!(a, Action::Poll { dev, .. } if dev == prot));
+    let _ = toy.step(&mut f, now);
+    // Past the budget itself, the protected class waits too.
+    assert!(!f.charge(now + 1, 400_000));
+    assert!(f.protected_inhibited(now + 1));
+    toy.pending[1][0] = 1;
+    f.interrupt(prot, Dir::Rx);
+    assert_eq!(
+        f.next_action(now + 1),
+        Action::Idle {
+            until: Some(10 * MS)
+        }
+    );
+    assert_eq!(f.inhibits(), vec![(InhibitCause::RtBudget, 1)]);
+    // The period over, the flood goes on.
+    assert!(matches!(f.next_action(10 * MS), Action::Poll { dev, .. } if dev == flood));
+}
+
+#[test]
+fn m4_beside_the_rt_guard_still_holds_the_protected_class() {
+    let mut f = PollingFacility::new(Quota::Limited(5))
+        .with_cycle_limit(CycleLimit::new(10 * MS, 0.5))
+        .with_rt_guard(RtGuard::new(10 * MS, 0.95, 0.05));
+    let prot = f.register_protected(Quota::Limited(4));
+    f.interrupt(prot, Dir::Rx);
+    assert!(f.charge(6 * MS, 6 * MS));
+    assert_eq!(f.input_inhibited(6 * MS), Some(InhibitCause::CycleLimit));
+    assert!(f.protected_inhibited(6 * MS));
+    assert_eq!(
+        f.next_action(6 * MS),
+        Action::Idle {
+            until: Some(10 * MS)
+        }
+    );
+}
+
 proptest! {
     /// With ordinary devices backlogged, a flooded protected queue gets
     /// at most one callback per ordinary callback and no more frames than

@@ -18,9 +18,13 @@ use crate::sys::SysResult;
 /// since it last slept yield to the others (one priority lower) until it
 /// takes from the others ([`NapiGate::yield_served`], given the sides'
 /// order by [`NapiGate::sides`]). A protected receive queue's thread
-/// ([`NapiGate::protect`]) runs one priority above the others while open;
-/// held ([`NapiGate::hold_protected`], the protected class's cap), it runs
-/// only when the CPU is otherwise idle.
+/// ([`NapiGate::protect`]) runs above the polling thread itself while
+/// open, so that a protected frame reaches its socket, where the polling
+/// thread looks between callbacks, without waiting for the thread to
+/// drain the other queues' rings and sleep (0.7 ms behind a flood's full
+/// ring); held ([`NapiGate::hold_protected`], the protected class's cap,
+/// which the polling thread looks at after every callback), it runs only
+/// when the CPU is otherwise idle.
 pub struct NapiGate {
     ifaces: Vec<String>,
     tids: Vec<i32>,
@@ -71,16 +75,19 @@ impl NapiGate {
         Ok(g)
     }
 
-    /// How thread `t` runs now.
+    /// How thread `t` runs now. A protected queue's thread follows its
+    /// hold alone: the polling thread holds it for every inhibit that
+    /// holds the protected class, and not for the real-time budget's
+    /// guard, which closes the gate on the others.
     fn sched_of(&self, t: i32) -> Sched {
-        if !self.is_open {
-            Sched::Idle
-        } else if self.protected.contains(&t) {
-            if self.held {
-                Sched::Idle
-            } else {
-                nudge(self.open, 1)
+        if self.protected.contains(&t) {
+            match self.open {
+                _ if self.held => Sched::Idle,
+                Sched::Fifo(_) => Sched::Fifo(crate::backend::POLL_PRIO + 1),
+                s => s,
             }
+        } else if !self.is_open {
+            Sched::Idle
         } else if self.yielded.contains(&t) {
             nudge(self.open, -1)
         } else {
@@ -168,10 +175,11 @@ impl NapiGate {
         Ok(())
     }
 
-    /// Opens or closes input.
+    /// Opens or closes ordinary input (a protected queue's thread follows
+    /// [`NapiGate::hold_protected`]).
     pub fn set(&mut self, open: bool) -> SysResult<()> {
         self.is_open = open;
-        self.apply(self.all())
+        self.apply(self.tids.iter())
     }
 
     /// CPU time the threads have used, in ns.

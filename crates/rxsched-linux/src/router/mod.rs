@@ -338,6 +338,13 @@ fn forward_from(
         router.protect(queue, &sides, quota);
     }
     router.attach(opened.gate, links)?;
+    // A protected queue's frames must not wait while the kernel stops the
+    // router's real-time threads for having filled the CPU.
+    if c.protect.is_some() && opened.thread_prio.is_some() {
+        if let Some(budget) = sys::rt_budget()? {
+            router.guard_rt_budget(budget)?;
+        }
+    }
     router.order_receive_work(&queue_of)?;
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;

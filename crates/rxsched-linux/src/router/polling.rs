@@ -14,6 +14,13 @@ use crate::runtime::{App, Gate, Poller, Polls};
 use crate::stage::StageQueue;
 use crate::sys::SysResult;
 use rxsched_core::{Clock, DeviceId, Dir, DropPoint, Nanos, PollLoop, QueueFeedback};
+
+/// How far below the kernel's real-time budget the guard of a router with
+/// a protected queue holds ordinary input: the protected class's room, and
+/// the slack for the guard's charges, which come every few callbacks and
+/// at wake-ups, so that a period's use runs past its threshold by up to a
+/// callback's and a look's worth.
+pub const RT_GUARD_MARGIN: f64 = 0.05;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -90,6 +97,8 @@ pub struct PollingRouter<R, T, C, W> {
     in_xdp: bool,
     /// With `--protect-queue`: its number.
     protect_queue: Option<u32>,
+    /// M4's share (an objective's CPU share), if M4 is on.
+    cycle_share: Option<f64>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -150,6 +159,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             mode: cfg.mode,
             in_xdp: cfg.in_xdp,
             protect_queue: None,
+            cycle_share: cfg.run.cycle_limit.or(cfg.run.slo.map(|o| o.cpu)),
         })
     }
 
@@ -186,6 +196,21 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             self.poller.lp.protect(rxsched_core::DeviceId(s), quota);
         }
         self.protect_queue = Some(queue);
+    }
+
+    /// Keeps the router's real-time threads under the share of the CPU
+    /// the kernel lets the real-time class take (`budget`, from
+    /// [`crate::sys::rt_budget`]): ordinary input waits [`RT_GUARD_MARGIN`]
+    /// below it, the protected class at it, so that the kernel never stops
+    /// them, a protected queue's with the rest (see
+    /// [`rxsched_core::PollingFacility::with_rt_guard`]). Moot under an M4
+    /// limit at or below that share.
+    pub fn guard_rt_budget(&mut self, budget: f64) -> SysResult<()> {
+        let guard = rxsched_core::RtGuard::new(10 * rxsched_core::MS, budget, RT_GUARD_MARGIN);
+        if self.cycle_share.is_some_and(|c| c <= guard.share()) {
+            return Ok(());
+        }
+        self.poller.guard_rt_budget(guard)
     }
 
     /// The counters.
@@ -290,9 +315,18 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.mode_switches = p.lp.mode_switches();
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);
+        let holds =
+            p.lp.inhibits()
+                .iter()
+                .find_map(|(c, n)| (*c == rxsched_core::InhibitCause::RtBudget).then_some(*n));
+        let guard = p.lp.facility().rt_guard();
         r.protected = self.protect_queue.map(|queue| super::ProtectedReport {
             queue,
             taken: p.taken_protected,
+            rt_guard: guard.map(|g| super::report::RtGuardReport {
+                share: g.share(),
+                holds: holds.unwrap_or(0),
+            }),
         });
         r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {
             quota: c.settings().quota,

@@ -214,12 +214,28 @@ pub struct SloReport {
 }
 
 /// What the protected queue (`route --protect-queue`) did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ProtectedReport {
     /// The queue number, on every port.
     pub queue: u32,
     /// Frames the polling thread took off the protected queues.
     pub taken: u64,
+    /// The guard on the host's real-time budget: the share of each 10 ms
+    /// the router's real-time threads may take before ordinary input
+    /// waits, and how many times it held it; absent where the kernel never
+    /// stops the real-time class
+    /// ([`rxsched_core::PollingFacility::with_rt_guard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rt_guard: Option<RtGuardReport>,
+}
+
+/// The real-time budget's guard of a router with a protected queue.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RtGuardReport {
+    /// The share of each period.
+    pub share: f64,
+    /// Times it held ordinary input.
+    pub holds: u64,
 }
 
 impl RouterReport {

@@ -29,6 +29,12 @@ impl Clock for At {
 /// other processes (its sleeps and wake-ups, and the receive work).
 pub const CHARGE_EVERY: u32 = 16;
 
+/// With the real-time budget's guard alone, the thread charges at most
+/// this often (every wake-up under a flood read five CPU clocks some ten
+/// thousand times a second); a period's use then runs past the guard's
+/// share by this much and a batch at most, within its margin.
+pub const RT_GUARD_CHARGE_NS: Nanos = 250_000;
+
 /// What a polling thread does to its input beside the loop, shared by the
 /// router and the monitor: it opens and closes the gate on the devices'
 /// receive work as the loop inhibits input, and (with M4) charges the loop
@@ -40,6 +46,15 @@ pub struct InputCtl {
     protected_held: bool,
     /// With M4: the CPU time (the thread's and the gate's) already charged.
     charged: Option<u64>,
+    /// With the real-time budget's guard alone (no M4): the receive
+    /// threads' CPU time is charged only while they run in the real-time
+    /// class (the gate open), since the guard minds that class alone: a
+    /// flood's receive work in the idle class while the gate is closed
+    /// held ordinary input early in every period after. The gate's CPU
+    /// time at the last charge.
+    rt_only: Option<Nanos>,
+    /// When the loop was last charged.
+    charged_at: Nanos,
     /// Turns since the last charge.
     since_charge: u32,
     /// With M4: ns charged per wake-up of the thread on top of CPU time.
@@ -59,11 +74,13 @@ impl InputCtl {
             gate_open: true,
             protected_held: false,
             charged: None,
+            rt_only: None,
+            charged_at: 0,
             since_charge: 0,
             wake_cost: cycle_limit.and(wake_cost_ns).unwrap_or(0),
         };
         if cycle_limit.is_some() {
-            c.charged = Some(c.cpu_used(clock)?);
+            c.restart(clock)?;
         }
         Ok(c)
     }
@@ -73,34 +90,78 @@ impl InputCtl {
     pub fn set_gate(&mut self, gate: Box<dyn Gate>, clock: &impl Clock) -> SysResult<()> {
         self.gate = gate;
         if self.charged.is_some() {
-            self.charged = Some(self.cpu_used(clock)?);
+            self.restart(clock)?;
+        }
+        Ok(())
+    }
+
+    /// Charges the loop from now on, if it was not charged already (the
+    /// real-time budget's guard added to a thread without M4): its CPU
+    /// time and its receive threads' while they are real-time, without a
+    /// wake-up cost.
+    pub fn start_charging(&mut self, clock: &impl Clock) -> SysResult<()> {
+        if self.charged.is_none() {
+            self.restart(clock)?;
+            self.rt_only = Some(self.gate.cpu_ns()?);
         }
         Ok(())
     }
 
     /// With M4: the wake-up cost charged, in ns.
     pub fn wake_cost(&self) -> Option<u64> {
-        self.charged.map(|_| self.wake_cost)
+        self.charged
+            .filter(|_| self.rt_only.is_none())
+            .map(|_| self.wake_cost)
     }
 
-    /// The thread's CPU time and the gate's receive threads', and what
-    /// its wake-ups cost the tasks they interrupted: each wake-up of the
+    /// Whether the loop is charged (M4, or the real-time budget's guard).
+    pub fn charging(&self) -> bool {
+        self.charged.is_some()
+    }
+
+    /// Charges from now on: what has been used so far is taken as charged.
+    fn restart(&mut self, clock: &impl Clock) -> SysResult<()> {
+        let (own, gate) = self.cpu_parts(clock)?;
+        self.charged = Some(own + gate);
+        if self.rt_only.is_some() {
+            self.rt_only = Some(gate);
+        }
+        Ok(())
+    }
+
+    /// The CPU used so far in two parts: the thread's own, with what its
+    /// wake-ups cost the tasks they interrupted (each wake-up of the
     /// thread follows one of the receive work, which a timer or device
-    /// interrupt started on the CPU (see [`crate::wakecost`]).
-    fn cpu_used(&self, clock: &impl Clock) -> SysResult<Nanos> {
+    /// interrupt started on the CPU, see [`crate::wakecost`]), and the
+    /// gate's receive threads'.
+    fn cpu_parts(&self, clock: &impl Clock) -> SysResult<(Nanos, Nanos)> {
         let wakes = if self.wake_cost > 0 {
             self.wake_cost * (sys::thread_wakeups() + self.gate.wakeups()?)
         } else {
             0
         };
-        Ok(clock.cpu_ns() + self.gate.cpu_ns()? + wakes)
+        Ok((clock.cpu_ns() + wakes, self.gate.cpu_ns()?))
     }
 
     /// Charges M4 with the CPU used since the last charge.
     pub fn charge(&mut self, lp: &mut PollLoop, clock: &impl Clock, now: Nanos) -> SysResult<()> {
+        if self.rt_only.is_some() && now < self.charged_at + RT_GUARD_CHARGE_NS {
+            return Ok(());
+        }
+        self.charged_at = now;
         if let Some(before) = self.charged {
-            let after = self.cpu_used(clock)?;
-            lp.charge(now, after.saturating_sub(before));
+            let (own, gate) = self.cpu_parts(clock)?;
+            let after = own + gate;
+            let mut used = after.saturating_sub(before);
+            if let Some(gate_at) = self.rt_only {
+                if !self.gate_open {
+                    // The receive threads ran in the idle class meanwhile
+                    // (the gate is set only while the thread sleeps).
+                    used = used.saturating_sub(gate.saturating_sub(gate_at));
+                }
+                self.rt_only = Some(gate);
+            }
+            lp.charge(now, used);
             self.charged = Some(after);
             self.since_charge = 0;
         }
@@ -130,7 +191,9 @@ impl InputCtl {
     /// `served` marks the receive sides the thread took frames from since
     /// it last slept: their receive work gives the others a turn first
     /// ([`Gate::yield_served`]). The protected queues' receive work is held
-    /// back while the protected class is over its cap (the core's
+    /// back while an inhibit that holds the protected class is in force
+    /// (M3's, M4's; not the real-time budget's guard), and while the
+    /// protected class is over its cap (the core's
     /// [`rxsched_core::PollingFacility::protected_due`]) and ordinary input
     /// is coming in (the thread took ordinary frames since it last slept);
     /// otherwise it goes first. A flood of "protected" frames then leaves
@@ -144,12 +207,31 @@ impl InputCtl {
             self.gate_open = open;
         }
         self.gate.yield_served(served)?;
+        self.hold_protected(lp, now, served)
+    }
+
+    /// Holds the protected queues' receive work back, or lets it go first
+    /// again (see [`InputCtl::follow`]): before the thread sleeps, and
+    /// after each of its receive callbacks while a protected queue is
+    /// registered, since a protected queue's receive work runs above the
+    /// thread and would otherwise keep a flood of "protected" frames
+    /// coming until the thread next slept.
+    pub fn hold_protected(
+        &mut self,
+        lp: &mut PollLoop,
+        now: Nanos,
+        served: &[bool],
+    ) -> SysResult<()> {
+        if !lp.facility().has_protected() {
+            return Ok(());
+        }
+        let inhibited = lp.protected_inhibited(now);
         let f = lp.facility();
         let ordinary_busy = served
             .iter()
             .enumerate()
             .any(|(d, s)| *s && !f.is_protected(rxsched_core::DeviceId(d)));
-        let hold = f.has_protected() && ordinary_busy && !f.protected_due(0);
+        let hold = inhibited || (ordinary_busy && !f.protected_due(0));
         if hold != self.protected_held {
             self.gate.hold_protected(hold)?;
             self.protected_held = hold;

@@ -145,6 +145,14 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         Ok(())
     }
 
+    /// Adds the guard on the host's real-time budget (see
+    /// [`rxsched_core::PollingFacility::with_rt_guard`]), charged with the
+    /// thread's CPU time and its receive threads' from now on.
+    pub fn guard_rt_budget(&mut self, guard: rxsched_core::RtGuard) -> SysResult<()> {
+        self.lp.set_rt_guard(guard);
+        self.input.start_charging(&self.clock)
+    }
+
     /// Runs receive queue `queue` of every port ahead of the others' (a
     /// protected queue) through the gate attached; how many receive
     /// threads that moved.
@@ -241,6 +249,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
                 // cost is what M4 is charged: all the router's CPU.
                 self.lp.slo_callback(dir, n, 0);
                 self.lp.done(n, more, &at);
+                if dir == Dir::Rx && self.lp.facility().has_protected() {
+                    self.input.hold_protected(&mut self.lp, now, &self.served)?;
+                }
                 self.callbacks += 1;
                 self.largest_callback = self.largest_callback.max(n);
                 if let (Some(p), Dir::Rx) = (&self.polls, dir) {
@@ -313,7 +324,7 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         let timeout = self
             .until
             .map_or(limit, |u| u.saturating_sub(now).min(limit));
-        let charging = self.input.wake_cost().is_some();
+        let charging = self.input.charging();
         let mut looks = self.rx.iter().filter_map(|r| r.max_sleep_ns(charging));
         let timeout = match looks.next() {
             // A backend whose receive work runs while the thread sleeps:

@@ -394,6 +394,31 @@ pub fn set_fifo(prio: i32) -> SysResult<()> {
     Ok(())
 }
 
+/// The share of each period the kernel lets the real-time class take on a
+/// CPU before it stops it (`sched_rt_runtime_us` over
+/// `sched_rt_period_us`); `None` when it never does (a runtime of -1).
+pub fn rt_budget() -> SysResult<Option<f64>> {
+    let read = |name: &str| -> SysResult<i64> {
+        let path = format!("/proc/sys/kernel/{name}");
+        let text = std::fs::read_to_string(&path).map_err(|source| SysError {
+            what: path.clone(),
+            syscall: "read",
+            source,
+        })?;
+        text.trim().parse().map_err(|_| SysError {
+            what: path,
+            syscall: "read",
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("not a number: {text:?}"),
+            ),
+        })
+    };
+    let runtime = read("sched_rt_runtime_us")?;
+    let period = read("sched_rt_period_us")?;
+    Ok((runtime >= 0 && period > 0).then(|| (runtime as f64 / period as f64).min(1.0)))
+}
+
 /// Makes the calling thread an ordinary time-shared one (SCHED_OTHER),
 /// whatever it inherited.
 pub fn set_normal() -> SysResult<()> {

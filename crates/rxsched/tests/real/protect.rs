@@ -5,14 +5,20 @@
 //! every one comes back, and quickly, while the flood's excess dies on
 //! queue 0's ring.
 //!
-//! The median round trip is what is judged: the receive threads of queue 0
-//! and of the protected queue are real-time threads, and the scheduler
-//! runs one until it blocks, so at one priority a frame on the protected
-//! queue (and the reply on the other port's) waited until the flood paused:
-//! a median of 190-320 ms. Each second of a flood that fills the CPU, the
-//! kernel also holds every real-time thread off for about 50 ms
-//! (`sched_rt_runtime_us`, 950,000 of each 1,000,000): that shows in p99,
-//! not in the median.
+//! The router runs pinned to the DUT's CPU, as `bench real protect` runs
+//! it, so that its real-time threads can fill that CPU. Two things held a
+//! protected frame there, and the test judges the median and p99 round
+//! trips against both:
+//! - the receive threads are real-time threads, and the scheduler runs one
+//!   until it blocks: at one priority for all, a frame on the protected
+//!   queue waited until the flood paused (a median of 190-320 ms), and
+//!   below the polling thread it waited for the thread to drain the flood's
+//!   full socket ring (0.7 ms);
+//! - once the real-time class has filled the CPU long enough, the kernel
+//!   stops it, every real-time thread with it (its real-time bandwidth
+//!   limit, `sched_rt_runtime_us`: with the limit off, the tails went
+//!   away): without the router's guard on the real-time budget 3-4% of
+//!   the round trips took 30-49 ms.
 //!
 //! What this does not show: a protected frame that would otherwise be
 //! lost. On this kernel a veth holds back frames its own stack sends when
@@ -21,11 +27,11 @@
 //! frames sent by XDP, as the generator's are, die on a full veth ring.
 
 use super::*;
+use rxsched::bench::protect::{parse_ping, Pinged};
 
 /// `ping` from the generator's namespace to the sink, during a flood from
-/// CPU 0: the replies received of `count`, their median round trip in
-/// milliseconds, and ping's summary.
-fn ping_under_flood(l: &Lab, count: u32) -> (u32, f64, String) {
+/// CPU 0: what ping said (sent, replies, round trips).
+fn ping_under_flood(l: &Lab, count: u32) -> Pinged {
     let flood = spawn(
         l,
         Role::Gen,
@@ -40,27 +46,7 @@ fn ping_under_flood(l: &Lab, count: u32) -> (u32, f64, String) {
         .output()
         .expect("ping");
     let _: GenReport = report(flood);
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    // "200 packets transmitted, 200 received, 0% packet loss, ..."
-    let received = out
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .and_then(|l| l.split(", ").nth(1))
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    // "64 bytes from 198.19.0.1: icmp_seq=1 ttl=63 time=0.084 ms"
-    let mut rtt: Vec<f64> = out
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect();
-    rtt.sort_by(f64::total_cmp);
-    let median = rtt.get(rtt.len() / 2).copied().unwrap_or(f64::INFINITY);
-    let summary = out
-        .lines()
-        .filter(|l| l.contains("packets transmitted") || l.contains("rtt"));
-    (received, median, summary.collect::<Vec<_>>().join("; "))
+    parse_ping(&String::from_utf8_lossy(&o.stdout))
 }
 
 #[test]
@@ -84,22 +70,32 @@ fn a_protected_queue_keeps_ping_alive_under_a_flood() {
                 "polling",
                 "--protect-queue",
                 "1",
+                "--cpu",
+                "1",
                 "--duration",
                 "30",
             ],
         );
         std::thread::sleep(Duration::from_millis(500));
-        let (got, median_ms, ping) = ping_under_flood(l, 200);
+        let p = ping_under_flood(l, 200);
+        let (median_ms, p99_ms) = (p.quantile_ms(0.5), p.quantile_ms(0.99));
         stop(&route);
         let r: RouterReport = report(route);
         let died = r.dropped_before_taking();
         assert_eq!(r.rx + died, r.accounted(), "{r:?}");
         let taken = r.protected.map_or(0, |p| p.taken);
+        let guard = r.protected.and_then(|p| p.rt_guard);
         let saw = format!(
-            "ping on the protected queue: {got} of 200 replies, median {median_ms} ms ({ping}); the router took {taken} frames off the protected queues, forwarded {} and {died} of the flood died on the rings before it took them",
-            r.forwarded
+            "ping on the protected queue: {} of {} replies, median {median_ms} ms, p99 {p99_ms} ms; the router took {taken} frames off the protected queues, forwarded {} and {died} of the flood died on the rings before it took them; its real-time guard: {guard:?}",
+            p.received, p.sent, r.forwarded
         );
-        if got == 200 && median_ms < 5.0 && taken >= 200 && r.forwarded > 100_000 && died > 0 {
+        if p.received == 200
+            && median_ms < 2.0
+            && p99_ms < 5.0
+            && taken >= 200
+            && r.forwarded > 100_000
+            && died > 0
+        {
             Ok(saw)
         } else {
             Err(saw)

@@ -81,7 +81,11 @@ fn protected_frames_arriving_mid_backlog_are_heard_between_callbacks() {
     let rep = r.report().unwrap();
     assert_eq!(
         rep.protected,
-        Some(ProtectedReport { queue: 1, taken: 3 }),
+        Some(ProtectedReport {
+            queue: 1,
+            taken: 3,
+            rt_guard: None
+        }),
         "{rep:?}"
     );
     assert!(
