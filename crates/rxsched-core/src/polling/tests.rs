@@ -213,16 +213,15 @@ fn the_rt_guard_holds_ordinary_input_but_not_the_protected_class() {
     let _ = toy.step(&mut f, MS);
     assert!(f.charge(9 * MS + 200_000, 9 * MS + 200_000));
     let now = 9 * MS + 300_000;
+    // Asleep until the period's end.
+    let asleep = Action::Idle {
+        until: Some(10 * MS),
+    };
     assert_eq!(f.input_inhibited(now), Some(InhibitCause::RtBudget));
     assert!(!f.protected_inhibited(now));
     assert!(f.rx_inhibited(flood, now) && !f.rx_inhibited(prot, now));
     // With nothing protected waiting the thread sleeps to the period's end.
-    assert_eq!(
-        f.next_action(now),
-        Action::Idle {
-            until: Some(10 * MS)
-        }
-    );
+    assert_eq!(f.next_action(now), asleep);
     // A protected frame arrives: it is served at once, the flood is not.
     toy.pending[1][0] = 1;
     f.interrupt(prot, Dir::Rx);
@@ -238,12 +237,7 @@ fn the_rt_guard_holds_ordinary_input_but_not_the_protected_class() {
             dir: Dir::Rx
         }
     );
-    assert_eq!(
-        f.next_action(now),
-        Action::Idle {
-            until: Some(10 * MS)
-        }
-    );
+    assert_eq!(f.next_action(now), asleep);
     // The next one (a reply) is not owed to the flood the guard holds.
     toy.pending[1][0] = 1;
     f.interrupt(prot, Dir::Rx);
@@ -255,12 +249,7 @@ fn the_rt_guard_holds_ordinary_input_but_not_the_protected_class() {
     assert!(f.protected_inhibited(now + 1));
     toy.pending[1][0] = 1;
     f.interrupt(prot, Dir::Rx);
-    assert_eq!(
-        f.next_action(now + 1),
-        Action::Idle {
-            until: Some(10 * MS)
-        }
-    );
+    assert_eq!(f.next_action(now + 1), asleep);
     assert_eq!(f.inhibits(), vec![(InhibitCause::RtBudget, 1)]);
     // The period over, the flood goes on.
     assert!(matches!(f.next_action(10 * MS), Action::Poll { dev, .. } if dev == flood));
