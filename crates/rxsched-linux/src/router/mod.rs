@@ -18,7 +18,7 @@ pub use crate::runtime::{Backend, Port};
 pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
 pub use report::{
     live_line, Counters, DeviceRefusals, Devices, ProtectedReport, RouterReport, ScreenAt,
-    ScreenReport, Stats, TwoLevelReport, REASONS,
+    ScreenReport, SloChange, SloReport, Stats, TwoLevelReport, REASONS,
 };
 
 use crate::backend::packet::EpollWait;

@@ -334,6 +334,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             rx_frame_ns: c.costs().rx_frame_ns,
             changes: c.changes(),
             quota_changes: c.quota_changes(),
+            log: p
+                .slo_log
+                .iter()
+                .map(|&(at_ns, quota, cycle_limit)| super::report::SloChange {
+                    at_ns,
+                    quota,
+                    cycle_limit,
+                })
+                .collect(),
         });
         Ok(r)
     }

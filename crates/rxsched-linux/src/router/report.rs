@@ -199,7 +199,7 @@ pub struct RouterReport {
 }
 
 /// What an objective (`route --slo`) set, as it stood at the end.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SloReport {
     /// Frames per callback.
     pub quota: u32,
@@ -211,6 +211,24 @@ pub struct SloReport {
     pub changes: u64,
     /// Times the quota changed.
     pub quota_changes: u64,
+    /// Its settings at the start and each change as it was made, the
+    /// first [`crate::runtime::poller::SLO_LOG_MAX`]: how the controller
+    /// settled after a step in load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<SloChange>,
+}
+
+/// One change an objective's controller made.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SloChange {
+    /// When, on `CLOCK_MONOTONIC` in ns (the clock every process of the
+    /// host shares, so a test or bench can line it up with the load it
+    /// offered).
+    pub at_ns: u64,
+    /// Frames per callback from then on.
+    pub quota: u32,
+    /// M4's share from then on.
+    pub cycle_limit: f64,
 }
 
 /// What the protected queue (`route --protect-queue`) did.

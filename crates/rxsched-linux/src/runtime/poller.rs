@@ -14,6 +14,9 @@ use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
 use rxsched_core::{Clock, DeviceId, Dir, Nanos, PollLoop, Work};
 use std::sync::atomic::Ordering::Relaxed;
+
+/// The most entries an objective's log keeps.
+pub const SLO_LOG_MAX: usize = 4096;
 use std::sync::Arc;
 
 /// The shortest sleep between two looks at the receive work's CPU time.
@@ -86,6 +89,11 @@ pub struct Poller<R, C, W, A> {
     pub taken: u64,
     /// Of those, frames taken off protected queues.
     pub taken_protected: u64,
+    /// With an objective: its settings when the thread began, and each
+    /// change it made, as `(time, quota, cycle limit)`, up to
+    /// [`SLO_LOG_MAX`] entries.
+    pub slo_log: Vec<(Nanos, u32, f64)>,
+    slo_seen: u64,
     /// The receive sides frames were taken from since the thread last slept.
     served: Vec<bool>,
     callbacks: u64,
@@ -126,6 +134,8 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             app,
             taken: 0,
             taken_protected: 0,
+            slo_log: Vec::new(),
+            slo_seen: 0,
             served: Vec::new(),
             callbacks: 0,
             largest_callback: 0,
@@ -249,6 +259,7 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
                 // cost is what M4 is charged: all the router's CPU.
                 self.lp.slo_callback(dir, n, 0);
                 self.lp.done(n, more, &at);
+                self.note_slo(now);
                 if dir == Dir::Rx && self.lp.facility().has_protected() {
                     self.input.hold_protected(&mut self.lp, now, &self.served)?;
                 }
@@ -271,6 +282,21 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         }
         self.input.turned(&mut self.lp, &self.clock, now)?;
         Ok(false)
+    }
+
+    /// With an objective: logs its settings at the first callback and
+    /// whenever its controller changes them.
+    fn note_slo(&mut self, now: Nanos) {
+        let Some(c) = self.lp.facility().slo() else {
+            return;
+        };
+        if (self.slo_log.is_empty() || c.changes() != self.slo_seen)
+            && self.slo_log.len() < SLO_LOG_MAX
+        {
+            self.slo_seen = c.changes();
+            let s = c.settings();
+            self.slo_log.push((now, s.quota, s.cycle_limit));
+        }
     }
 
     /// The receive callback of port `d`: up to `budget` frames off its ring

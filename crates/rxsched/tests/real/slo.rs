@@ -60,3 +60,78 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
         }
     });
 }
+
+/// The offered load in steps, low → three times what the router can
+/// forward → low (50k, 1.5M, 50k pkts/s for 2, 3 and 2 s), under `route
+/// --slo latency=500us,cpu=50%`: from the report's log of the
+/// controller's changes, each step is settled within 1.5 s (the last
+/// change of a phase at most that long after its step), the quota moves
+/// one way only within each phase (no oscillation), and the limit never
+/// leaves the objective's share.
+#[test]
+fn an_objective_settles_after_each_step_in_load() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("o") else { return };
+    let l = &t.0;
+    trials(3, "route --slo through a step in load", || {
+        let route = spawn(
+            l,
+            Role::Dut,
+            &[
+                "route",
+                "--mode",
+                "polling",
+                "--slo",
+                "latency=500us,cpu=50%",
+                "--cpu",
+                "1",
+                "--duration",
+                "30",
+            ],
+        );
+        let sink = spawn(l, Role::Sink, &["sink", "--duration", "12"]);
+        std::thread::sleep(Duration::from_millis(1000));
+        let mut steps = Vec::new();
+        for (rate, secs) in [("50e3", "2"), ("1.5e6", "3"), ("50e3", "2")] {
+            steps.push(rxsched_linux::sys::mono_ns());
+            let g = spawn(
+                l,
+                Role::Gen,
+                &["gen", "--rate", rate, "--duration", secs, "--cpu", "0"],
+            );
+            let _: GenReport = report(g);
+        }
+        let end = rxsched_linux::sys::mono_ns();
+        stop(&route);
+        let r: RouterReport = report(route);
+        let _: SinkReport = report(sink);
+        let slo = r.slo.expect("the report says what the objective set");
+        let mut saw = Vec::new();
+        let mut ok = !slo.log.is_empty();
+        for (i, &from) in steps.iter().enumerate() {
+            let to = steps.get(i + 1).copied().unwrap_or(end);
+            let phase: Vec<_> = slo
+                .log
+                .iter()
+                .filter(|c| (from..to).contains(&c.at_ns))
+                .collect();
+            let before = slo.log.iter().rev().find(|c| c.at_ns < from);
+            let quotas: Vec<u32> = before.iter().chain(&phase).map(|c| c.quota).collect();
+            let up = quotas.windows(2).any(|w| w[1] > w[0]);
+            let down = quotas.windows(2).any(|w| w[1] < w[0]);
+            let settled_ms = phase.last().map_or(0.0, |c| (c.at_ns - from) as f64 / 1e6);
+            let limits_ok = phase.iter().all(|c| c.cycle_limit <= 0.5 + 1e-9);
+            ok &= !(up && down) && settled_ms <= 1500.0 && limits_ok;
+            saw.push(format!(
+                "step {}: quota {quotas:?}, last change {settled_ms:.0} ms after the step",
+                i + 1
+            ));
+        }
+        let saw = format!("{}; forwarded {}", saw.join("; "), r.forwarded);
+        if ok && r.forwarded > 100_000 {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}
