@@ -181,6 +181,32 @@ pub struct SloCosts {
 }
 
 impl SloCosts {
+    /// Costs for a router that has measured nothing yet but its wake-up
+    /// (`wake_ns`), over `ports` ports: frame costs that make a round of a
+    /// quota of 1 fill the latency target, so that the quota starts at 1,
+    /// the safe end for latency, until the controller's first window has
+    /// measured the frames. Refused, saying so, when the wake-up alone
+    /// takes the whole target.
+    pub fn unmeasured(slo: Slo, wake_ns: f64, ports: u32) -> Result<SloCosts, SloError> {
+        let budget = slo.latency_ns as f64 - wake_ns;
+        if budget <= 0.0 {
+            return Err(SloError(format!(
+                "latency={:.1}us cannot be met: a wake-up of the polling thread alone costs {:.1} us here; ask for more",
+                slo.latency_ns as f64 / 1e3,
+                wake_ns / 1e3
+            )));
+        }
+        let ports = ports.max(1);
+        let per = budget / f64::from(ports) / 2.0;
+        Ok(SloCosts {
+            rx_frame_ns: per,
+            tx_frame_ns: per,
+            pass_ns: 0.0,
+            wake_ns,
+            ports,
+        })
+    }
+
     /// The least added latency a frame can have: a wake-up, a pass and
     /// the frame itself.
     pub fn floor_ns(&self) -> f64 {

@@ -111,3 +111,25 @@ fn a_step_into_overload_and_back_settles() {
         "the settings last changed at {last} ms (the step down is at 800 ms)"
     );
 }
+
+/// On the lab host the objective runs the polling router as `route --slo`
+/// does: it is refused beside a forwarder that is not rxsched's polling
+/// router, and a latency below the lab's wake-up alone is refused saying
+/// so; under a flood the compute process keeps its half, the quota was
+/// measured once (a single change from the safe start of 1) and held.
+#[test]
+fn on_the_lab_host_the_objective_is_route_slo() {
+    const LAB: &str = "profile = \"linux-veth-lab\"\n[kernel]\nkind = \"lab\"\nslo = \"latency=1ms,cpu=50%\"\n[lab]\nforwarder = \"polling\"\n[[traffic]]\nrate_pps = 2000000\n[[process]]\nkind = \"compute\"\n[run]\nduration_ms = 600\nwarmup_ms = 100\n";
+    let interrupt = LAB.replace("forwarder = \"polling\"", "forwarder = \"interrupt\"");
+    assert!(refused(&interrupt).contains("lab.forwarder = \"polling\""));
+    let e = refused(&LAB.replace("latency=1ms", "latency=1us"));
+    assert!(
+        e.contains("a wake-up of the polling thread alone costs"),
+        "{e}"
+    );
+    let l = Loaded::parse("lab.toml", LAB.into(), None).unwrap();
+    let m = run(&l.with(&[]).unwrap(), None).unwrap().0;
+    assert!(m.cpu["user:compute"] >= 0.45, "{:?}", m.cpu);
+    assert!(get(&m, "slo_quota") > 1.0, "{:?}", m.extra);
+    assert_eq!(get(&m, "slo_quota_changes"), 1.0, "{:?}", m.extra);
+}

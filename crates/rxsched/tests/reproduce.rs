@@ -107,6 +107,7 @@ experiments! {
     hansen_scaling => "hansen-scaling",
     lab_router => "lab-router",
     lab_cpu_limit => "lab-cpu-limit",
+    slo_lab => "slo-lab",
     lab_screen => "lab-screen",
     lab_capture => "lab-capture",
 }

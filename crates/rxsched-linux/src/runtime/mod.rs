@@ -185,30 +185,13 @@ impl RunConfig {
             });
         };
         let wake = self.wake_cost_ns.unwrap_or(0) as f64;
-        let ports = ports.max(1) as f64;
-        let budget = slo.latency_ns as f64 - wake;
-        let bad = |msg: String| crate::sys::SysError {
+        let bad = |e: rxsched_core::SloError| crate::sys::SysError {
             what: "--slo".into(),
             syscall: "objective",
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, msg),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e.0),
         };
-        if budget <= 0.0 {
-            return Err(bad(format!(
-                "latency={:.1}us cannot be met: a wake-up of the polling thread alone costs {:.1} us here (measured); ask for more",
-                slo.latency_ns as f64 / 1e3,
-                wake / 1e3
-            )));
-        }
-        // Frame costs that make the round of a quota of 1 fill the budget.
-        let per = budget / ports / 2.0;
-        let costs = rxsched_core::SloCosts {
-            rx_frame_ns: per,
-            tx_frame_ns: per,
-            pass_ns: 0.0,
-            wake_ns: wake,
-            ports: ports as u32,
-        };
-        let c = rxsched_core::SloController::new(slo, costs).map_err(|e| bad(e.0))?;
+        let costs = rxsched_core::SloCosts::unmeasured(slo, wake, ports as u32).map_err(bad)?;
+        let c = rxsched_core::SloController::new(slo, costs).map_err(bad)?;
         Ok(PollingFacility::new(self.quota).with_slo(c))
     }
 

@@ -62,6 +62,13 @@ pub fn slo_of(
         Ok(slo) => slo,
         Err(e) => return Some(Err(e)),
     };
+    if s.kernel.kind == KernelKind::Lab {
+        // As the real router starts (`route --slo`): nothing measured but
+        // the wake-up, the quota at 1 until the first window.
+        let wake = p.lab.as_ref().map_or(0, |l| l.wake) as f64;
+        let costs = rxsched_core::SloCosts::unmeasured(slo, wake, ports as u32);
+        return Some(costs.and_then(|c| rxsched_core::SloController::new(slo, c)));
+    }
     let c = &p.cost;
     let bytes = s.traffic.iter().map(|t| t.frame_bytes).max().unwrap_or(64);
     let costs = rxsched_core::SloCosts {
@@ -75,6 +82,24 @@ pub fn slo_of(
         ports: ports as u32,
     };
     Some(rxsched_core::SloController::new(slo, costs))
+}
+
+/// What an objective's controller set, as it stood at the end of a run,
+/// as a record's extras (`slo_quota`, `slo_cycle_limit`, `slo_changes`,
+/// `slo_quota_changes`, `slo_last_change_ms`, `slo_router_share`).
+pub fn slo_extras(
+    c: &rxsched_core::SloController,
+    extra: &mut std::collections::BTreeMap<String, f64>,
+) {
+    let s = c.settings();
+    extra.insert("slo_quota".into(), f64::from(s.quota));
+    extra.insert("slo_cycle_limit".into(), s.cycle_limit);
+    extra.insert("slo_changes".into(), c.changes() as f64);
+    extra.insert("slo_quota_changes".into(), c.quota_changes() as f64);
+    if let Some(t) = c.last_change() {
+        extra.insert("slo_last_change_ms".into(), t as f64 / 1e6);
+    }
+    extra.insert("slo_router_share".into(), c.share());
 }
 
 /// The kernel a scenario asks for, with `ports` interfaces.

@@ -193,9 +193,16 @@ impl Lab {
         let classes = [napi, router, NORMAL, NORMAL];
         let compute = s.process.iter().any(|p| p.kind == ProcessKind::Compute);
         let k = &s.kernel;
-        let limit = k.cycle_limit.enabled && fwd.polls();
+        // An objective adds M4 (its controller steers the limit), charged
+        // as the real router charges it.
+        let slo = crate::host::slo_of(s, p, 2)
+            .map(|c| c.expect("an objective the scenario's check let through"));
+        let limit = (k.cycle_limit.enabled || slo.is_some()) && fwd.polls();
         let lp = fwd.polls().then(|| {
             let mut fac = PollingFacility::new(k.quota);
+            if let Some(c) = slo {
+                fac = fac.with_slo(c);
+            }
             if limit {
                 fac = fac.with_cycle_limit(CycleLimit::new(
                     (k.cycle_limit.period_us * 1e3) as Nanos,
@@ -420,6 +427,13 @@ impl Lab {
                     _ => {
                         let more = !self.xsk.is_empty();
                         let lp = self.lp.as_mut().expect("a polling router has its loop");
+                        // An objective's controller counts the frames; what
+                        // they cost is what M4 is charged: all the router's
+                        // CPU (`charge`), as on real frames.
+                        // (The real router's transmit callback sends the
+                        // same frames: the host models it in the batch.)
+                        lp.slo_callback(rxsched_core::Dir::Rx, n as u32, 0);
+                        lp.slo_callback(rxsched_core::Dir::Tx, n as u32, 0);
                         lp.done(n as u32, more, &At(self.now));
                         self.charge();
                         self.polling_next();
@@ -569,6 +583,9 @@ impl Lab {
             m.extra.insert(format!("{stage}_runs_per_s"), per_s(STAGE));
         }
         if let Some(lp) = &self.lp {
+            if let Some(c) = lp.facility().slo() {
+                crate::host::slo_extras(c, &mut m.extra);
+            }
             m.mode_switches = lp.mode_switches();
             m.inhibits = lp
                 .inhibits()

@@ -61,6 +61,7 @@ pub const ALL: &[(&str, &str)] = files![
     "hansen-scaling",
     "lab-router",
     "lab-cpu-limit",
+    "slo-lab",
     "lab-screen",
     "lab-capture",
 ];

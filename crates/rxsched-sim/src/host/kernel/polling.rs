@@ -300,17 +300,7 @@ impl Kernel for Polling {
             r.inhibits.insert(cause.name().to_string(), n);
         }
         if let Some(c) = self.lp.facility().slo() {
-            // What the objective set, as it stood at the end of the run.
-            let s = c.settings();
-            r.extra.insert("slo_quota".into(), f64::from(s.quota));
-            r.extra.insert("slo_cycle_limit".into(), s.cycle_limit);
-            r.extra.insert("slo_changes".into(), c.changes() as f64);
-            r.extra
-                .insert("slo_quota_changes".into(), c.quota_changes() as f64);
-            if let Some(t) = c.last_change() {
-                r.extra.insert("slo_last_change_ms".into(), t as f64 / 1e6);
-            }
-            r.extra.insert("slo_router_share".into(), c.share());
+            crate::host::slo_extras(c, &mut r.extra);
         }
         r
     }

@@ -4,8 +4,8 @@
 mod hosts;
 
 use super::{
-    KernelCfg, KernelKind, ProcessCfg, ProcessKind, RunCfg, Scenario, Scheduler, TcpCfg,
-    TcpReceiver, TrafficCfg, TrafficKind, VARIANTS,
+    KernelCfg, KernelKind, LabForwarder, ProcessCfg, ProcessKind, RunCfg, Scenario, Scheduler,
+    TcpCfg, TcpReceiver, TrafficCfg, TrafficKind, VARIANTS,
 };
 
 /// A bad value: its dotted key and what is wrong.
@@ -219,10 +219,15 @@ impl Scenario {
             )?;
         }
         if let Some(slo) = &self.kernel.slo {
+            let lab_polling = self.kernel.kind == KernelKind::Lab
+                && self
+                    .lab
+                    .as_ref()
+                    .is_some_and(|l| l.forwarder == LabForwarder::Polling);
             need(
-                self.kernel.kind == KernelKind::Polling,
+                self.kernel.kind == KernelKind::Polling || lab_polling,
                 "kernel.slo",
-                "an objective sets the polling facility's quota and cycle limit: it needs kernel.kind = \"polling\"",
+                "an objective sets the polling facility's quota and cycle limit: it needs kernel.kind = \"polling\", or \"lab\" with lab.forwarder = \"polling\"",
             )?;
             need(
                 !self.kernel.cycle_limit.enabled,
