@@ -44,14 +44,15 @@ pub struct InputCtl {
     gate_open: bool,
     /// The protected queues' receive work held back (see [`InputCtl::follow`]).
     protected_held: bool,
-    /// With M4: the CPU time (the thread's and the gate's) already charged.
+    /// With M4 (or the real-time budget's guard): the CPU time (the
+    /// thread's and the gate's) already charged.
     charged: Option<u64>,
-    /// With the real-time budget's guard alone (no M4): the receive
-    /// threads' CPU time is charged only while they run in the real-time
-    /// class (the gate open), since the guard minds that class alone: a
-    /// flood's receive work in the idle class while the gate is closed
-    /// held ordinary input early in every period after. The gate's CPU
-    /// time at the last charge.
+    /// With the real-time budget's guard alone (no M4): the gate's CPU
+    /// time at the last charge. The receive threads' time is then charged
+    /// only while they run in the real-time class (the gate open), since
+    /// the guard minds that class alone: a flood's receive work in the
+    /// idle class while the gate was closed, charged too, held ordinary
+    /// input early in every period after.
     rt_only: Option<Nanos>,
     /// When the loop was last charged.
     charged_at: Nanos,

@@ -234,11 +234,29 @@ impl View<'_> {
                 format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
             );
         }
+        // A point where neither delivered anything (no load) says nothing
+        // of their ratio: it is left out, and said so.
         let ratios: Vec<(f64, f64)> = a
             .iter()
             .zip(&b)
+            .filter(|(p, q)| p.1 > 0.0 || q.1 > 0.0)
             .map(|(p, q)| (p.0, if q.1 > 0.0 { p.1 / q.1 } else { f64::INFINITY }))
             .collect();
+        let skipped = a.len() - ratios.len();
+        if ratios.is_empty() {
+            return (
+                false,
+                format!(
+                    "{s0} and {o0} delivered nothing at any of their {} points",
+                    a.len()
+                ),
+            );
+        }
+        let skipped = if skipped > 0 {
+            format!("; {skipped} point(s) where neither delivered anything left out")
+        } else {
+            String::new()
+        };
         let lo = ratios
             .iter()
             .copied()
@@ -252,7 +270,7 @@ impl View<'_> {
         (
             ratios.iter().all(|r| within(r.1, c.min, c.max)),
             format!(
-                "{s0} over {o0}: from {:.4} (x = {}) to {:.4} (x = {}) (want {} everywhere)",
+                "{s0} over {o0}: from {:.4} (x = {}) to {:.4} (x = {}) (want {} everywhere){skipped}",
                 lo.1,
                 lo.0,
                 hi.1,

@@ -308,6 +308,35 @@ mod tests {
     }
 
     #[test]
+    fn ratio_everywhere_leaves_out_points_where_neither_delivered() {
+        let r = result(&[
+            ("ours", &[0.0, 95.0, 190.0]),
+            ("peer", &[0.0, 100.0, 200.0]),
+            ("none", &[0.0, 0.0, 0.0]),
+        ]);
+        let c = |s: &str, o: &str, min: f64| {
+            check(&format!(
+                "name='r'\nkind='ratio_everywhere'\nseries=['{s}']\nother=['{o}']\nmin={min}\n"
+            ))
+            .evaluate(&r)
+        };
+        let v = c("ours", "peer", 0.95);
+        assert!(v.pass, "{}", v.detail);
+        assert!(
+            v.detail.contains("to 0.9500") && v.detail.contains("1 point(s)"),
+            "{}",
+            v.detail
+        );
+        assert!(!c("ours", "peer", 0.96).pass);
+        let v = c("none", "none", 0.95);
+        assert!(
+            !v.pass && v.detail.contains("delivered nothing"),
+            "{}",
+            v.detail
+        );
+    }
+
+    #[test]
     fn tracks_allows_a_share_or_an_amount_point_by_point() {
         let r = result(&[
             ("measured", &[100.0, 1000.0, 400.0, 50.0]),
