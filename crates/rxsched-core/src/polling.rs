@@ -326,11 +326,7 @@ impl PollingFacility {
             .rt_guard
             .as_mut()
             .is_some_and(|g| g.charge(now, cost_ns));
-        let m4 = self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns));
-        if let (true, Some(c)) = (m4, &mut self.slo) {
-            c.inhibited();
-        }
-        m4 || guard
+        self.cycle.as_mut().is_some_and(|c| c.charge(now, cost_ns)) || guard
     }
 
     /// The idle thread ran: the cycle limit re-enables input (M4).

@@ -27,10 +27,7 @@
 //! (40 ms: one period's share is noisy, by a few points, with the clock
 //! ticks and where the inhibits fall) it measures two things.
 //! - The callbacks' cost per frame in each direction, less the known pass
-//!   overhead, in windows in which the limit did not bind (where it did,
-//!   the router is overloaded and the latency target does not bind: the
-//!   quota stays as lighter load set it): the first measurement replaces
-//!   the starting estimate, and
+//!   overhead: the first measurement replaces the starting estimate, and
 //!   later ones are smoothed with an exponentially weighted mean (weight
 //!   1/4 a window: a time constant of 140 ms, 95% of a step in about
 //!   420 ms; with weight 1/2 the real router's quota changed 21 times in
@@ -279,9 +276,6 @@ pub struct SloController {
     /// CPU charged to M4 this window (all the router's, where the caller
     /// charges it so).
     charged: Nanos,
-    /// Inhibits M4 began this window: the limit bound, the router is
-    /// overloaded.
-    inhibits: u64,
     changes: u64,
     quota_changes: u64,
     last_change: Option<Nanos>,
@@ -301,7 +295,6 @@ impl SloController {
             tx: (0, 0, 0),
             measured: (false, false),
             charged: 0,
-            inhibits: 0,
             changes: 0,
             quota_changes: 0,
             last_change: None,
@@ -362,11 +355,6 @@ impl SloController {
         self.charged += ns;
     }
 
-    /// M4 began an inhibit: the limit binds in this window.
-    pub fn inhibited(&mut self) {
-        self.inhibits += 1;
-    }
-
     /// At `now`, the router having used `router_ns` of CPU so far (its
     /// thread and its interrupts): closes a window every four periods and
     /// returns the settings when they changed.
@@ -389,29 +377,18 @@ impl SloController {
         if self.rx.0 == 0 && self.tx.0 == 0 && self.charged > 0 {
             self.rx.0 = self.charged + self.rx.2 * self.costs.pass_ns as Nanos;
         }
-        self.share = router_ns.saturating_sub(cpu0) as f64 / elapsed as f64;
-        // The costs are measured where the latency target binds: in
-        // windows the limit did not bind in. Where it did (overload) the
-        // input waits on the rings whatever the quota, and a frame's cost
-        // as charged there also holds the receive work on frames that die
-        // on them: on real frames it drove the quota from 21 down to 1
-        // over a second or three of a flood, and back up after it.
-        let overloaded = self.inhibits > 0;
         // The first measurement replaces the starting estimate outright.
         if let Some(f) = per_frame(self.rx, self.costs.pass_ns) {
-            if !overloaded || !self.measured.0 {
-                let old = self.costs.rx_frame_ns;
-                self.costs.rx_frame_ns = if self.measured.0 { smooth(old, f) } else { f };
-                self.measured.0 = true;
-            }
+            let old = self.costs.rx_frame_ns;
+            self.costs.rx_frame_ns = if self.measured.0 { smooth(old, f) } else { f };
+            self.measured.0 = true;
         }
         if let Some(f) = per_frame(self.tx, self.costs.pass_ns) {
-            if !overloaded || !self.measured.1 {
-                let old = self.costs.tx_frame_ns;
-                self.costs.tx_frame_ns = if self.measured.1 { smooth(old, f) } else { f };
-                self.measured.1 = true;
-            }
+            let old = self.costs.tx_frame_ns;
+            self.costs.tx_frame_ns = if self.measured.1 { smooth(old, f) } else { f };
+            self.measured.1 = true;
         }
+        self.share = router_ns.saturating_sub(cpu0) as f64 / elapsed as f64;
         self.window_start = Some((now, router_ns));
         self.reset();
         let mut next = self.settings;
@@ -438,7 +415,6 @@ impl SloController {
         self.rx = (0, 0, 0);
         self.tx = (0, 0, 0);
         self.charged = 0;
-        self.inhibits = 0;
     }
 }
 

@@ -207,26 +207,3 @@ fn the_cycle_limit_steers_the_routers_share_to_the_objective_without_overshoot()
     let seen = run(&mut c, &mut t, &mut cpu, 40, 2_000.0, |l| l + 0.45);
     assert!(seen.iter().all(|s| s.cycle_limit >= 0.125), "{seen:?}");
 }
-
-/// Where M4 bound in a window (overload), a frame's cost measured there
-/// moves nothing: the quota stays as light load set it. Below the limit
-/// the same cost is taken in.
-#[test]
-fn costs_measured_where_the_limit_binds_leave_the_quota_alone() {
-    let slo = Slo::parse("latency=200us,cpu=50%").unwrap();
-    let mut c = SloController::new(slo, costs()).unwrap();
-    let (mut t, mut cpu) = (0, 0);
-    c.tick(t, cpu);
-    run(&mut c, &mut t, &mut cpu, 5, 2_000.0, light);
-    let q = c.settings().quota;
-    for _ in 0..20 {
-        // Each window of overload begins with an inhibit, and its frames
-        // look three times as dear (the receive work on frames that die).
-        c.inhibited();
-        run(&mut c, &mut t, &mut cpu, 1, 6_000.0, overloaded);
-    }
-    assert_eq!(c.settings().quota, q, "the quota held under overload");
-    assert_eq!(c.quota_changes(), 0);
-    run(&mut c, &mut t, &mut cpu, 20, 6_000.0, light);
-    assert!(c.settings().quota < q, "below the limit the cost counts");
-}
