@@ -9,6 +9,7 @@
 
 pub mod forward;
 pub mod interrupt;
+pub mod live;
 pub mod polling;
 pub mod report;
 pub mod threads;
@@ -16,9 +17,10 @@ pub mod two_level;
 
 pub use crate::runtime::{Backend, Port};
 pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
+pub use live::{live_line, Stats};
 pub use report::{
-    live_line, Counters, DeviceRefusals, Devices, ProtectedReport, RouterReport, ScreenAt,
-    ScreenReport, SloChange, SloReport, Stats, TwoLevelReport, REASONS,
+    Counters, DeviceRefusals, Devices, ProtectedReport, RouterReport, ScreenAt, ScreenReport,
+    SloChange, SloReport, TwoLevelReport, REASONS,
 };
 
 use crate::backend::packet::EpollWait;

@@ -14,6 +14,8 @@ use crate::runtime::{App, Gate, Poller, Polls};
 use crate::stage::StageQueue;
 use crate::sys::SysResult;
 use rxsched_core::{Clock, DeviceId, Dir, DropPoint, Nanos, PollLoop, QueueFeedback};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// How far below the kernel's real-time budget the guard of a router with
 /// a protected queue holds ordinary input: the protected class's room, and
@@ -21,8 +23,6 @@ use rxsched_core::{Clock, DeviceId, Dir, DropPoint, Nanos, PollLoop, QueueFeedba
 /// at wake-ups, so that a period's use runs past its threshold by up to a
 /// callback's and a look's worth.
 pub const RT_GUARD_MARGIN: f64 = 0.05;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 
 /// What the polling router does with frames: forwards them onto its output
 /// queues, or hands them to the screening stage, and sends what is queued.
@@ -315,17 +315,13 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.mode_switches = p.lp.mode_switches();
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);
-        let holds =
-            p.lp.inhibits()
-                .iter()
-                .find_map(|(c, n)| (*c == rxsched_core::InhibitCause::RtBudget).then_some(*n));
         let guard = p.lp.facility().rt_guard();
         r.protected = self.protect_queue.map(|queue| super::ProtectedReport {
             queue,
             taken: p.taken_protected,
             rt_guard: guard.map(|g| super::report::RtGuardReport {
                 share: g.share(),
-                holds: holds.unwrap_or(0),
+                holds: g.episodes(),
             }),
         });
         r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {

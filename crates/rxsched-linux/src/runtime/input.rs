@@ -102,8 +102,9 @@ impl InputCtl {
     /// wake-up cost.
     pub fn start_charging(&mut self, clock: &impl Clock) -> SysResult<()> {
         if self.charged.is_none() {
+            // `restart` sets the gate's time it starts from.
+            self.rt_only = Some(0);
             self.restart(clock)?;
-            self.rt_only = Some(self.gate.cpu_ns()?);
         }
         Ok(())
     }

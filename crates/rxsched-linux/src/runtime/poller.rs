@@ -14,10 +14,10 @@ use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
 use rxsched_core::{Clock, DeviceId, Dir, Nanos, PollLoop, Work};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 /// The most entries an objective's log keeps.
 pub const SLO_LOG_MAX: usize = 4096;
-use std::sync::Arc;
 
 /// The shortest sleep between two looks at the receive work's CPU time.
 const MIN_LOOK_NS: u64 = 50_000;

@@ -2,6 +2,25 @@
 
 use super::*;
 
+/// `route --slo latency=500us,cpu=50%` on the DUT's CPU, for up to 30 s.
+fn route_slo(l: &Lab) -> Child {
+    spawn(
+        l,
+        Role::Dut,
+        &[
+            "route",
+            "--mode",
+            "polling",
+            "--slo",
+            "latency=500us,cpu=50%",
+            "--cpu",
+            "1",
+            "--duration",
+            "30",
+        ],
+    )
+}
+
 /// Under a flood at the generator's top rate, `route --slo
 /// latency=500us,cpu=50%` leaves a compute process on its CPU at least
 /// 45% (the objective's half, less five points for the machine's noise),
@@ -13,21 +32,7 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
     let Some(t) = TestLab::new("o") else { return };
     let l = &t.0;
     trials(3, "route --slo under a flood", || {
-        let route = spawn(
-            l,
-            Role::Dut,
-            &[
-                "route",
-                "--mode",
-                "polling",
-                "--slo",
-                "latency=500us,cpu=50%",
-                "--cpu",
-                "1",
-                "--duration",
-                "30",
-            ],
-        );
+        let route = route_slo(l);
         std::thread::sleep(Duration::from_millis(1500));
         let ping = Command::new("ip")
             .args(["netns", "exec", &l.ns(Role::Gen), "ping", "-n", "-q"])
@@ -69,29 +74,15 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
 /// only within each phase (no oscillation), and the limit never leaves
 /// the objective's share. Under the flood the quota follows a frame's
 /// cost as charged there down, which also holds the receive work on
-/// frames that die on the rings: 21 to 1, its last change 1.0-3.1 s
-/// after the step (three runs on a 3 s flood).
+/// frames that die on the rings: 21 to 1, its last change 0.7-1.5 s
+/// after the step (three runs).
 #[test]
 fn an_objective_settles_after_each_step_in_load() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(t) = TestLab::new("o") else { return };
     let l = &t.0;
     trials(3, "route --slo through a step in load", || {
-        let route = spawn(
-            l,
-            Role::Dut,
-            &[
-                "route",
-                "--mode",
-                "polling",
-                "--slo",
-                "latency=500us,cpu=50%",
-                "--cpu",
-                "1",
-                "--duration",
-                "30",
-            ],
-        );
+        let route = route_slo(l);
         let sink = spawn(l, Role::Sink, &["sink", "--duration", "14"]);
         std::thread::sleep(Duration::from_millis(1000));
         let mut steps = Vec::new();

@@ -1,0 +1,153 @@
+//! Flags of the real commands: each bad one is refused, named, before a
+//! device is touched.
+
+use super::*;
+
+/// A malformed rule file is refused before anything starts: exit 2 naming
+/// the file and line, for `route --screen` and `capture --filter` alike;
+/// so are flags out of range.
+#[test]
+fn bad_rule_files_and_stage_flags_exit_2() {
+    let p = scenario(
+        "bad.rules",
+        "# fine\naccept proto udp\ndeny proto udp sport 80-70\n",
+    );
+    let ps = p.to_str().unwrap();
+    for args in [
+        vec!["route", "--screen", ps],
+        vec!["capture", "-i", "lo", "-w", "/dev/null", "--filter", ps],
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains("bad.rules:3") && e.contains("backwards"), "{e}");
+    }
+    let good = scenario("good.rules", "accept\n");
+    let gs = good.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec!["route", "--screen", gs, "--screen-queue", "0"],
+            "--screen-queue",
+        ),
+        (
+            vec!["route", "--feedback-timeout-ms", "nan"],
+            "--feedback-timeout-ms",
+        ),
+        (
+            vec![
+                "capture",
+                "-i",
+                "lo",
+                "-w",
+                "/dev/null",
+                "--resume-at",
+                "2000",
+            ],
+            "--resume-at",
+        ),
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(flag), "{}", stderr(&o));
+    }
+}
+
+/// The real commands check their flags and interfaces before touching a
+/// device, and say which flag or interface is wrong.
+#[test]
+fn real_commands_name_the_bad_flag_or_interface() {
+    for (args, want) in [
+        (vec!["route", "--stats-every", "1e-9"], "--stats-every"),
+        (vec!["route", "--stats-every", "nan"], "--stats-every"),
+        (
+            vec!["route", "--mode", "interrupt", "--protect-queue", "1"],
+            "--protect-queue is for the polling thread",
+        ),
+        (
+            vec!["route", "--protect-queue", "1", "--protect-quota", "0"],
+            "--protect-quota",
+        ),
+        (
+            vec!["route", "--slo", "latency=200us"],
+            "--slo: cpu is missing",
+        ),
+        (
+            vec!["route", "--slo", "latency=200us,cpu=150%"],
+            "at most 100%",
+        ),
+        (
+            vec!["route", "--slo", "latency=200us,cpu=50%,quota=4"],
+            "unknown key \"quota\"",
+        ),
+        (
+            vec![
+                "route",
+                "--mode",
+                "interrupt",
+                "--slo",
+                "latency=1ms,cpu=50%",
+            ],
+            "--slo sets one polling thread's quota and cycle limit",
+        ),
+        (
+            vec!["route", "--slo", "latency=1ms,cpu=50%", "--quota", "8"],
+            "cannot be used with",
+        ),
+        (
+            vec!["route", "--ports", "nosuch0,nosuch1"],
+            "nosuch0: no such interface",
+        ),
+        (
+            vec![
+                "route",
+                "--ports",
+                "d0,d1",
+                "--route",
+                "198.19.0.0/24=d7@02:00:00:00:00:01",
+            ],
+            "not one of the router's interfaces",
+        ),
+        (
+            vec![
+                "route",
+                "--ports",
+                "nosuch0,nosuch1",
+                "--route",
+                "198.19.0.0/24=nosuch1@02:00:00:00:00:01",
+            ],
+            "nosuch0: no such interface",
+        ),
+        (
+            vec!["capture", "-i", "nosuch", "-w", "/dev/null"],
+            "nosuch: no such interface",
+        ),
+        (
+            vec!["route", "--mode", "two-level", "--two-level-detector", "x"],
+            "--two-level-detector",
+        ),
+        (
+            vec![
+                "route",
+                "--mode",
+                "two-level",
+                "--two-level-return-below",
+                "1.5",
+            ],
+            "--two-level-return-below",
+        ),
+        (
+            vec![
+                "route",
+                "--mode",
+                "two-level",
+                "--two-level-return-below",
+                "nan",
+            ],
+            "--two-level-return-below",
+        ),
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+}
