@@ -22,7 +22,12 @@
  * frames it would forward in XDP are screened first, by the rules of
  * `route --screen` in their order, the first match deciding (no match:
  * denied); a denied frame is dropped here, counted by its rule, before
- * any copy or transmit. xdp_screen runs the same matcher alone, for
+ * any copy or transmit. With protection rules (route_cfg entry 3: how
+ * many, in protect_rules, the same language, an accepting rule marking a
+ * frame protected), a frame for user space that they protect goes to the
+ * queue's protected socket, xsks[XSKS_QUEUES + queue], where there is one:
+ * its own ring, which the flood cannot fill, served first by the polling
+ * thread. xdp_screen runs the same matcher alone, for
  * tests that hold it against user space's. tc_route, at tc ingress, marks what
  * user space takes as PACKET_OTHERHOST, so that the kernel's IP input
  * drops it at once while an AF_PACKET socket bound to IPv4 (which sees
@@ -93,10 +98,11 @@ struct {
 /* Entry 0: 1 to take next hops from the kernel (the default), 0 to leave
  * routing to user space's table. Entry 1: 1 to forward in XDP (with next
  * hops from the kernel) instead of handing frames to user space. Entry 2:
- * the screening rules in screen_rules (0: none, nothing screened). */
+ * the screening rules in screen_rules (0: none, nothing screened). Entry
+ * 3: the protection rules in protect_rules (0: none, nothing protected). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u32);
 } route_cfg SEC(".maps");
@@ -129,6 +135,24 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } screen_stats SEC(".maps");
+
+/* The protection rules: an accepting rule's frames are protected. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SCREEN_RULES);
+	__type(key, __u32);
+	__type(value, struct screen_rule);
+} protect_rules SEC(".maps");
+
+/* Per CPU: [0] protected frames steered to their queue's protected
+ * socket; [1] protected frames on a queue without one (to the ordinary
+ * socket, as before). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} protect_stats SEC(".maps");
 
 /* The fields the rules look at (rules::Flow): an intact IPv4 packet's
  * protocol, addresses, and ports for a TCP or UDP first fragment whose
@@ -188,25 +212,51 @@ static __always_inline int rule_matches(const struct screen_rule *r, const struc
 	return 1;
 }
 
-/* 1 if the first of the `n` rules that matches the frame accepts it, 0 if
- * it denies it or none matches; the decision is counted by its rule. */
-static __always_inline int screen(void *data, void *data_end, __u32 n)
+/* 1 if the first of the `n` rules in the map `rules` that matches the
+ * flow accepts it, 0 if it denies it or none matches; *by is that rule's
+ * index, or SCREEN_RULES for none. */
+static __always_inline int first_match(void *rules, const struct flow *f, __u32 n, __u32 *by)
 {
-	struct flow f = {};
 	__u32 i;
 
-	read_flow(data, data_end, &f);
 	for (i = 0; i < SCREEN_RULES && i < n; i++) {
 		__u32 k = i;
-		struct screen_rule *r = bpf_map_lookup_elem(&screen_rules, &k);
+		struct screen_rule *r = bpf_map_lookup_elem(rules, &k);
 
-		if (r && rule_matches(r, &f)) {
-			BUMP(screen_stats, i, 1);
+		if (r && rule_matches(r, f)) {
+			*by = i;
 			return r->accept;
 		}
 	}
-	BUMP(screen_stats, SCREEN_RULES, 1);
+	*by = SCREEN_RULES;
 	return 0;
+}
+
+/* The screening rules' verdict on a frame (see first_match), counted by
+ * the rule that decided. */
+static __always_inline int screen(void *data, void *data_end, __u32 n)
+{
+	struct flow f = {};
+	__u32 by;
+	int ok;
+
+	read_flow(data, data_end, &f);
+	ok = first_match(&screen_rules, &f, n, &by);
+	BUMP(screen_stats, by, 1);
+	return ok;
+}
+
+/* 1 if the protection rules (route_cfg entry 3) protect the frame. */
+static __always_inline int is_protected(void *data, void *data_end)
+{
+	__u32 three = 3, *n = bpf_map_lookup_elem(&route_cfg, &three);
+	struct flow f = {};
+	__u32 by;
+
+	if (!n || !*n)
+		return 0;
+	read_flow(data, data_end, &f);
+	return first_match(&protect_rules, &f, *n, &by);
 }
 
 /* How many screening rules are set (0: no screening). */
@@ -463,6 +513,15 @@ int xdp_route(struct xdp_md *ctx)
 			ip6->hop_limit--;
 		}
 		return bpf_redirect(hop.oif, 0);
+	}
+	if (is_protected(data, data_end)) {
+		__u32 guarded = XSKS_QUEUES + queue;
+
+		if (queue < XSKS_QUEUES && bpf_map_lookup_elem(&xsks, &guarded)) {
+			BUMP(protect_stats, 0, 1);
+			return bpf_redirect_map(&xsks, guarded, XDP_PASS);
+		}
+		BUMP(protect_stats, 1, 1);
 	}
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }

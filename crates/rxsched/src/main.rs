@@ -161,7 +161,7 @@ enum Cmd {
     /// Receive the generator's UDP: loss, reordering, latency.
     Sink(cmd::real::SinkArgs),
     /// Forward IPv4 between interfaces with interrupt-driven or polled receive.
-    Route(cmd::real::RouteArgs),
+    Route(Box<cmd::real::RouteArgs>),
     /// Capture frames to a pcap file with polled receive and queue feedback (the monitor).
     Capture(cmd::real::CaptureArgs),
     /// Forward IPv4 in XDP (bpf_fib_lookup + bpf_redirect): the lab's fastest peer.
@@ -406,7 +406,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Lab { cmd } => done(cmd::real::lab_cmd(cmd)),
         Cmd::Gen(a) => done(cmd::real::gen(a)),
         Cmd::Sink(a) => done(cmd::real::sink(a)),
-        Cmd::Route(a) => done(cmd::real::route(a)),
+        Cmd::Route(a) => done(cmd::real::route(*a)),
         Cmd::Capture(a) => done(cmd::real::capture(a)),
         Cmd::XdpFwd { ports, duration } => done(cmd::real::xdp_fwd(&ports, duration)),
         Cmd::Bench {

@@ -141,6 +141,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     Ok(Opened {
         ports,
         more_rx: Vec::new(),
+        steered_rx: Vec::new(),
         gate,
         threaded: true,
         thread_prio,

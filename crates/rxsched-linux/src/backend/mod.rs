@@ -144,6 +144,9 @@ pub struct Opened {
     /// see [`xdp::open_all`]), each with the index of its port in `ports`;
     /// they transmit through their port's queue 0.
     pub more_rx: Vec<(usize, AnyRx)>,
+    /// The queues' protected sockets (a [`Steer`] on AF_XDP), each with
+    /// its port's index and its queue.
+    pub steered_rx: Vec<(usize, u32, AnyRx)>,
     /// The gate on their receive work.
     pub gate: Box<dyn Gate>,
     /// Whether their receive work runs in threads the gate schedules
@@ -187,6 +190,9 @@ pub enum Feed {
         /// With `in_xdp`: the screening rules the program applies to what
         /// it forwards.
         screen: Option<crate::rules::Rules>,
+        /// Protected traffic on shared queues: what the program steers
+        /// to each queue's protected socket.
+        steer: Option<Steer>,
     },
     /// SRP's server's frames (`bpf/serve.bpf.c`): UDP datagrams to these
     /// ports; the rest go to the stack.
@@ -194,6 +200,31 @@ pub enum Feed {
         /// The consumers' UDP ports.
         udp: Vec<u16>,
     },
+}
+
+/// Protected traffic that arrives on a shared queue: a router's program
+/// steers the frames for user space that `rules` accept (the first
+/// matching rule deciding, none: not protected) into a protected socket
+/// of their own on the queue, which the polling thread serves first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Steer {
+    /// The protection rules (the language of `--screen`).
+    pub rules: crate::rules::Rules,
+    /// A queue that is wholly protected and needs no protected socket.
+    pub except: Option<u32>,
+}
+
+impl Steer {
+    /// The default protection rules: ICMP, OSPF (IP protocol 89) and BGP
+    /// (TCP port 179, either way). ARP, multicast and frames for the host
+    /// itself already go to its stack in the receive work.
+    pub fn default_rules() -> crate::rules::Rules {
+        crate::rules::Rules::parse(
+            "default protection rules",
+            "accept proto icmp\naccept proto 89\naccept proto tcp dport 179\naccept proto tcp sport 179\n",
+        )
+        .expect("the default protection rules parse")
+    }
 }
 
 impl Feed {
@@ -209,12 +240,16 @@ impl Feed {
                 local,
                 in_xdp,
                 screen,
+                steer,
             } => {
                 let mut o = Object::load(ROUTE, what)?;
                 o.setup_route(ifindex, mac, *kernel_hops, local)?;
                 o.set("route_cfg", 1, u32::from(*in_xdp))?;
                 if let Some(rules) = screen {
                     o.setup_screen(rules)?;
+                }
+                if let Some(s) = steer {
+                    o.setup_protect(&s.rules)?;
                 }
                 Some(Program {
                     object: o,

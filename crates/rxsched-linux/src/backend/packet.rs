@@ -488,6 +488,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     Ok(Opened {
         ports,
         more_rx: Vec::new(),
+        steered_rx: Vec::new(),
         gate: Box::new(NoGate),
         threaded: false,
         thread_prio: (how == Servicing::Polling).then_some(KTHREAD_PRIO),

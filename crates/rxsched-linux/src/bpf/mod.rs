@@ -423,16 +423,33 @@ impl Object {
 
     /// `bpf/route.bpf.c`'s counters, summed over the CPUs: its outcomes in
     /// [`RouteOutcome`]'s order, then what each screening rule decided
-    /// ([`SCREEN_RULES`] entries, then the default's).
+    /// ([`SCREEN_RULES`] entries, then the default's), then the protected
+    /// frames steered to a protected socket and those on a queue without
+    /// one.
     pub fn route_counts(&mut self) -> SysResult<Vec<u64>> {
         let mut c = self.counts("route_stats", RouteOutcome::VARIANTS.len())?;
         c.extend(self.counts("screen_stats", SCREEN_RULES + 1)?);
+        c.extend(self.counts("protect_stats", 2)?);
         Ok(c)
     }
 
     /// Sets `bpf/route.bpf.c`'s screening rules (forwarding in XDP): the
     /// first rule a frame matches decides, none denies it.
     pub fn setup_screen(&mut self, rules: &Rules) -> SysResult<()> {
+        self.set_rules("screen_rules", rules)?;
+        self.set("route_cfg", 2, rules.rules.len() as u32)
+    }
+
+    /// Sets `bpf/route.bpf.c`'s protection rules: a frame for user space
+    /// whose first matching rule accepts it goes to its queue's protected
+    /// socket, where there is one.
+    pub fn setup_protect(&mut self, rules: &Rules) -> SysResult<()> {
+        self.set_rules("protect_rules", rules)?;
+        self.set("route_cfg", 3, rules.rules.len() as u32)
+    }
+
+    /// Writes `rules` into the rule map `map` of `bpf/route.bpf.c`.
+    fn set_rules(&mut self, map: &str, rules: &Rules) -> SysResult<()> {
         if rules.rules.len() > SCREEN_RULES {
             return Err(SysError {
                 what: self.what.clone(),
@@ -440,16 +457,16 @@ impl Object {
                 source: io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                        "the XDP program holds {SCREEN_RULES} screening rules, not {}",
+                        "the XDP program holds {SCREEN_RULES} rules in {map}, not {}",
                         rules.rules.len()
                     ),
                 ),
             });
         }
         for (i, r) in rules.rules.iter().enumerate() {
-            self.set("screen_rules", i as u32, ScreenRule::of(r))?;
+            self.set(map, i as u32, ScreenRule::of(r))?;
         }
-        self.set("route_cfg", 2, rules.rules.len() as u32)
+        Ok(())
     }
 
     /// Sets up `bpf/serve.bpf.c` to take the UDP datagrams to `ports`,

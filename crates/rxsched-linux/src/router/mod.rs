@@ -34,6 +34,11 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+/// The queue a protected socket on a shared queue stands for in the
+/// gate's order of receive work: none (it has no receive thread of its
+/// own; its queue's serves it).
+const STEERED_SIDE: u32 = u32::MAX;
+
 /// Receive scheduling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -102,11 +107,24 @@ pub struct RouterConfig {
     /// With `cpus`: M4 for the whole router, a share of one CPU split
     /// evenly over the threads.
     pub cycle_limit_total: Option<f64>,
-    /// Polling: every port's receive queue of this number is protected
-    /// (the operator steers the control plane's frames there with the
-    /// NIC's flow rules), served first with this quota and capped
+    /// Polling: protected traffic, served first and capped
     /// ([`rxsched_core::PollingFacility::register_protected`]).
-    pub protect: Option<(u32, rxsched_core::Quota)>,
+    pub protect: Option<Protect>,
+}
+
+/// A polling router's protected traffic.
+#[derive(Debug, Clone)]
+pub struct Protect {
+    /// Every port's receive queue of this number is protected (the
+    /// operator steers the control plane's frames there with the NIC's
+    /// flow rules).
+    pub queue: Option<u32>,
+    /// On every other queue the program steers the frames these rules
+    /// protect into a protected socket of the queue's own
+    /// ([`crate::backend::Steer`]); `None`: no steering.
+    pub rules: Option<crate::rules::Rules>,
+    /// Frames per callback on each protected side.
+    pub quota: rxsched_core::Quota,
 }
 
 /// The two-level switch's settings (Hansen & Jul 1997 §5.1: more than 50%
@@ -259,6 +277,12 @@ fn forward_from(
             .as_ref()
             .filter(|_| cfg.in_xdp)
             .map(|s| s.rules.clone()),
+        steer: cfg.protect.as_ref().and_then(|p| {
+            Some(crate::backend::Steer {
+                rules: p.rules.clone()?,
+                except: p.queue,
+            })
+        }),
         kernel_hops: cfg.routes.is_empty(),
         local: if cfg.routes.is_empty() {
             Vec::new()
@@ -318,31 +342,56 @@ fn forward_from(
         drop(opened.gate);
         return threads::run(&c, ports, &queue_of, devices, opened.thread_prio);
     }
+    // The queues' protected sockets: more receive sides, after the rest.
+    // They share their queue's receive work, which the gate knows as
+    // their queue's: no receive thread of their own to order.
+    let steered_from = ports.len();
+    for (i, _queue, rx) in opened.steered_rx {
+        queue_of.push((i, STEERED_SIDE));
+        let (name, mac, mtu) = (ports[i].name.clone(), ports[i].mac, ports[i].mtu);
+        let tx = Box::new(crate::backend::copy::NoTx(name.clone())) as crate::backend::AnyTx;
+        ports.push(Port {
+            name,
+            rx,
+            tx,
+            mac,
+            mtu,
+        });
+    }
     let mut router = polling::PollingRouter::new(ports, &c, screen, sys::MonoClock, wait)?;
-    if let Some((queue, quota)) = c.protect {
-        let sides: Vec<usize> = (0..queue_of.len())
-            .filter(|&s| queue_of[s].1 == queue)
-            .collect();
-        if sides.is_empty() {
-            return Err(SysError {
-                what: format!("--protect-queue {queue}"),
-                syscall: "configure",
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "no port has a receive queue {queue} (the most any of {} has is {}; queues are numbered from 0)",
-                        c.ports.join(", "),
-                        next_queue.iter().max().copied().unwrap_or(1)
+    if let Some(p) = &c.protect {
+        let mut sides: Vec<usize> = (steered_from..queue_of.len()).collect();
+        if let Some(queue) = p.queue {
+            let on_queue: Vec<usize> = (0..steered_from)
+                .filter(|&s| queue_of[s].1 == queue)
+                .collect();
+            if on_queue.is_empty() {
+                return Err(SysError {
+                    what: format!("--protect-queue {queue}"),
+                    syscall: "configure",
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!(
+                            "no port has a receive queue {queue} (the most any of {} has is {}; queues are numbered from 0)",
+                            c.ports.join(", "),
+                            next_queue.iter().max().copied().unwrap_or(1)
+                        ),
                     ),
-                ),
-            });
+                });
+            }
+            sides.extend(on_queue);
         }
-        router.protect(queue, &sides, quota);
+        router.protect(p.queue, &sides, p.quota);
     }
     router.attach(opened.gate, links)?;
     // A protected queue's frames must not wait while the kernel stops the
-    // router's real-time threads for having filled the CPU.
-    if c.protect.is_some() && opened.thread_prio.is_some() {
+    // router's real-time threads for having filled the CPU. Frames steered
+    // on a shared queue come through that queue's receive work, which the
+    // guard would hold back with the rest: there it costs forwarding (a
+    // fifth of it, by hand, with the socket rings dropping what the
+    // receive work had done) and saves nothing.
+    let protected_queue = c.protect.as_ref().is_some_and(|p| p.queue.is_some());
+    if protected_queue && opened.thread_prio.is_some() {
         if let Some(budget) = sys::rt_budget()? {
             router.guard_rt_budget(budget)?;
         }

@@ -97,6 +97,8 @@ pub struct PollingRouter<R, T, C, W> {
     in_xdp: bool,
     /// With `--protect-queue`: its number.
     protect_queue: Option<u32>,
+    /// Whether any side is protected.
+    protected: bool,
     /// M4's share (an objective's CPU share), if M4 is on.
     cycle_share: Option<f64>,
 }
@@ -159,6 +161,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             mode: cfg.mode,
             in_xdp: cfg.in_xdp,
             protect_queue: None,
+            protected: false,
             cycle_share: cfg.run.cycle_limit.or(cfg.run.slo.map(|o| o.cpu)),
         })
     }
@@ -189,13 +192,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     }
 
     /// Makes receive sides `sides` (devices in the poller's order: each
-    /// port's queue 0, then the other queues), every port's queue `queue`,
-    /// protected queues.
-    pub fn protect(&mut self, queue: u32, sides: &[usize], quota: rxsched_core::Quota) {
+    /// port's queue 0, then the other queues, then the queues' protected
+    /// sockets) protected: every port's queue `queue`, if given, and the
+    /// protected sockets.
+    pub fn protect(&mut self, queue: Option<u32>, sides: &[usize], quota: rxsched_core::Quota) {
         for &s in sides {
             self.poller.lp.protect(rxsched_core::DeviceId(s), quota);
         }
-        self.protect_queue = Some(queue);
+        self.protect_queue = queue;
+        self.protected = true;
     }
 
     /// Keeps the router's real-time threads under the share of the CPU
@@ -316,9 +321,12 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.wake_cost_ns = p.wake_cost();
         r.fault = p.fault().map(str::to_string);
         let guard = p.lp.facility().rt_guard();
-        r.protected = self.protect_queue.map(|queue| super::ProtectedReport {
-            queue,
+        let steered = super::report::steered_counts(&program);
+        r.protected = self.protected.then(|| super::ProtectedReport {
+            queue: self.protect_queue,
             taken: p.taken_protected,
+            steered: steered.0,
+            unsteered: steered.1,
             rt_guard: guard.map(|g| super::report::RtGuardReport {
                 share: g.share(),
                 holds: g.episodes(),

@@ -234,10 +234,20 @@ pub struct SloChange {
 /// What the protected queue (`route --protect-queue`) did.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ProtectedReport {
-    /// The queue number, on every port.
-    pub queue: u32,
-    /// Frames the polling thread took off the protected queues.
+    /// The protected queue's number, on every port (`--protect-queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u32>,
+    /// Frames the polling thread took off the protected queues and
+    /// sockets.
     pub taken: u64,
+    /// Protected frames the program steered into a shared queue's
+    /// protected socket (`--protect-rules`).
+    #[serde(default)]
+    pub steered: u64,
+    /// Protected frames on a queue without a protected socket (left on its
+    /// ordinary socket).
+    #[serde(default)]
+    pub unsteered: u64,
     /// The guard on the host's real-time budget: the share of each 10 ms
     /// the router's real-time threads may take before ordinary input
     /// waits, and how many times it held it; absent where the kernel never
@@ -245,6 +255,15 @@ pub struct ProtectedReport {
     /// ([`rxsched_core::PollingFacility::with_rt_guard`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rt_guard: Option<RtGuardReport>,
+}
+
+/// From the router's program's counters
+/// ([`crate::bpf::Object::route_counts`]): the protected frames steered to
+/// a protected socket, and those on a queue without one.
+pub fn steered_counts(program: &[u64]) -> (u64, u64) {
+    let at = RouteOutcome::VARIANTS.len() + crate::bpf::SCREEN_RULES + 1;
+    let get = |i: usize| program.get(at + i).copied().unwrap_or(0);
+    (get(0), get(1))
 }
 
 /// The real-time budget's guard of a router with a protected queue.
@@ -279,8 +298,9 @@ impl RouterReport {
                 _ => {}
             }
         }
+        let v = RouteOutcome::VARIANTS.len();
         let screen = counts
-            .get(RouteOutcome::VARIANTS.len()..)
+            .get(v..(v + crate::bpf::SCREEN_RULES + 1).min(counts.len()))
             .unwrap_or_default();
         self.program_screen.resize(screen.len(), 0);
         for (a, n) in self.program_screen.iter_mut().zip(screen) {

@@ -326,3 +326,26 @@ fn the_xdp_program_screens_as_the_rules_do() {
         })
         .unwrap();
 }
+
+/// The default protection rules protect ICMP, OSPF and BGP either way,
+/// and nothing else: not UDP, not other TCP, not a frame that is not IPv4.
+#[test]
+fn default_protection_rules_take_the_control_plane_only() {
+    let r = crate::backend::Steer::default_rules();
+    let ip = |proto, ports| Flow {
+        ip: Some(IpFlow {
+            proto,
+            src: [198, 18, 0, 1],
+            dst: [198, 19, 0, 1],
+            ports,
+        }),
+    };
+    let protected = |f: &Flow| r.verdict(f).0 == Action::Accept;
+    assert!(protected(&ip(ICMP, None)));
+    assert!(protected(&ip(89, None)));
+    assert!(protected(&ip(6, Some((40_000, 179)))));
+    assert!(protected(&ip(6, Some((179, 40_000)))));
+    assert!(!protected(&ip(6, Some((40_000, 80)))));
+    assert!(!protected(&ip(UDP, Some((179, 179)))));
+    assert!(!protected(&Flow::default()));
+}

@@ -15,6 +15,7 @@ fn bad_rule_files_and_stage_flags_exit_2() {
     let ps = p.to_str().unwrap();
     for args in [
         vec!["route", "--screen", ps],
+        vec!["route", "--protect-rules", ps],
         vec!["capture", "-i", "lo", "-w", "/dev/null", "--filter", ps],
     ] {
         let o = rxsched(&args);
@@ -62,6 +63,10 @@ fn real_commands_name_the_bad_flag_or_interface() {
         (
             vec!["route", "--mode", "interrupt", "--protect-queue", "1"],
             "--protect-queue is for the polling thread",
+        ),
+        (
+            vec!["route", "--protect-rules", "default", "--backend", "packet"],
+            "needs --backend xdp",
         ),
         (
             vec!["route", "--protect-queue", "1", "--protect-quota", "0"],

@@ -102,3 +102,79 @@ fn a_protected_queue_keeps_ping_alive_under_a_flood() {
         }
     });
 }
+
+/// `route --protect-rules`: on a shared queue (the lab's only one), the
+/// router's program steers the frames the rules protect into a protected
+/// socket of the queue's own, and nothing else. With the default rules
+/// ping's echo requests and replies (ICMP) both go there, and none of the
+/// flood's UDP; with a rule file that protects only BGP, none does. Ping
+/// comes back whole either way (ping is sent by the stack, which veth holds
+/// back rather than drop: see the top of this file).
+#[test]
+fn protection_rules_steer_only_what_they_protect_on_a_shared_queue() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !rxsched_linux::needs::tool("ping", "iputils-ping") {
+        return;
+    }
+    let Some(t) = TestLab::new("r") else {
+        return;
+    };
+    let l = &t.0;
+    let bgp = std::env::temp_dir().join(format!("rxsched-bgp-{}.rules", std::process::id()));
+    std::fs::write(&bgp, "accept proto tcp dport 179\n").expect("write the rule file");
+    let bgp_path = bgp.to_string_lossy().into_owned();
+    trials(
+        3,
+        "protection rules on a shared queue under a flood",
+        || {
+            let mut saw = Vec::new();
+            let mut ok = true;
+            for rules in ["default", bgp_path.as_str()] {
+                let route = spawn(
+                    l,
+                    Role::Dut,
+                    &[
+                        "route",
+                        "--mode",
+                        "polling",
+                        "--protect-rules",
+                        rules,
+                        "--duration",
+                        "30",
+                    ],
+                );
+                std::thread::sleep(Duration::from_millis(500));
+                let p = ping_under_flood(l, 200);
+                stop(&route);
+                let r: RouterReport = report(route);
+                let died = r.dropped_before_taking();
+                assert_eq!(r.rx + died, r.accounted(), "{r:?}");
+                let pr = r.protected.expect("a protected report");
+                saw.push(format!(
+                "{rules}: {} of {} replies, p99 {} ms; steered {}, unsteered {}, taken off the protected socket {}, forwarded {}",
+                p.received, p.sent, p.quantile_ms(0.99), pr.steered, pr.unsteered, pr.taken, r.forwarded
+            ));
+                let both_ways = 2 * p.received;
+                ok &= p.received == p.sent
+                    && pr.unsteered == 0
+                    && r.forwarded > 100_000
+                    && if rules == "default" {
+                        // Every request and reply, and at most a few more ICMP
+                        // frames (a neighbour's), never the flood's.
+                        pr.steered >= both_ways
+                            && pr.steered <= both_ways + 20
+                            && pr.taken >= both_ways
+                    } else {
+                        pr.steered == 0 && pr.taken == 0
+                    };
+            }
+            let saw = saw.join("; ");
+            if ok {
+                Ok(saw)
+            } else {
+                Err(saw)
+            }
+        },
+    );
+    let _ = std::fs::remove_file(&bgp);
+}

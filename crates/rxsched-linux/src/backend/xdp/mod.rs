@@ -14,6 +14,7 @@
 
 mod rings;
 pub mod shared;
+pub mod steered;
 
 use super::{AnyRx, AnyTx, Opened, Port, Servicing, DEVICE_PRIO, NAPI_PRIO, POLL_PRIO};
 use super::{Feed, Program, RxBackend, TxBackend};
@@ -24,6 +25,7 @@ use rings::{bind, fail, map_rings, register, Rings, Umem};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
+use steered::SteeredRx;
 
 /// Sizes of a socket's memory and rings (ring sizes are powers of two).
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +67,8 @@ struct Xsk {
     base: (u64, u64),
     /// The same counters when last read: what is known once the device is gone.
     last: (u64, u64),
+    /// The queue's protected socket, if it has one ([`steered`]).
+    steered: Option<steered::Steered>,
     // Dropped in this order: the socket closes, then the program is
     // detached, then the memory is unmapped.
     fd: OwnedFd,
@@ -144,6 +148,7 @@ impl Xsk {
             back: Vec::with_capacity(cfg.rx_ring as usize),
             base: (0, 0),
             last: (0, 0),
+            steered: None,
             fd,
             prog,
             umem,
@@ -312,16 +317,16 @@ pub fn rx_queues(iface: &str) -> u32 {
         .max(1)
 }
 
+/// A device's sockets: queue 0's two halves (which share the socket: one
+/// thread at a time uses it, the lock taken once per batch), the other
+/// queues' receive sides, and the queues' protected sockets with their
+/// queue numbers.
+type DeviceSockets = (XskRx, XskTx, Vec<XskRx>, Vec<(u32, SteeredRx)>);
+
 /// Opens AF_XDP sockets on the first `queues` receive queues of `iface`
-/// and attaches the program that feeds them. Returns queue 0's two halves
-/// (which share the socket: one thread at a time uses it, the lock taken
-/// once per batch) and the other queues' receive sides.
-pub fn open(
-    iface: &str,
-    queues: u32,
-    cfg: XskConfig,
-    feed: &Feed,
-) -> SysResult<(XskRx, XskTx, Vec<XskRx>)> {
+/// (and a protected socket on each where `feed` steers protected traffic)
+/// and attaches the program that feeds them.
+pub fn open(iface: &str, queues: u32, cfg: XskConfig, feed: &Feed) -> SysResult<DeviceSockets> {
     let prog = Arc::new(Mutex::new(Fed::load(iface, feed)?));
     let socks = (0..queues.max(1))
         .map(|q| {
@@ -333,6 +338,17 @@ pub fn open(
             )?)))
         })
         .collect::<SysResult<Vec<_>>>()?;
+    let steered = match feed {
+        Feed::Route {
+            steer: Some(s),
+            in_xdp: false,
+            ..
+        } => (0..socks.len() as u32)
+            .filter(|q| Some(*q) != s.except)
+            .map(|q| Ok((q, SteeredRx::open(&socks[q as usize], q)?)))
+            .collect::<SysResult<Vec<_>>>()?,
+        _ => Vec::new(),
+    };
     {
         let mut f = lock_fed(&prog);
         let entry = f.entry();
@@ -350,7 +366,7 @@ pub fn open(
             device: Vec::new(),
         })
         .collect();
-    Ok((first, tx, more))
+    Ok((first, tx, more, steered))
 }
 
 /// Opens every one of `ifaces` for a command, each socket fed as `feed`
@@ -358,14 +374,19 @@ pub fn open(
 /// scheduled as `how` says: a socket on every receive queue (the others
 /// than queue 0 in [`Opened::more_rx`]).
 pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
-    let mut more_rx = Vec::new();
+    let (mut more_rx, mut steered_rx) = (Vec::new(), Vec::new());
     let ports = ifaces
         .iter()
         .enumerate()
         .map(|(i, p)| {
             let queues = rx_queues(p);
-            let (rx, tx, more) = open(p, queues, XskConfig::default(), feed)?;
+            let (rx, tx, more, steered) = open(p, queues, XskConfig::default(), feed)?;
             more_rx.extend(more.into_iter().map(|r| (i, Box::new(r) as AnyRx)));
+            steered_rx.extend(
+                steered
+                    .into_iter()
+                    .map(|(q, r)| (i, q, Box::new(r) as AnyRx)),
+            );
             Ok(Port {
                 name: p.clone(),
                 rx: Box::new(rx) as AnyRx,
@@ -379,6 +400,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
     Ok(Opened {
         ports,
         more_rx,
+        steered_rx,
         gate: Box::new(NapiGate::new(ifaces, work)?),
         threaded: true,
         thread_prio,
@@ -451,6 +473,10 @@ impl RxBackend for XskRx {
                 Err(e) => return Err(e),
             }
             socks += x.last.1.saturating_sub(x.base.1);
+            let iface = x.iface.clone();
+            if let Some(s) = x.steered.as_mut() {
+                socks += s.drops(&iface)?;
+            }
         }
         let x = lock(&self.x);
         Ok(x.last.0.saturating_sub(x.base.0).saturating_sub(socks))

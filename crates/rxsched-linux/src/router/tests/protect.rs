@@ -27,7 +27,7 @@ fn first_forwarded(protect: bool) -> (usize, usize) {
     let mut r =
         PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
     if protect {
-        r.protect(1, &[1], Quota::Limited(4));
+        r.protect(Some(1), &[1], Quota::Limited(4));
     }
     for i in 0..100 {
         net.feed.push(frame(64, [198, 19, 0, 1], i));
@@ -56,7 +56,7 @@ fn protected_frames_arriving_mid_backlog_are_heard_between_callbacks() {
     let clock = FakeClock::default();
     let mut r =
         PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
-    r.protect(1, &[1], Quota::Limited(4));
+    r.protect(Some(1), &[1], Quota::Limited(4));
     for i in 0..100 {
         net.feed.push(frame(64, [198, 19, 0, 1], i));
     }
@@ -82,8 +82,10 @@ fn protected_frames_arriving_mid_backlog_are_heard_between_callbacks() {
     assert_eq!(
         rep.protected,
         Some(ProtectedReport {
-            queue: 1,
+            queue: Some(1),
             taken: 3,
+            steered: 0,
+            unsteered: 0,
             rt_guard: None
         }),
         "{rep:?}"

@@ -3,7 +3,7 @@
 use super::{faulted, interfaces_exist, json, positive, timeout_ms, RunArgs};
 use clap::Args;
 use rxsched::error::{Error, Result};
-use rxsched_linux::router::{Mode, Route, RouterConfig};
+use rxsched_linux::router::{Mode, Protect, Route, RouterConfig};
 use rxsched_linux::rules::Rules;
 use rxsched_linux::screen::ScreenConfig;
 
@@ -99,7 +99,17 @@ pub struct RouteArgs {
     /// traffic it makes wait. Needs a device with more than N queues.
     #[arg(long, value_name = "N")]
     pub protect_queue: Option<u32>,
-    /// Frames per callback on the protected queue.
+    /// Polling: protected traffic that arrives on a shared queue. The XDP
+    /// program steers the frames for the router that these rules protect
+    /// (the language of --screen: a frame whose first matching rule
+    /// accepts it) into a protected socket of the queue's own, served first
+    /// and capped as the protected queue is. `default`: ICMP, OSPF (IP
+    /// protocol 89) and BGP (TCP port 179). ARP, multicast and frames for
+    /// the host itself go to its stack in any case. With --protect-queue,
+    /// the default unless given.
+    #[arg(long, value_name = "RULES|default")]
+    pub protect_rules: Option<String>,
+    /// Frames per callback on each protected queue or socket.
     #[arg(long, default_value_t = 4)]
     pub protect_quota: u32,
     /// Polling: an objective instead of --quota and --cycle-limit,
@@ -172,19 +182,37 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         }
         p => p.map(|p| p / 100.0),
     };
-    let protect = match a.protect_queue {
-        None => None,
-        Some(_) if mode == Mode::Interrupt || a.forward_in == "xdp" || !cpus.is_empty() => {
-            return Err(Error::Input(
-                "--protect-queue is for the polling thread that forwards in user space \
-                 (--mode polling or two-level, no --forward-in xdp, no --cpus)"
-                    .into(),
-            ))
+    let protect = if a.protect_queue.is_none() && a.protect_rules.is_none() {
+        None
+    } else if mode == Mode::Interrupt || a.forward_in == "xdp" || !cpus.is_empty() {
+        let flag = if a.protect_queue.is_some() {
+            "--protect-queue"
+        } else {
+            "--protect-rules"
+        };
+        return Err(Error::Input(format!(
+            "{flag} is for the polling thread that forwards in user space \
+             (--mode polling or two-level, no --forward-in xdp, no --cpus)"
+        )));
+    } else if a.protect_quota == 0 {
+        return Err(Error::flag("protect-quota", "must be at least 1 frame"));
+    } else {
+        let rules = match a.protect_rules.as_deref() {
+            None | Some("default") => rxsched_linux::backend::Steer::default_rules(),
+            Some(path) => Rules::load(path).map_err(|e| Error::Input(e.to_string()))?,
+        };
+        let xdp = run.backend == rxsched_linux::router::Backend::Xdp;
+        if !xdp && a.protect_rules.is_some() {
+            return Err(Error::flag(
+                "protect-rules",
+                "steers frames into AF_XDP sockets: it needs --backend xdp",
+            ));
         }
-        Some(_) if a.protect_quota == 0 => {
-            return Err(Error::flag("protect-quota", "must be at least 1 frame"))
-        }
-        Some(q) => Some((q, rxsched_core::Quota::Limited(a.protect_quota))),
+        Some(Protect {
+            queue: a.protect_queue,
+            rules: xdp.then_some(rules),
+            quota: rxsched_core::Quota::Limited(a.protect_quota),
+        })
     };
     Ok(RouterConfig {
         run,
