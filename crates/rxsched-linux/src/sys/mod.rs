@@ -213,6 +213,33 @@ pub fn iface_counter(name: &str, counter: &str) -> SysResult<u64> {
     })
 }
 
+/// IP datagrams the kernel of the calling thread's network namespace has
+/// forwarded (`ForwDatagrams` of `/proc/thread-self/net/snmp`).
+pub fn ip_forwarded() -> SysResult<u64> {
+    let path = "/proc/thread-self/net/snmp";
+    let text = std::fs::read_to_string(path).map_err(|e| SysError {
+        what: path.into(),
+        syscall: "read",
+        source: e,
+    })?;
+    snmp_field(&text, "Ip", "ForwDatagrams").ok_or_else(|| SysError {
+        what: path.into(),
+        syscall: "read",
+        source: io::Error::new(io::ErrorKind::InvalidData, "no Ip: ForwDatagrams in it"),
+    })
+}
+
+/// Field `field` of protocol `proto` in `/proc/net/snmp`'s text: a line of
+/// names and a line of values, each starting `proto:`.
+fn snmp_field(text: &str, proto: &str, field: &str) -> Option<u64> {
+    let tag = format!("{proto}:");
+    let mut lines = text.lines().filter(|l| l.starts_with(&tag));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let i = names.split_whitespace().position(|n| n == field)?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
 /// The text of this thread's namespace's `/proc/net/dev` (`what` names
 /// the reader in an error).
 pub fn net_dev(what: &str) -> SysResult<String> {
@@ -276,6 +303,15 @@ pub fn dev_counter(text: &str, name: &str, counter: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn snmp_forwarded_datagrams() {
+        let t = "Ip: Forwarding DefaultTTL InReceives ForwDatagrams\nIp: 1 64 900 466\nIcmp: InMsgs ForwDatagrams\nIcmp: 3 7\n";
+        assert_eq!(super::snmp_field(t, "Ip", "ForwDatagrams"), Some(466));
+        assert_eq!(super::snmp_field(t, "Icmp", "ForwDatagrams"), Some(7));
+        assert_eq!(super::snmp_field(t, "Tcp", "ForwDatagrams"), None);
+        assert_eq!(super::snmp_field(t, "Ip", "OutRequests"), None);
+    }
+
     #[test]
     fn proc_net_dev_columns() {
         let t = "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n    d0: 100 10 1 7 0 0 0 0 200 20 2 9 0 0 0 0\n";

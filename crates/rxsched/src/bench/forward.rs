@@ -137,6 +137,9 @@ pub struct Counters {
     /// many times it was put on a CPU.
     screen_ns: u64,
     screen_runs: u64,
+    /// IP datagrams the DUT's kernel forwarded (`ForwDatagrams`): with
+    /// our router serving, frames that reached the stack around it.
+    kernel_forwarded: u64,
 }
 
 impl Counters {
@@ -175,6 +178,7 @@ impl Counters {
                 napi_runs,
                 screen_ns,
                 screen_runs,
+                kernel_forwarded: rxsched_linux::sys::ip_forwarded()?,
             })
         })?;
         // The sink's ring is read where it is, and only as well as it can be.
@@ -185,6 +189,11 @@ impl Counters {
             .unwrap_or(0);
         Ok(c)
     }
+}
+
+/// IP datagrams the DUT's kernel forwarded between two readings.
+pub fn kernel_forwarded(c0: &Counters, c1: &Counters) -> u64 {
+    c1.kernel_forwarded.saturating_sub(c0.kernel_forwarded)
 }
 
 /// The processes `pid`'s threads started (`/proc/PID/task/*/children`).

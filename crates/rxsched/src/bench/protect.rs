@@ -237,6 +237,13 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         _ => Point::xy("offered_pps", 0.0, "delivered_pps", 0.0),
     };
     p.set("requested_pps", rate);
+    // Our routers' frames that reached the DUT's stack around them (on
+    // veth, some of what a sender's stack sends when the DUT's CPU is
+    // full); the kernel's own series forwards everything this way.
+    p.set(
+        "dut_kernel_forwarded",
+        forward::kernel_forwarded(&before, &after) as f64,
+    );
     stream(&mut p, &pinged);
     if let Some(taken) = rt.and_then(|r| r.protected).map(|p| p.taken) {
         p.set("protected_taken", taken as f64);
