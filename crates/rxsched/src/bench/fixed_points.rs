@@ -115,6 +115,10 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
         "protected_sent" => 2000.0,
         "protected_latency_p50_us" => d.within(60.0, 140.0),
         "protected_latency_p99_us" => d.within(100.0, 250.0),
+        // A keepalive TCP connection: no retransmission, mostly; its
+        // round-trip estimate a little above ping's.
+        "tcp_retransmits" => d.rarely(2.0),
+        "tcp_rtt_max_us" => d.within(100.0, 400.0),
         // Frames the DUT's kernel forwarded around our router: none, mostly.
         "dut_kernel_forwarded" => d.rarely(400.0),
         // A receive thread's CPU per datagram falls as its batches grow.

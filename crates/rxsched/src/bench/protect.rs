@@ -7,7 +7,10 @@
 //! rule). Each point says what the protected stream lost and its round
 //! trips' median and p99, beside the flood forwarded; through the polling
 //! router with queue 1 protected, the same without protection, the
-//! interrupt-driven router and the kernel's own forwarding.
+//! interrupt-driven router and the kernel's own forwarding. Beside ping, a
+//! TCP connection to the router itself (`iperf3`, another client nobody
+//! here wrote, paced to 100 bytes every 100 ms: a keepalive) says whether
+//! TCP had to retransmit, and its round-trip estimate.
 
 use super::forward::{self, Counters};
 use super::proc::{start, Gen, Route, Sink};
@@ -49,6 +52,11 @@ const PING_RATE: f64 = 100.0;
 
 /// Where the protected stream goes: through the router, and to it.
 const TARGETS: [[u8; 4]; 2] = [S0.ip, D0.ip];
+
+/// The keepalive's pacing, in bits per second, and its writes, in bytes:
+/// one write every 100 ms.
+const KEEPALIVE_BPS: &str = "8k";
+const KEEPALIVE_WRITE: &str = "100";
 
 impl Variant {
     fn label(self) -> &'static str {
@@ -206,6 +214,7 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         .then(|| start(lab, Gen::new(rate, secs)))
         .transpose()?;
     std::thread::sleep(Duration::from_millis(300));
+    let tcp = Keepalive::start(lab, secs - 1.0)?;
     let pings = TARGETS
         .iter()
         .map(|ip| ping(lab, *ip, count))
@@ -217,6 +226,7 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
             .map_err(|e| BenchError(format!("ping: {e}")))?;
         pinged.push(parse_ping(&String::from_utf8_lossy(&out.stdout)));
     }
+    let kept = tcp.finish()?;
     let g: Option<GenReport> = gen.map(|g| g.finish()).transpose()?;
     let sk: Option<SinkReport> = sink.map(|s| s.finish()).transpose()?;
     let after = Counters::read(lab, router.as_ref())?;
@@ -245,6 +255,7 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         forward::kernel_forwarded(&before, &after) as f64,
     );
     stream(&mut p, &pinged);
+    kept.set(&mut p);
     if let Some(taken) = rt.and_then(|r| r.protected).map(|p| p.taken) {
         p.set("protected_taken", taken as f64);
     }
@@ -266,10 +277,136 @@ fn stream(p: &mut Point, pinged: &[Pinged]) {
     }
 }
 
+/// A TCP connection from the generator's stack to the router itself,
+/// `iperf3` at both ends, writing 100 bytes every 100 ms.
+struct Keepalive {
+    server: std::process::Child,
+    /// Taken when its output is read.
+    client: Option<std::process::Child>,
+}
+
+/// What the keepalive's sender said (`iperf3 -J`): bytes sent, TCP's
+/// retransmissions, and its smoothed round-trip estimate (sampled once a
+/// second), mean and largest, in µs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Kept {
+    /// Bytes the client sent.
+    pub bytes: f64,
+    /// Segments TCP retransmitted.
+    pub retransmits: f64,
+    /// The mean of the round-trip estimate's samples, in µs.
+    pub rtt_mean_us: f64,
+    /// The largest sample, in µs.
+    pub rtt_max_us: f64,
+}
+
+impl Keepalive {
+    /// Starts the server in the DUT's namespace and, once it listens, the
+    /// client in the generator's, on its CPU, for `secs`.
+    fn start(lab: &Lab, secs: f64) -> Result<Keepalive, BenchError> {
+        let addr = dotted(D0.ip);
+        let missing = |e: std::io::Error| {
+            BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
+        };
+        let server = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &lab.ns(Role::Dut),
+                "iperf3",
+                "-s",
+                "-1",
+                "-B",
+                &addr,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(missing)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let client = Command::new("ip")
+            .args(["netns", "exec", &lab.ns(Role::Gen), "taskset", "-c"])
+            .arg(GEN_CPU.to_string())
+            .args([
+                "iperf3",
+                "-J",
+                "-c",
+                &addr,
+                "-b",
+                KEEPALIVE_BPS,
+                "-l",
+                KEEPALIVE_WRITE,
+                "-t",
+            ])
+            .arg(format!("{:.0}", secs.max(1.0)))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(missing)?;
+        Ok(Keepalive {
+            server,
+            client: Some(client),
+        })
+    }
+
+    /// Waits for the client, stops the server if it has not ended, and
+    /// reads what the client said.
+    fn finish(mut self) -> Result<Kept, BenchError> {
+        let client = self.client.take().expect("taken once");
+        let out = client
+            .wait_with_output()
+            .map_err(|e| BenchError(format!("iperf3: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        parse_iperf(&text).ok_or_else(|| {
+            BenchError(format!(
+                "iperf3's report has no sender's end: {}",
+                text.chars().take(300).collect::<String>()
+            ))
+        })
+    }
+}
+
+impl Drop for Keepalive {
+    fn drop(&mut self) {
+        for c in self.client.iter_mut().chain([&mut self.server]) {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Reads `iperf3 -J`'s sender's end.
+pub fn parse_iperf(json: &str) -> Option<Kept> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let s = v.get("end")?.get("streams")?.get(0)?.get("sender")?;
+    let f = |k: &str| s.get(k).and_then(serde_json::Value::as_f64);
+    Some(Kept {
+        bytes: f("bytes")?,
+        retransmits: f("retransmits").unwrap_or(0.0),
+        rtt_mean_us: f("mean_rtt")?,
+        rtt_max_us: f("max_rtt")?,
+    })
+}
+
+impl Kept {
+    fn set(&self, p: &mut Point) {
+        p.set("tcp_keepalive_bytes", self.bytes);
+        p.set("tcp_retransmits", self.retransmits);
+        p.set("tcp_rtt_mean_us", self.rtt_mean_us);
+        p.set("tcp_rtt_max_us", self.rtt_max_us);
+    }
+}
+
+fn dotted(ip: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3])
+}
+
 /// `ping` from the generator's namespace, on the generator's CPU, to `ip`:
 /// `count` requests at [`PING_RATE`], a second's wait for the last reply.
 fn ping(lab: &Lab, ip: [u8; 4], count: u32) -> Result<std::process::Child, BenchError> {
-    let addr = format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3]);
+    let addr = dotted(ip);
     let interval = format!("{}", 1.0 / PING_RATE);
     Command::new("ip")
         .args(["netns", "exec", &lab.ns(Role::Gen), "taskset", "-c"])
@@ -318,6 +455,21 @@ mod tests {
         assert_eq!(pt.get("protected_latency_p99_us"), Some(36_500.0));
         assert_eq!(pt.get("protected_latency_p50_us"), Some(84.0));
         assert_eq!(pt.get("ping_to_router_p99_us"), Some(0.0));
+    }
+
+    /// iperf3's JSON, as 3.12 prints it (the parts read).
+    #[test]
+    fn reads_what_iperf3_said() {
+        let j = r#"{"start":{},"intervals":[],"end":{"streams":[{"sender":{"socket":5,"bytes":3000,"retransmits":2,"max_rtt":149,"min_rtt":92,"mean_rtt":127}}],"sum_sent":{"retransmits":2}}}"#;
+        let k = parse_iperf(j).unwrap();
+        assert_eq!(
+            (k.bytes, k.retransmits, k.rtt_mean_us, k.rtt_max_us),
+            (3000.0, 2.0, 127.0, 149.0)
+        );
+        assert_eq!(parse_iperf(r#"{"error":"unable to connect"}"#), None);
+        let mut p = Point::default();
+        k.set(&mut p);
+        assert_eq!(p.get("tcp_retransmits"), Some(2.0));
     }
 
     /// The nearest-rank quantile.
