@@ -184,6 +184,10 @@ fn forward_v6(
 pub struct OutQueue {
     frames: VecDeque<Vec<u8>>,
     spare: Vec<Vec<u8>>,
+    /// Protected frames at the head, in their order of arrival: they go
+    /// out before every ordinary frame queued (a NIC's priority transmit
+    /// queue, on the one queue a port transmits through).
+    urgent: usize,
 }
 
 impl OutQueue {
@@ -198,6 +202,21 @@ impl OutQueue {
         b.extend_from_slice(frame);
         self.frames.push_back(b);
         true
+    }
+
+    /// Moves the frame queued last ahead of every ordinary frame, behind
+    /// the protected frames already waiting there.
+    pub fn promote_last(&mut self) {
+        if let Some(f) = self.frames.pop_back() {
+            let at = self.urgent.min(self.frames.len());
+            self.frames.insert(at, f);
+            self.urgent = at + 1;
+        }
+    }
+
+    /// Protected frames waiting ahead of the rest.
+    pub fn urgent(&self) -> usize {
+        self.urgent
     }
 
     /// Frames waiting.
@@ -230,6 +249,7 @@ impl OutQueue {
                 Err(e) if sys::is_link_error(&e.source) => {
                     let lost = self.frames.len();
                     self.spare.extend(self.frames.drain(..));
+                    self.urgent = 0;
                     c.port_down.fetch_add(lost as u64, Relaxed);
                     break;
                 }
@@ -241,6 +261,7 @@ impl OutQueue {
                 }
             }
             sent += k;
+            self.urgent = self.urgent.saturating_sub(k);
             c.forwarded.fetch_add(k as u64, Relaxed);
             if k < n {
                 break; // the device queue is full: try again later

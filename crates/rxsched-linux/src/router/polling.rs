@@ -38,12 +38,15 @@ pub struct Forward<T> {
     /// The screening stage the frames go to, if any; its queue is what M3
     /// watches then.
     screen: Option<ScreenEnd>,
+    /// Which receive sides are protected: their frames go out ahead of
+    /// the ordinary ones queued on their output port.
+    protected: Vec<bool>,
 }
 
 impl<T: TxBackend> App for Forward<T> {
     const TRANSMITS: bool = true;
 
-    fn frame(&mut self, _port: usize, f: &[u8], lp: &mut PollLoop, now: Nanos) {
+    fn frame(&mut self, port: usize, f: &[u8], lp: &mut PollLoop, now: Nanos) {
         self.counters.rx.fetch_add(1, Relaxed);
         let onward = match &self.screen {
             Some(s) => Onward::Screen(&s.queue),
@@ -61,6 +64,9 @@ impl<T: TxBackend> App for Forward<T> {
             &self.counters,
         );
         if let Some(o) = out {
+            if self.screen.is_none() && self.protected.get(port) == Some(&true) {
+                self.outq[o].promote_last();
+            }
             let _ = lp.interrupt(DeviceId(o), Dir::Tx);
             // Without a screening stage, M3 watches the output queue.
             let _ = lp.queue_level(self.outq[o].len() as u32, now);
@@ -152,6 +158,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             buf: vec![0u8; 65_536],
             screen,
             tx: Vec::new(),
+            protected: Vec::new(),
         };
         let (rx, tx): (Vec<R>, Vec<T>) = ports.into_iter().map(|p| (p.rx, p.tx)).unzip();
         let mut poller = cfg.run.poller(rx, fac, app, clock, wait)?;
@@ -198,6 +205,11 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     pub fn protect(&mut self, queue: Option<u32>, sides: &[usize], quota: rxsched_core::Quota) {
         for &s in sides {
             self.poller.lp.protect(rxsched_core::DeviceId(s), quota);
+            let p = &mut self.poller.app.protected;
+            if p.len() <= s {
+                p.resize(s + 1, false);
+            }
+            p[s] = true;
         }
         self.protect_queue = queue;
         self.protected = true;
