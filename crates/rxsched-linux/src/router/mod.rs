@@ -327,15 +327,7 @@ fn forward_from(
     for (i, rx) in opened.more_rx {
         queue_of.push((i, next_queue[i]));
         next_queue[i] += 1;
-        let (name, mac, mtu) = (ports[i].name.clone(), ports[i].mac, ports[i].mtu);
-        let tx = Box::new(crate::backend::copy::NoTx(name.clone())) as crate::backend::AnyTx;
-        ports.push(Port {
-            name,
-            rx,
-            tx,
-            mac,
-            mtu,
-        });
+        ports.push(receive_side(&ports[i], rx));
     }
     if !c.cpus.is_empty() {
         // Each thread gates its own queues' receive threads.
@@ -343,20 +335,12 @@ fn forward_from(
         return threads::run(&c, ports, &queue_of, devices, opened.thread_prio);
     }
     // The queues' protected sockets: more receive sides, after the rest.
-    // They share their queue's receive work, which the gate knows as
-    // their queue's: no receive thread of their own to order.
+    // They share their queue's receive work: no receive thread of their
+    // own for the gate to order.
     let steered_from = ports.len();
     for (i, _queue, rx) in opened.steered_rx {
         queue_of.push((i, STEERED_SIDE));
-        let (name, mac, mtu) = (ports[i].name.clone(), ports[i].mac, ports[i].mtu);
-        let tx = Box::new(crate::backend::copy::NoTx(name.clone())) as crate::backend::AnyTx;
-        ports.push(Port {
-            name,
-            rx,
-            tx,
-            mac,
-            mtu,
-        });
+        ports.push(receive_side(&ports[i], rx));
     }
     let mut router = polling::PollingRouter::new(ports, &c, screen, sys::MonoClock, wait)?;
     if let Some(p) = &c.protect {
@@ -435,6 +419,21 @@ fn forward_from(
         Err(e) => return Err(e),
     }
     Ok(r)
+}
+
+/// Another receive side `rx` of `port`'s device (another queue, or a
+/// queue's protected socket): it transmits through the port's own side.
+fn receive_side(
+    port: &Port<crate::backend::AnyRx, crate::backend::AnyTx>,
+    rx: crate::backend::AnyRx,
+) -> Port<crate::backend::AnyRx, crate::backend::AnyTx> {
+    Port {
+        name: port.name.clone(),
+        rx,
+        tx: Box::new(crate::backend::copy::NoTx(port.name.clone())),
+        mac: port.mac,
+        mtu: port.mtu,
+    }
 }
 
 #[cfg(test)]

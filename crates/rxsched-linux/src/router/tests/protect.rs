@@ -2,13 +2,13 @@
 
 use super::*;
 
-/// A frame from the sink's side back to the generator, arriving on port 1.
-fn back_frame(seq: u64) -> Vec<u8> {
+/// A frame from the sink's side, arriving on port 1, from `src` to `dst`.
+fn port1_frame(src: [u8; 4], dst: [u8; 4], seq: u64) -> Vec<u8> {
     UdpProbe {
         src_mac: SINK_MAC,
         dst_mac: PORT_MACS[1],
-        src_ip: [198, 19, 0, 1],
-        dst_ip: [198, 18, 0, 1],
+        src_ip: src,
+        dst_ip: dst,
         ports: (1, 2),
         ttl: 64,
         seq,
@@ -17,15 +17,17 @@ fn back_frame(seq: u64) -> Vec<u8> {
     .to_vec()
 }
 
+/// A frame from the sink's side back to the generator, arriving on port 1.
+fn back_frame(seq: u64) -> Vec<u8> {
+    port1_frame([198, 19, 0, 1], [198, 18, 0, 1], seq)
+}
+
 /// Port 0 holds a backlog for the sink, port 1 a few frames back to the
 /// generator. Round robin starts with port 0's batch; with port 1's side
 /// protected, its frames are forwarded before any of port 0's.
 fn first_forwarded(protect: bool) -> (usize, usize) {
     let c = cfg(Mode::Polling, Quota::Limited(8), None);
-    let (ports, net) = ports(256, plain);
-    let clock = FakeClock::default();
-    let mut r =
-        PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let (mut r, net, clock) = polling(&c, 256);
     if protect {
         r.protect(Some(1), &[1], Quota::Limited(4));
     }
@@ -52,10 +54,7 @@ fn first_forwarded(protect: bool) -> (usize, usize) {
 #[test]
 fn protected_frames_arriving_mid_backlog_are_heard_between_callbacks() {
     let c = cfg(Mode::Polling, Quota::Limited(8), None);
-    let (ports, net) = ports(256, plain);
-    let clock = FakeClock::default();
-    let mut r =
-        PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let (mut r, net, clock) = polling(&c, 256);
     r.protect(Some(1), &[1], Quota::Limited(4));
     for i in 0..100 {
         net.feed.push(frame(64, [198, 19, 0, 1], i));
@@ -112,17 +111,7 @@ fn a_protected_side_is_served_before_the_round_robin() {
 
 /// A frame arriving on port 1 for the sink's side, back out of port 1.
 fn hairpin_frame(seq: u64) -> Vec<u8> {
-    UdpProbe {
-        src_mac: SINK_MAC,
-        dst_mac: PORT_MACS[1],
-        src_ip: [198, 19, 0, 7],
-        dst_ip: [198, 19, 0, 1],
-        ports: (1, 2),
-        ttl: 64,
-        seq,
-        ..UdpProbe::default()
-    }
-    .to_vec()
+    port1_frame([198, 19, 0, 7], [198, 19, 0, 1], seq)
 }
 
 /// The order port 1's device sends in: 20 ordinary frames from port 0
@@ -130,10 +119,7 @@ fn hairpin_frame(seq: u64) -> Vec<u8> {
 /// the same port among them; then the device takes frames again.
 fn sent_order(protect: bool) -> Vec<u64> {
     let c = cfg(Mode::Polling, Quota::Limited(8), None);
-    let (ports, net) = ports(256, plain);
-    let clock = FakeClock::default();
-    let mut r =
-        PollingRouter::new(ports, &c, None, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let (mut r, net, clock) = polling(&c, 256);
     if protect {
         r.protect(None, &[1], Quota::Limited(4));
     }
