@@ -145,8 +145,8 @@ pub struct Opened {
     /// they transmit through their port's queue 0.
     pub more_rx: Vec<(usize, AnyRx)>,
     /// The queues' protected sockets (a [`Steer`] on AF_XDP), each with
-    /// its port's index and its queue.
-    pub steered_rx: Vec<(usize, u32, AnyRx)>,
+    /// its port's index.
+    pub steered_rx: Vec<(usize, AnyRx)>,
     /// The gate on their receive work.
     pub gate: Box<dyn Gate>,
     /// Whether their receive work runs in threads the gate schedules

@@ -214,11 +214,6 @@ impl OutQueue {
         }
     }
 
-    /// Protected frames waiting ahead of the rest.
-    pub fn urgent(&self) -> usize {
-        self.urgent
-    }
-
     /// Frames waiting.
     pub fn len(&self) -> usize {
         self.frames.len()

@@ -338,7 +338,7 @@ fn forward_from(
     // They share their queue's receive work: no receive thread of their
     // own for the gate to order.
     let steered_from = ports.len();
-    for (i, _queue, rx) in opened.steered_rx {
+    for (i, rx) in opened.steered_rx {
         queue_of.push((i, STEERED_SIDE));
         ports.push(receive_side(&ports[i], rx));
     }

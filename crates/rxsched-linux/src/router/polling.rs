@@ -38,9 +38,6 @@ pub struct Forward<T> {
     /// The screening stage the frames go to, if any; its queue is what M3
     /// watches then.
     screen: Option<ScreenEnd>,
-    /// Which receive sides are protected: their frames go out ahead of
-    /// the ordinary ones queued on their output port.
-    protected: Vec<bool>,
 }
 
 impl<T: TxBackend> App for Forward<T> {
@@ -64,7 +61,8 @@ impl<T: TxBackend> App for Forward<T> {
             &self.counters,
         );
         if let Some(o) = out {
-            if self.screen.is_none() && self.protected.get(port) == Some(&true) {
+            // A protected side's frames go out ahead of the ordinary ones.
+            if self.screen.is_none() && lp.facility().is_protected(DeviceId(port)) {
                 self.outq[o].promote_last();
             }
             let _ = lp.interrupt(DeviceId(o), Dir::Tx);
@@ -103,8 +101,6 @@ pub struct PollingRouter<R, T, C, W> {
     in_xdp: bool,
     /// With `--protect-queue`: its number.
     protect_queue: Option<u32>,
-    /// Whether any side is protected.
-    protected: bool,
     /// M4's share (an objective's CPU share), if M4 is on.
     cycle_share: Option<f64>,
 }
@@ -158,7 +154,6 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             buf: vec![0u8; 65_536],
             screen,
             tx: Vec::new(),
-            protected: Vec::new(),
         };
         let (rx, tx): (Vec<R>, Vec<T>) = ports.into_iter().map(|p| (p.rx, p.tx)).unzip();
         let mut poller = cfg.run.poller(rx, fac, app, clock, wait)?;
@@ -168,7 +163,6 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             mode: cfg.mode,
             in_xdp: cfg.in_xdp,
             protect_queue: None,
-            protected: false,
             cycle_share: cfg.run.cycle_limit.or(cfg.run.slo.map(|o| o.cpu)),
         })
     }
@@ -205,14 +199,8 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     pub fn protect(&mut self, queue: Option<u32>, sides: &[usize], quota: rxsched_core::Quota) {
         for &s in sides {
             self.poller.lp.protect(rxsched_core::DeviceId(s), quota);
-            let p = &mut self.poller.app.protected;
-            if p.len() <= s {
-                p.resize(s + 1, false);
-            }
-            p[s] = true;
         }
         self.protect_queue = queue;
-        self.protected = true;
     }
 
     /// Keeps the router's real-time threads under the share of the CPU
@@ -334,16 +322,19 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.fault = p.fault().map(str::to_string);
         let guard = p.lp.facility().rt_guard();
         let steered = super::report::steered_counts(&program);
-        r.protected = self.protected.then(|| super::ProtectedReport {
-            queue: self.protect_queue,
-            taken: p.taken_protected,
-            steered: steered.0,
-            unsteered: steered.1,
-            rt_guard: guard.map(|g| super::report::RtGuardReport {
-                share: g.share(),
-                holds: g.episodes(),
-            }),
-        });
+        r.protected =
+            p.lp.facility()
+                .has_protected()
+                .then(|| super::ProtectedReport {
+                    queue: self.protect_queue,
+                    taken: p.taken_protected,
+                    steered: steered.0,
+                    unsteered: steered.1,
+                    rt_guard: guard.map(|g| super::report::RtGuardReport {
+                        share: g.share(),
+                        holds: g.episodes(),
+                    }),
+                });
         r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {
             quota: c.settings().quota,
             cycle_limit: c.settings().cycle_limit,

@@ -304,7 +304,7 @@ impl Keepalive {
     /// Starts the server in the DUT's namespace and, once it listens, the
     /// client in the generator's, on its CPU, for `secs`.
     fn start(lab: &Lab, secs: f64) -> Result<Keepalive, BenchError> {
-        let addr = dotted(D0.ip);
+        let addr = std::net::Ipv4Addr::from(D0.ip).to_string();
         let missing = |e: std::io::Error| {
             BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
         };
@@ -399,14 +399,10 @@ impl Kept {
     }
 }
 
-fn dotted(ip: [u8; 4]) -> String {
-    format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3])
-}
-
 /// `ping` from the generator's namespace, on the generator's CPU, to `ip`:
 /// `count` requests at [`PING_RATE`], a second's wait for the last reply.
 fn ping(lab: &Lab, ip: [u8; 4], count: u32) -> Result<std::process::Child, BenchError> {
-    let addr = dotted(ip);
+    let addr = std::net::Ipv4Addr::from(ip).to_string();
     let interval = format!("{}", 1.0 / PING_RATE);
     Command::new("ip")
         .args(["netns", "exec", &lab.ns(Role::Gen), "taskset", "-c"])

@@ -319,9 +319,8 @@ pub fn rx_queues(iface: &str) -> u32 {
 
 /// A device's sockets: queue 0's two halves (which share the socket: one
 /// thread at a time uses it, the lock taken once per batch), the other
-/// queues' receive sides, and the queues' protected sockets with their
-/// queue numbers.
-type DeviceSockets = (XskRx, XskTx, Vec<XskRx>, Vec<(u32, SteeredRx)>);
+/// queues' receive sides, and the queues' protected sockets.
+type DeviceSockets = (XskRx, XskTx, Vec<XskRx>, Vec<SteeredRx>);
 
 /// Opens AF_XDP sockets on the first `queues` receive queues of `iface`
 /// (and a protected socket on each where `feed` steers protected traffic)
@@ -345,7 +344,7 @@ pub fn open(iface: &str, queues: u32, cfg: XskConfig, feed: &Feed) -> SysResult<
             ..
         } => (0..socks.len() as u32)
             .filter(|q| Some(*q) != s.except)
-            .map(|q| Ok((q, SteeredRx::open(&socks[q as usize], q)?)))
+            .map(|q| SteeredRx::open(&socks[q as usize], q))
             .collect::<SysResult<Vec<_>>>()?,
         _ => Vec::new(),
     };
@@ -382,11 +381,7 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Ope
             let queues = rx_queues(p);
             let (rx, tx, more, steered) = open(p, queues, XskConfig::default(), feed)?;
             more_rx.extend(more.into_iter().map(|r| (i, Box::new(r) as AnyRx)));
-            steered_rx.extend(
-                steered
-                    .into_iter()
-                    .map(|(q, r)| (i, q, Box::new(r) as AnyRx)),
-            );
+            steered_rx.extend(steered.into_iter().map(|r| (i, Box::new(r) as AnyRx)));
             Ok(Port {
                 name: p.clone(),
                 rx: Box::new(rx) as AnyRx,
