@@ -60,6 +60,8 @@ pub fn run(
     )?;
     sock.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(|e| err(what.clone(), "setsockopt(SO_RCVTIMEO)", e))?;
+    let how = format!("UDP, receive buffer {rcvbuf} bytes asked");
+    crate::runtime::listening("udp-recv", &[format!("0.0.0.0:{port}")], &how);
     let t0 = Instant::now();
     let cpu0 = sys::thread_cpu_ns();
     let mut buf = vec![0u8; 65536];

@@ -32,6 +32,7 @@ pub fn run(ports: &[String], duration_s: f64) -> SysResult<XdpFwdReport> {
         o.attach("xdp_fwd", p)?;
         objs.push(o);
     }
+    crate::runtime::listening("xdp-fwd", ports, "forwarding in XDP by the kernel's FIB");
     let t0 = mono_ns();
     let end = t0 + (duration_s * 1e9) as u64;
     while mono_ns() < end && !sys::signals::stopping() {

@@ -335,6 +335,13 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
     let mut cap = Capture::new(dev.rx, out, cfg, sys::MonoClock, dev.wait)?;
     cap.poller_mut().attach(dev.gate, dev.links)?;
     crate::runtime::take_priority(dev.prio)?;
+    let how = if cfg.take {
+        "taking every frame"
+    } else {
+        "copies"
+    };
+    let how = format!("{how}, {}", cfg.run.backend.sockets());
+    crate::runtime::listening("capture", std::slice::from_ref(&cfg.iface), &how);
     cap.run(cfg)
 }
 

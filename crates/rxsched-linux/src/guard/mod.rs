@@ -382,6 +382,11 @@ pub fn run(
 ) -> SysResult<GuardReport> {
     sys::signals::install();
     let mut g = Guard::attach(iface, btf, hook)?;
+    let at = match hook {
+        Hook::Xdp => "dropping for full UDP sockets in XDP",
+        Hook::Tc => "dropping for full UDP sockets at tc ingress",
+    };
+    crate::runtime::listening("guard", &[iface.to_string()], at);
     let t0 = mono_ns();
     let end = t0.saturating_add((duration_s * 1e9) as u64);
     let mut next_refresh = t0 + 1_000_000_000;

@@ -110,6 +110,7 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
             ..RingConfig::default()
         },
     )?;
+    crate::runtime::listening("sink", std::slice::from_ref(&cfg.iface), "AF_PACKET");
     let end = mono_ns() + (cfg.duration_s * 1e9) as u64;
     let mut t = Tally::default();
     loop {

@@ -229,6 +229,12 @@ pub fn sink(cfg: &SinkConfig) -> SysResult<SinkReport> {
     } else {
         obj.attach("xdp_sink", &cfg.iface)?;
     }
+    let hook = if cfg.tc_hook {
+        "counting at tc ingress"
+    } else {
+        "counting in XDP"
+    };
+    crate::runtime::listening("sink", std::slice::from_ref(&cfg.iface), hook);
     let start = mono_ns();
     let end = start + (cfg.duration_s * 1e9) as u64;
     let (mut seen, mut last_change) = (0, start);

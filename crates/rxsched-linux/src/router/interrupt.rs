@@ -245,6 +245,7 @@ where
     let fw_thread = spawn_side("forward", cpu, None, &stop, fwd, |fwd| {
         fwd.turn(Duration::from_millis(50)).map(|_| ())
     });
+    crate::runtime::listening("route", &cfg.ports, &super::how(cfg));
     let end = t0 + (cfg.run.duration_s * 1e9) as u64;
     let mut stats = Stats::new(cfg.run.stats_every_s, t0);
     let mut fault = None;

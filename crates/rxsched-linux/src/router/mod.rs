@@ -221,6 +221,16 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
     Ok(r)
 }
 
+/// The router's mode and backend, as its line on starting says them.
+fn how(cfg: &RouterConfig) -> String {
+    let xdp = if cfg.in_xdp {
+        ", forwarding in XDP"
+    } else {
+        ""
+    };
+    format!("{}, {}{xdp}", cfg.mode.name(), cfg.run.backend.sockets())
+}
+
 /// Who does the receive work in each mode: polling owns it (time-shared
 /// or above every process); the baseline, and two-level until it switches,
 /// leave it at device priority.
@@ -383,6 +393,7 @@ fn forward_from(
     router.order_receive_work(&queue_of)?;
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;
+    crate::runtime::listening("route", &cfg.ports, &how(cfg));
     if cfg.mode != Mode::TwoLevel {
         return { router }.run(&c);
     }

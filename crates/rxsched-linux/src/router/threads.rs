@@ -198,8 +198,12 @@ pub(super) fn run(
     let _ = counters.devices.set(devices.clone());
     let shares = deal(ports, queue_of, nports, &cfg.cpus)?;
     let mut handles = Vec::new();
+    // Each thread says when it takes frames; the router is listening when
+    // all of them do.
+    let (ready, all_ready) = std::sync::mpsc::channel();
     for (i, share) in shares.into_iter().enumerate() {
         let (c, counters, ifaces) = (c.clone(), counters.clone(), cfg.ports.clone());
+        let ready = ready.clone();
         let h = std::thread::Builder::new()
             .name(format!("poll-cpu{}", share.cpu))
             .spawn(move || -> SysResult<(Part, f64, f64, Vec<String>, usize)> {
@@ -224,6 +228,8 @@ pub(super) fn run(
                     LinkWatch::new("route", &ifaces, sys::mono_ns())?,
                 )?;
                 crate::runtime::take_priority(prio.or(Some(POLL_PRIO)))?;
+                let _ = ready.send(());
+                drop(ready);
                 // The first thread prints the live line for the router.
                 let every = if i == 0 { mine.run.stats_every_s } else { 0.0 };
                 let (d, cpu) = r.serve(&mine, every)?;
@@ -235,6 +241,12 @@ pub(super) fn run(
                 source: e,
             })?;
         handles.push(h);
+    }
+    drop(ready);
+    // A thread that failed before taking frames never says so: its error
+    // is the report's, below.
+    if all_ready.iter().take(k).count() == k {
+        crate::runtime::listening("route", &cfg.ports, &super::how(cfg));
     }
     let mut parts = Vec::new();
     for h in handles {

@@ -57,6 +57,14 @@ impl Backend {
             Backend::Packet => "packet",
         }
     }
+
+    /// The sockets it reads, as the kernel names them.
+    pub fn sockets(self) -> &'static str {
+        match self {
+            Backend::Xdp => "AF_XDP",
+            Backend::Packet => "AF_PACKET",
+        }
+    }
 }
 
 /// One device a receive-only command (`capture`, `serve`) opened: its
@@ -74,6 +82,20 @@ pub struct Device {
     pub wait: EpollWait,
     /// See [`Opened::thread_prio`].
     pub prio: Option<i32>,
+}
+
+/// What the line [`listening`] prints has between the command and its
+/// devices: a script (or a test) waits for it instead of for a guessed time.
+pub const LISTENING: &str = ": listening on ";
+
+/// Says on stderr, once, that command `cmd` has opened `ifaces` and takes
+/// frames now (`how`: its mode and backend), as tcpdump says "listening
+/// on": `rxsched route: listening on d0, d1 (polling, AF_XDP)`. Setting up
+/// (loading and verifying the programs, binding the sockets, measuring
+/// the wake-up cost) takes about half a second here, and frames sent
+/// before this line may meet a socket nobody reads yet.
+pub fn listening(cmd: &str, ifaces: &[String], how: &str) {
+    eprintln!("rxsched {cmd}{LISTENING}{} ({how})", ifaces.join(", "));
 }
 
 /// The calling thread takes `prio` (the thread that takes frames, once

@@ -225,6 +225,7 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     )?;
     poll.attach(gate, LinkWatch::new("serve", &ifaces, sys::mono_ns())?)?;
     crate::runtime::take_priority(prio)?;
+    crate::runtime::listening("serve", &ifaces, "demultiplexing in XDP");
     let names: Vec<&str> = cfg.consumers.iter().map(|c| c.name.as_str()).collect();
     let mut prev = vec![0u64; n];
     let mut last = sys::mono_ns();

@@ -288,6 +288,11 @@ pub(super) fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     let mut srv = Server::new(dev.rx, demux, cfg, sys::MonoClock, dev.wait)?;
     srv.poller_mut().attach(dev.gate, dev.links)?;
     crate::runtime::take_priority(dev.prio)?;
+    let how = format!(
+        "demultiplexing in user space, {}",
+        cfg.run.backend.sockets()
+    );
+    crate::runtime::listening("serve", std::slice::from_ref(&cfg.iface), &how);
     let (d, c) = srv.run(cfg)?;
     let exits: Vec<Option<i32>> = procs
         .into_iter()

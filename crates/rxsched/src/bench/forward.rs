@@ -12,7 +12,6 @@ use rxsched_linux::spin::SpinReport;
 use rxsched_linux::xdpfwd::XdpFwdReport;
 use rxsched_sim::metrics::Latency;
 use rxsched_sim::Metrics;
-use std::time::Duration;
 
 /// What forwards on the DUT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,8 +300,6 @@ fn trial(
         None => None,
     };
     let sink = start(lab, Sink::new(secs + 5.0, 0.5))?;
-    // Let the sink and the forwarder attach their programs.
-    std::thread::sleep(Duration::from_millis(500));
     if let (true, Some(r)) = (paused, &router) {
         r.pause();
     }

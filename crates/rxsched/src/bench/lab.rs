@@ -10,7 +10,6 @@ use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, D0};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
-use std::time::Duration;
 
 /// Trials of each lab measurement; the median (by delivered rate) is kept.
 pub const LAB_TRIALS: usize = 3;
@@ -47,7 +46,6 @@ fn capacity(lab: &Lab, latency_every: u64, secs: f64) -> Result<Point, BenchErro
         ..Sink::new(secs + 5.0, 0.5)
     };
     let sink = start(lab, sink)?;
-    std::thread::sleep(Duration::from_millis(500));
     let g: GenReport = run(lab, Gen::new(TOP_RATE, secs).to_mac(D0.mac))?;
     let sk: SinkReport = sink.finish()?;
     let dur = g.duration_s.max(1e-9);

@@ -203,7 +203,6 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
     let sink = flood
         .then(|| start(lab, Sink::new(secs + 5.0, 0.5)))
         .transpose()?;
-    std::thread::sleep(Duration::from_millis(500));
     // Neighbours resolved before the measured stream: its first round
     // trips would otherwise wait for ARP on both sides of the router.
     for ip in TARGETS {

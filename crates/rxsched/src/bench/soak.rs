@@ -75,7 +75,6 @@ fn flood(l: &Lab, minutes: f64, progress: &dyn Fn(&str)) -> Result<Soaked, Bench
     l.reset_dut_receive()?;
     let route = start(l, Route::new(Mode::Polling, secs + 30.0))?;
     let sink = start(l, Sink::new(secs + 20.0, 2.0))?;
-    std::thread::sleep(Duration::from_millis(700));
     let before = Counters::read(l, Some(&route))?;
     let gen = start(l, Gen::new(TOP_RATE, secs))?;
     let t0 = Instant::now();

@@ -167,7 +167,6 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
                     secs: secs + 8.0,
                 },
             )?;
-            std::thread::sleep(Duration::from_millis(800));
             let g = offer(l, rate, secs, false)?;
             std::thread::sleep(Duration::from_millis(300));
             srv.interrupt();
@@ -197,7 +196,6 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
                 )
             };
             let (a, b) = (recv(FLOODED)?, recv(MODEST)?);
-            std::thread::sleep(Duration::from_millis(500));
             let (udp0, napi0) = (udp_in(l)?, napi_ns(l)?);
             let g = offer(l, rate, secs, true)?;
             let (udp1, napi1) = (udp_in(l)?, napi_ns(l)?);

@@ -55,7 +55,6 @@ fn trial(l: &Lab, mode: Mode, steps: &[Step]) -> Result<(Vec<Point>, u64), Bench
     l.reset_dut_receive()?;
     let total: f64 = steps.iter().map(|s| s.secs + 1.0).sum::<f64>() + 4.0;
     let route = start(l, Route::new(mode, total))?;
-    std::thread::sleep(Duration::from_millis(700));
     let mut points = Vec::new();
     for (i, st) in steps.iter().enumerate() {
         let gen = start(l, Gen::new(st.rate, st.secs))?;

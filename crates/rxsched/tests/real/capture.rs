@@ -49,7 +49,7 @@ fn capture_writes_what_the_generator_sent() {
 /// form, the frames' contents and conservation are asserted; whether every
 /// frame reached the file through a VM that may stall is judged.
 fn capture_trial(l: &Lab, rules_s: &str, file_s: &str) -> Result<String, String> {
-    let cap = spawn(
+    let cap = start(
         l,
         Role::Dut,
         &[
@@ -66,7 +66,6 @@ fn capture_trial(l: &Lab, rules_s: &str, file_s: &str) -> Result<String, String>
             "20",
         ],
     );
-    std::thread::sleep(Duration::from_millis(500));
     send(l, 2000, &["--size", "300"]);
     std::thread::sleep(Duration::from_millis(500));
     stop(&cap);

@@ -313,8 +313,7 @@ fn real_clients_work_through_route_as_through_the_kernel() {
     ] {
         let mut a = vec!["route", "--duration", "60"];
         a.extend_from_slice(args);
-        let route = spawn(l, Role::Dut, &a);
-        std::thread::sleep(Duration::from_millis(800));
+        let route = start(l, Role::Dut, &a);
         let seen = run_clients(l);
         stop(&route);
         let r: RouterReport = report(route);
@@ -392,8 +391,7 @@ fn host_lab(name: &str, tools: &[(&str, &str)]) -> Option<TestLab> {
 /// Runs `args` on the DUT and [`to_dut`] while it runs; returns what the
 /// clients saw and the command's report.
 fn to_dut_while<T: DeserializeOwned>(l: &Lab, args: &[&str]) -> (Vec<Seen>, T) {
-    let c = spawn(l, Role::Dut, args);
-    std::thread::sleep(Duration::from_millis(800));
+    let c = start(l, Role::Dut, args);
     let seen = to_dut(l);
     stop(&c);
     (seen, report(c))
@@ -494,8 +492,7 @@ fn the_host_keeps_its_traffic_while_capture_runs() {
             "--duration",
             "30",
         ];
-        let c = spawn(l, Role::Dut, &taken);
-        std::thread::sleep(Duration::from_millis(800));
+        let c = start(l, Role::Dut, &taken);
         let (_, out) = client(
             l,
             Role::Gen,

@@ -33,7 +33,7 @@ fn full_socket(l: &Lab, port: u16) -> UdpSocket {
 
 /// `guard` on d0 for up to 20 s, no live line.
 fn start_guard(l: &Lab) -> Child {
-    spawn(
+    start(
         l,
         Role::Dut,
         &["guard", "-i", "d0", "--duration", "20", "--interval", "0"],
@@ -80,7 +80,7 @@ fn guard_drops_only_what_a_full_socket_would_drop() {
     let l = &t.0;
     let _full = full_socket(l, 7001);
     trials(3, "guard beside a full socket", || {
-        let recv = spawn(
+        let recv = start(
             l,
             Role::Dut,
             &[
@@ -94,7 +94,6 @@ fn guard_drops_only_what_a_full_socket_would_drop() {
             ],
         );
         let guard = start_guard(l);
-        std::thread::sleep(Duration::from_millis(700));
         let flood: GenReport = report(flood_7001(l, "100000", "2", &["--mix", "7002:5000"]));
         let r: UdpRecvReport = report(recv);
         stop(&guard);
@@ -205,7 +204,6 @@ fn guard_fails_safe_without_the_kernels_socket_fields() {
 /// full socket from CPU 0; with `guard` on d0 or without it.
 fn dns_under_flood(l: &Lab, count: usize, guarded: bool) -> (usize, Option<GuardReport>) {
     let guard = guarded.then(|| start_guard(l));
-    std::thread::sleep(Duration::from_millis(500));
     let flood = flood_7001(l, "1e9", "3", &[]);
     std::thread::sleep(Duration::from_millis(500));
     let batch: String = (0..count).map(|i| format!("q{i}.lab.test A\n")).collect();

@@ -64,6 +64,39 @@ fn spawn(l: &Lab, role: Role, args: &[&str]) -> Child {
         .expect("spawn")
 }
 
+/// [`spawn`], then waits until the command says it is listening
+/// ([`listening`]).
+fn start(l: &Lab, role: Role, args: &[&str]) -> Child {
+    let mut c = spawn(l, role, args);
+    listening(&mut c);
+    c
+}
+
+/// Waits (20 s at most) until `c` says on stderr that it is listening
+/// (`rxsched_linux::runtime::LISTENING`): it takes about half a second to
+/// set up, and a fixed wait of about that long lost the first frames in
+/// about half the runs. A thread passes its stderr on to the test's, line
+/// by line, to the end (a full pipe would stop the command). A command
+/// that ends first returns here at once; its report says why.
+fn listening(c: &mut Child) {
+    use std::io::BufRead;
+    let err = c.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains(rxsched_linux::runtime::LISTENING) {
+                let _ = tx.send(());
+            }
+            eprintln!("{line}");
+        }
+    });
+    if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+        rx.recv_timeout(Duration::from_secs(20))
+    {
+        panic!("pid {} did not say it was listening within 20 s", c.id());
+    }
+}
+
 /// The report a command printed last, as its type (a renamed field is a
 /// failure here, never a silent 0).
 fn report<T: DeserializeOwned>(c: Child) -> T {

@@ -61,7 +61,7 @@ fn a_protected_queue_keeps_ping_alive_under_a_flood() {
     let l = &t.0;
     l.steer_gen_stack(Some(1)).expect("steer ping to queue 1");
     trials(3, "ping on a protected queue under a flood", || {
-        let route = spawn(
+        let route = start(
             l,
             Role::Dut,
             &[
@@ -76,7 +76,6 @@ fn a_protected_queue_keeps_ping_alive_under_a_flood() {
                 "30",
             ],
         );
-        std::thread::sleep(Duration::from_millis(500));
         let p = ping_under_flood(l, 200);
         let (median_ms, p99_ms) = (p.quantile_ms(0.5), p.quantile_ms(0.99));
         stop(&route);
@@ -130,7 +129,7 @@ fn protection_rules_steer_only_what_they_protect_on_a_shared_queue() {
             let mut saw = Vec::new();
             let mut ok = true;
             for rules in ["default", bgp_path.as_str()] {
-                let route = spawn(
+                let route = start(
                     l,
                     Role::Dut,
                     &[
@@ -143,7 +142,6 @@ fn protection_rules_steer_only_what_they_protect_on_a_shared_queue() {
                         "30",
                     ],
                 );
-                std::thread::sleep(Duration::from_millis(500));
                 let p = ping_under_flood(l, 200);
                 stop(&route);
                 let r: RouterReport = report(route);

@@ -14,13 +14,12 @@ fn forwarding_is_correct_at_the_sink() {
 /// does to a frame is asserted; whether every frame got through a VM that
 /// may stall for longer than the rings hold is judged.
 fn forwarding_trial(l: &Lab) -> Result<String, String> {
-    let route = spawn(
+    let route = start(
         l,
         Role::Dut,
         &["route", "--mode", "polling", "--duration", "20"],
     );
-    let sink = spawn(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
-    std::thread::sleep(Duration::from_millis(400));
+    let sink = start(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
     send(l, 2000, &[]);
     let s: SinkReport = report(sink);
     stop(&route);
@@ -104,7 +103,7 @@ fn malformed_frames_are_counted_by_reason() {
         ("xdp", "polling"),
         ("packet", "polling"),
     ] {
-        let route = spawn(
+        let route = start(
             l,
             Role::Dut,
             &[
@@ -117,7 +116,6 @@ fn malformed_frames_are_counted_by_reason() {
                 "20",
             ],
         );
-        std::thread::sleep(Duration::from_millis(500));
         inject(l, &frames);
         std::thread::sleep(Duration::from_millis(500));
         stop(&route);
@@ -146,17 +144,16 @@ fn malformed_frames_are_counted_by_reason() {
 /// One overload trial: `mode` forwarding while the XDP generator sends as
 /// fast as it can for 1 s. Returns offered pkts/s and delivered frames.
 fn overload_trial(l: &Lab, mode: &str) -> (f64, u64) {
-    let route = spawn(
+    let route = start(
         l,
         Role::Dut,
         &["route", "--mode", mode, "--cpu", "1", "--duration", "20"],
     );
-    let sink = spawn(
+    let sink = start(
         l,
         Role::Sink,
         &["sink", "--cpu", "0", "--duration", "10", "--idle", "0.5"],
     );
-    std::thread::sleep(Duration::from_millis(500));
     let g: GenReport = report(spawn(
         l,
         Role::Gen,
@@ -235,13 +232,12 @@ fn screen_trial(l: &Lab, rules: &str, mode: &[&str]) -> Result<String, String> {
     let in_xdp = mode.contains(&"xdp");
     let mut args = vec!["route", "--duration", "30", "--screen", rules];
     args.extend_from_slice(mode);
-    let route = spawn(l, Role::Dut, &args);
-    let sink = spawn(
+    let route = start(l, Role::Dut, &args);
+    let sink = start(
         l,
         Role::Sink,
         &["sink", "--duration", "15", "--idle", "1.5"],
     );
-    std::thread::sleep(Duration::from_millis(600));
     // `ip netns exec` execs the router: its first child is the stage.
     let kids = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", route.id()))
         .unwrap_or_default();
@@ -324,9 +320,8 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
     ] {
         let mut args = vec!["route", "--mode", "polling", "--duration", "20"];
         args.extend_from_slice(extra);
-        let route = spawn(l, Role::Dut, &args);
-        let sink = spawn(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
-        std::thread::sleep(Duration::from_millis(400));
+        let route = start(l, Role::Dut, &args);
+        let sink = start(l, Role::Sink, &["sink", "--duration", "15", "--idle", "1"]);
         send(l, 1000, &["--cpu", "0"]);
         send(l, 1000, &["--cpu", "1"]);
         let s: SinkReport = report(sink);
@@ -362,7 +357,7 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
             ok &= taken.len() == 2 && taken.iter().all(|n| *n > 0);
         }
     }
-    let srv = spawn(
+    let srv = start(
         l,
         Role::Dut,
         &[
@@ -375,7 +370,6 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
             "20",
         ],
     );
-    std::thread::sleep(Duration::from_millis(400));
     send(l, 1000, &["--cpu", "0"]);
     send(l, 1000, &["--cpu", "1"]);
     std::thread::sleep(Duration::from_millis(300));
@@ -396,8 +390,7 @@ fn queues_trial(l: &Lab) -> Result<String, String> {
         if how == "take" {
             args.push("--take");
         }
-        let cap = spawn(l, Role::Dut, &args);
-        std::thread::sleep(Duration::from_millis(400));
+        let cap = start(l, Role::Dut, &args);
         send(l, 1000, &["--cpu", "0"]);
         send(l, 1000, &["--cpu", "1"]);
         std::thread::sleep(Duration::from_millis(300));
@@ -430,7 +423,7 @@ fn one_cap_holds_for_every_polling_thread() {
 
 /// One trial of [`one_cap_holds_for_every_polling_thread`].
 fn cap_trial(l: &Lab) -> Result<String, String> {
-    let route = spawn(
+    let route = start(
         l,
         Role::Dut,
         &[
@@ -443,7 +436,6 @@ fn cap_trial(l: &Lab) -> Result<String, String> {
             "20",
         ],
     );
-    std::thread::sleep(Duration::from_millis(800));
     let s = spin_beside_flood(l);
     stop(&route);
     let r: RouterReport = report(route);

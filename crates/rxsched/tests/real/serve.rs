@@ -23,7 +23,7 @@ fn serve_isolates_a_modest_consumer_from_a_flooded_one() {
 /// One trial of serve with a flooded and a modest consumer: asserts what
 /// must always hold, and judges the modest consumer's share.
 fn serve_trial(l: &Lab) -> Result<String, String> {
-    let srv = spawn(
+    let srv = start(
         l,
         Role::Dut,
         &[
@@ -38,7 +38,6 @@ fn serve_trial(l: &Lab) -> Result<String, String> {
             "20",
         ],
     );
-    std::thread::sleep(Duration::from_millis(800));
     let gen: GenReport = report(spawn(
         l,
         Role::Gen,

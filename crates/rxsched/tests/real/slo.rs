@@ -4,7 +4,7 @@ use super::*;
 
 /// `route --slo latency=500us,cpu=50%` on the DUT's CPU, for up to 30 s.
 fn route_slo(l: &Lab) -> Child {
-    spawn(
+    start(
         l,
         Role::Dut,
         &[
@@ -83,8 +83,7 @@ fn an_objective_settles_after_each_step_in_load() {
     let l = &t.0;
     trials(3, "route --slo through a step in load", || {
         let route = route_slo(l);
-        let sink = spawn(l, Role::Sink, &["sink", "--duration", "14"]);
-        std::thread::sleep(Duration::from_millis(1000));
+        let sink = start(l, Role::Sink, &["sink", "--duration", "14"]);
         let mut steps = Vec::new();
         for (rate, secs) in [("50e3", "2"), ("1.5e6", "5"), ("50e3", "2")] {
             steps.push(rxsched_linux::sys::mono_ns());

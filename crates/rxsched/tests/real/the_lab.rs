@@ -61,11 +61,11 @@ fn nothing_is_left_behind_after_sigkill() {
     let Some(t) = TestLab::new("k") else { return };
     let l = &t.0;
     let kids = [
-        spawn(l, Role::Dut, &["route", "--duration", "30"]),
-        spawn(l, Role::Sink, &["sink", "--duration", "30"]),
+        start(l, Role::Dut, &["route", "--duration", "30"]),
+        start(l, Role::Sink, &["sink", "--duration", "30"]),
         spawn(l, Role::Gen, &["gen", "--rate", "1000", "--duration", "30"]),
     ];
-    std::thread::sleep(Duration::from_millis(800));
+    std::thread::sleep(Duration::from_millis(300));
     let attached = |role: Role, iface: &str| {
         l.exec(role, "ip", &["-d", "link", "show", iface])
             .unwrap()

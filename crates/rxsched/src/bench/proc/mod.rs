@@ -345,6 +345,15 @@ impl Proc {
         }
     }
 
+    /// Whether it says when it is listening
+    /// (`rxsched_linux::runtime::listening`): ours that take frames do.
+    pub fn announces(&self) -> bool {
+        !matches!(
+            self,
+            Proc::Gen(_) | Proc::Spin { .. } | Proc::Onoff { .. } | Proc::Peer(_)
+        )
+    }
+
     /// The namespace it runs in.
     pub fn role(&self) -> Role {
         match self {

@@ -1,18 +1,29 @@
-//! A process of a trial, running: started in its namespace of the lab,
+//! A process of a trial, running: started in its namespace of the lab
+//! (ours that take frames waited for until they say they are listening),
 //! signalled, and its last line read back as its command's report.
 
 use super::super::error::{BenchError, Context};
 use super::Proc;
 use rxsched_linux::lab::{Lab, DUT_CPU};
 use serde::de::DeserializeOwned;
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a command of ours may take to say it is listening.
+const LISTEN_WITHIN: Duration = Duration::from_secs(30);
 
 /// A process of a trial, started.
 #[derive(Debug)]
 pub struct Running {
     child: Child,
     name: &'static str,
+    /// Where its stderr is read to the end, once it has said it is
+    /// listening; what it said.
+    stderr: Option<JoinHandle<Vec<u8>>>,
 }
 
 /// Starts `p` in its namespace: ours as `ip netns exec NS rxsched ARGS`,
@@ -53,10 +64,15 @@ pub fn start(lab: &Lab, p: impl Into<Proc>) -> Result<Running, BenchError> {
     } else {
         child.context(format_args!("ip netns exec {ns}"))?
     };
-    Ok(Running {
+    let mut r = Running {
         child,
         name: p.name(),
-    })
+        stderr: None,
+    };
+    if p.announces() {
+        r.listening()?;
+    }
+    Ok(r)
 }
 
 /// Starts `p` and reads its report when it ends.
@@ -65,6 +81,40 @@ pub fn run<R: DeserializeOwned>(lab: &Lab, p: impl Into<Proc>) -> Result<R, Benc
 }
 
 impl Running {
+    /// Waits until it says it is listening (setting up takes about half a
+    /// second; frames sent before would meet a socket nobody reads yet),
+    /// reading its stderr from then on in a thread of its own. One that
+    /// ends first returns at once: its report says why.
+    fn listening(&mut self) -> Result<(), BenchError> {
+        let Some(err) = self.child.stderr.take() else {
+            return Ok(());
+        };
+        let (tx, rx) = mpsc::channel();
+        self.stderr = Some(std::thread::spawn(move || {
+            let mut said = Vec::new();
+            let mut lines = BufReader::new(err);
+            let mut line = Vec::new();
+            while matches!(lines.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                if String::from_utf8_lossy(&line).contains(rxsched_linux::runtime::LISTENING) {
+                    let _ = tx.send(());
+                }
+                said.append(&mut line);
+            }
+            said
+        }));
+        match rx.recv_timeout(LISTEN_WITHIN) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.stop();
+                Err(BenchError(format!(
+                    "{} did not say it was listening within {} s",
+                    self.name,
+                    LISTEN_WITHIN.as_secs()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Its process id: `ip netns exec` execs the command, so the pid is
     /// the command's own.
     pub fn pid(&self) -> u32 {
@@ -116,6 +166,10 @@ impl Running {
 
     /// Waits for it and takes what it printed.
     pub fn output(self) -> Result<Output, BenchError> {
-        self.child.wait_with_output().context(self.name)
+        let mut out = self.child.wait_with_output().context(self.name)?;
+        if let Some(h) = self.stderr {
+            out.stderr = h.join().unwrap_or_default();
+        }
+        Ok(out)
     }
 }
