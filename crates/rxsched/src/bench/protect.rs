@@ -10,15 +10,21 @@
 //! interrupt-driven router and the kernel's own forwarding. Beside ping, a
 //! TCP connection to the router itself (`iperf3`, another client nobody
 //! here wrote, paced to 100 bytes every 100 ms: a keepalive) says whether
-//! TCP had to retransmit, and its round-trip estimate.
+//! TCP had to retransmit, and its round-trip estimate. Its server is the
+//! router's control plane, as an operator runs a routing daemon: on the
+//! DUT's CPU at a real-time priority above the router's threads
+//! ([`CONTROL_PLANE_PRIO`]). Last, alternating runs of the polling router
+//! with and without protection, flood only, at the top rate: the median of
+//! each, so that a 5% cost of protection can be told from this machine's
+//! noise (single runs here move by about 15%).
 
 use super::forward::{self, Counters};
-use super::proc::{start, Gen, Route, Sink};
-use super::sweep::{at_rate, Sweep, TOP_RATE};
+use super::proc::{run, start, Gen, Route, Sink};
+use super::sweep::{at_rate, median, Sweep, TOP_RATE};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
-use crate::result::{Point, ResultFile};
-use rxsched_linux::lab::{Lab, Role, D0, GEN_CPU, S0};
+use crate::result::{Point, ResultFile, Series};
+use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, GEN_CPU, S0};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use std::process::{Command, Stdio};
@@ -55,6 +61,21 @@ const TARGETS: [[u8; 4]; 2] = [S0.ip, D0.ip];
 
 /// The keepalive's pacing, in bits per second, and its writes, in bytes:
 /// one write every 100 ms.
+/// The keepalive server's real-time priority (SCHED_FIFO): above the
+/// router's polling thread (50) and its protected receive thread (51). A
+/// process in the normal class on the router's CPU waits while the
+/// router's real-time threads work, up to what the kernel's real-time
+/// budget leaves (a tenth of each period): by hand, under a top-rate flood,
+/// its round-trip estimate averaged 1.6-2.1 ms there against 0.13-0.22 ms
+/// on the other CPU, and M4 (`--cycle-limit 50`) did not cure it. A routing
+/// daemon is run this way for the same reason.
+const CONTROL_PLANE_PRIO: u32 = 60;
+
+/// Alternating runs of each of the two polling routers in the comparison
+/// of their forwarding, and each run's seconds.
+const PAIRS: usize = 3;
+const PAIR_SECS: f64 = 3.0;
+
 const KEEPALIVE_BPS: &str = "8k";
 const KEEPALIVE_WRITE: &str = "100";
 
@@ -190,7 +211,74 @@ pub fn protect(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFi
     for v in VARIANTS {
         series.push(sweep.series(v.label(), |r| trial(&lab, v, r, count))?);
     }
+    series.extend(forwarding_pairs(&lab, progress)?);
     Ok(vec![result(&file, series)])
+}
+
+/// The routers whose forwarding is compared in alternating runs.
+const PAIRED: [Variant; 2] = [Variant::Protected, Variant::Polling];
+
+/// The series of `v`'s runs in the comparison.
+fn paired(v: Variant) -> String {
+    format!("{}-paired", v.label())
+}
+
+/// The polling router with protection and without, flood only at the top
+/// rate, [`PAIRS`] runs of each in turn: series `<label>-paired`, each the
+/// median run by forwarded rate (with the lowest and highest).
+fn forwarding_pairs(lab: &Lab, progress: &dyn Fn(&str)) -> Result<Vec<Series>, BenchError> {
+    let pair = PAIRED;
+    let mut runs: [Vec<Point>; 2] = Default::default();
+    for i in 0..PAIRS {
+        for (v, got) in pair.iter().zip(runs.iter_mut()) {
+            progress(&format!(
+                "{}: forwarding only, {}, run {}/{PAIRS}",
+                v.label(),
+                at_rate(TOP_RATE),
+                i + 1
+            ));
+            got.push(flood_only(lab, *v, TOP_RATE)?);
+        }
+    }
+    let y = |p: &Point| p.get("delivered_pps").unwrap_or(0.0);
+    Ok(pair
+        .iter()
+        .zip(runs)
+        .map(|(v, got)| {
+            let mut s = Series::new(&paired(*v));
+            s.points
+                .push(median(got, y, "delivered_lowest", "delivered_highest"));
+            s
+        })
+        .collect())
+}
+
+/// One run of `v` forwarding the generator's flood at `rate` for
+/// [`PAIR_SECS`], nothing else sent.
+fn flood_only(lab: &Lab, v: Variant, rate: f64) -> Result<Point, BenchError> {
+    lab.reset_dut_receive()?;
+    let router = v
+        .route(PAIR_SECS + 6.0)
+        .map(|r| start(lab, r))
+        .transpose()?;
+    let sink = start(lab, Sink::new(PAIR_SECS + 5.0, 0.5))?;
+    let before = Counters::read(lab, router.as_ref())?;
+    let g: GenReport = run(lab, Gen::new(rate, PAIR_SECS))?;
+    let sk: SinkReport = sink.finish()?;
+    let after = Counters::read(lab, router.as_ref())?;
+    let ours = router.is_some();
+    let rt: Option<RouterReport> = match router {
+        Some(r) => {
+            r.stop();
+            Some(r.finish()?)
+        }
+        None => None,
+    };
+    let mut m = forward::metrics(&g, &sk, rt.as_ref());
+    forward::dut_drops(&mut m, &before, &after, ours);
+    let mut p = Point::of(&m);
+    p.set("requested_pps", rate);
+    Ok(p)
 }
 
 /// One point: `v` serving while the generator offers `rate` (none at 0)
@@ -307,17 +395,11 @@ impl Keepalive {
         let missing = |e: std::io::Error| {
             BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
         };
+        let (prio, cpu) = (CONTROL_PLANE_PRIO.to_string(), DUT_CPU.to_string());
         let server = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &lab.ns(Role::Dut),
-                "iperf3",
-                "-s",
-                "-1",
-                "-B",
-                &addr,
-            ])
+            .args(["netns", "exec", &lab.ns(Role::Dut)])
+            .args(["chrt", "-f", &prio, "taskset", "-c", &cpu])
+            .args(["iperf3", "-s", "-1", "-B", &addr])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -427,7 +509,8 @@ mod tests {
     #[test]
     fn the_check_file_names_the_series_measured() {
         let file = BenchFile::load("real-protect").unwrap();
-        let labels: Vec<&str> = VARIANTS.iter().map(|v| v.label()).collect();
+        let mut labels: Vec<String> = VARIANTS.iter().map(|v| v.label().to_string()).collect();
+        labels.extend(PAIRED.iter().map(|v| paired(*v)));
         assert_eq!(file.bench.series, labels);
         assert_eq!(plan(true).0[0], 0.0, "the first point is unloaded");
     }
