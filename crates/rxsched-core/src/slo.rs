@@ -50,6 +50,29 @@
 //! neighbours: the quota changes by at least a quarter (or one frame), and
 //! the limit moves only while the router's share is more than a point off
 //! the objective.
+//!
+//! **Queue-state feedback's watermarks** (M3, for a stage downstream such
+//! as screend that takes `stage` ns a frame out of its queue;
+//! [`Slo::feedback_marks`]). Input resumes when the queue has drained to
+//! what the stage takes while input restarts: a wake-up, a pass and the
+//! first frame, `resume = ⌈(wake + pass + rx_frame) / stage⌉` (at least
+//! 1), so that the stage never runs dry while the router had frames for it
+//! (a dry stage is forwarding lost). Input stops when a frame let in would
+//! wait longer than the latency target behind the frames ahead of it,
+//! `inhibit = ⌊latency / stage⌋`, but never within one quota of `resume`:
+//! one callback lands up to a quota of frames between two looks at the
+//! queue, and a narrower band would inhibit and resume on every callback.
+//! The queue's size bounds both. The timeout that resumes input in case
+//! the stage hangs is twice the time a working stage takes to drain the
+//! band, `2 × (inhibit − resume) × stage`: a shorter one (the paper's
+//! clock tick, 1 ms, is four of screend's frames) resumes input before the
+//! queue has drained, so the level hangs near the upper mark and the
+//! resume mark decides nothing. This part is static: the level cycles
+//! between the marks under overload (rising while input is on, falling
+//! while it is off), each inhibit lasting at least the band's worth of
+//! the stage's work, so the inhibits come at most once per band of frames
+//! the stage takes; nothing is steered, so nothing can oscillate beyond
+//! that designed cycle. At low load the queue never reaches `inhibit`.
 
 use crate::{Dir, Nanos};
 use std::fmt;
@@ -255,6 +278,55 @@ impl Slo {
             quota: c.quota_for(self.latency_ns),
             cycle_limit: self.cpu,
             period_ns: PERIOD_NS,
+        })
+    }
+}
+
+/// Queue-state feedback's thresholds an objective sets (see the module's
+/// notes), in queue entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedbackMarks {
+    /// Input stops when the queue holds this many frames.
+    pub inhibit_at: u32,
+    /// Input resumes when the queue has drained to this many.
+    pub resume_at: u32,
+    /// Or after this long inhibited, in case the stage hangs, in ns.
+    pub timeout_ns: Nanos,
+}
+
+impl Slo {
+    /// M3's watermarks for a stage that takes `stage_frame_ns` a frame out
+    /// of a queue of `capacity`, downstream of a polling loop with these
+    /// costs taking `quota` frames a callback; or why none fit.
+    pub fn feedback_marks(
+        &self,
+        c: &SloCosts,
+        quota: u32,
+        stage_frame_ns: f64,
+        capacity: u32,
+    ) -> Result<FeedbackMarks, SloError> {
+        if stage_frame_ns.is_nan() || stage_frame_ns <= 0.0 || capacity == 0 {
+            return Err(SloError(format!(
+                "feedback needs a stage that takes time per frame ({stage_frame_ns} ns) and a queue ({capacity} entries)"
+            )));
+        }
+        let restart = c.wake_ns + c.pass_ns + c.rx_frame_ns;
+        let resume_at = ((restart / stage_frame_ns).ceil() as u32).max(1);
+        if resume_at >= capacity {
+            return Err(SloError(format!(
+                "feedback cannot keep the stage busy: it drains {resume_at} frames while input restarts ({:.1} us), and its queue holds {capacity}",
+                restart / 1e3
+            )));
+        }
+        let by_latency = (self.latency_ns as f64 / stage_frame_ns).floor() as u32;
+        let inhibit_at = by_latency
+            .max(resume_at.saturating_add(quota.max(1)))
+            .min(capacity);
+        let band = f64::from(inhibit_at - resume_at);
+        Ok(FeedbackMarks {
+            inhibit_at,
+            resume_at,
+            timeout_ns: (2.0 * band * stage_frame_ns).round() as Nanos,
         })
     }
 }

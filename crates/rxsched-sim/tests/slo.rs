@@ -133,3 +133,62 @@ fn on_the_lab_host_the_objective_is_route_slo() {
     assert!(get(&m, "slo_quota") > 1.0, "{:?}", m.extra);
     assert_eq!(get(&m, "slo_quota_changes"), 1.0, "{:?}", m.extra);
 }
+
+/// The router of figure 6-4: screend behind queue-state feedback whose
+/// watermarks come from the objective.
+const SCREEND: &str = "profile = \"dec3000-300\"\n[kernel]\nkind = \"polling\"\nslo = \"latency=2ms,cpu=100%\"\n[kernel.feedback]\nenabled = true\nfrom_slo = true\n[[traffic]]\nrate_pps = 12000\n[[process]]\nkind = \"screend\"\n[run]\nduration_ms = 500\nwarmup_ms = 100\n";
+
+fn refused_at(src: &str, key: &str) -> String {
+    let e = Loaded::parse("fb.toml", src.into(), None)
+        .and_then(|l| l.with(&[]))
+        .expect_err("refused");
+    assert_eq!(e.key.as_deref(), Some(key), "{e}");
+    e.to_string()
+}
+
+/// Under overload the objective's watermarks keep screend as busy as the
+/// paper's constants do (75/25% of the queue, one tick's timeout: the
+/// same scenario with `from_slo` off), with inhibits that end at the
+/// resume mark rather than by the timeout (fewer of them), and the record
+/// says what was set.
+#[test]
+fn the_objective_sets_feedbacks_watermarks_and_they_hold() {
+    let l = Loaded::parse("fb.toml", SCREEND.into(), None).unwrap();
+    let m = run(&l.with(&[]).unwrap(), None).unwrap().0;
+    let paper = [parse_set("kernel.feedback.from_slo=false").unwrap()];
+    let p = run(&l.with(&paper).unwrap(), None).unwrap().0;
+    let (hi, lo, t_us) = (
+        get(&m, "slo_inhibit_at"),
+        get(&m, "slo_resume_at"),
+        get(&m, "slo_feedback_timeout_us"),
+    );
+    assert!(lo >= 1.0 && hi > lo && hi <= 32.0, "{lo}..{hi}");
+    assert!(t_us >= 2.0 * (hi - lo) * 255.0 * 0.99, "timeout {t_us} us");
+    assert!(
+        m.delivered_pps >= 0.95 * p.delivered_pps,
+        "forwarded {} pkts/s against the paper's constants' {}",
+        m.delivered_pps,
+        p.delivered_pps
+    );
+    let inhibits = |m: &Metrics| *m.inhibits.get("queue_feedback").unwrap_or(&0);
+    assert!(
+        inhibits(&m) < inhibits(&p),
+        "{} inhibits against the paper's constants' {}",
+        inhibits(&m),
+        inhibits(&p)
+    );
+}
+
+/// Watermarks from an objective need one, on the polling kernel, and a
+/// queue that holds what the stage drains while input restarts.
+#[test]
+fn feedback_from_an_objective_is_refused_where_it_cannot_apply() {
+    let no_slo = SCREEND.replace("slo = \"latency=2ms,cpu=100%\"\n", "");
+    assert!(refused_at(&no_slo, "kernel.feedback.from_slo").contains("needs kernel.slo"));
+    let tiny = SCREEND.replace(
+        "[kernel.feedback]",
+        "screen_queue_limit = 1\n[kernel.feedback]",
+    );
+    let e = refused_at(&tiny, "kernel.feedback.from_slo");
+    assert!(e.contains("cannot keep the stage busy"), "{e}");
+}

@@ -89,6 +89,7 @@ experiments! {
     mogul_fig8_5 => "mogul-fig8-5",
     protect_mogul => "protect-mogul",
     slo_mogul => "slo-mogul",
+    slo_screend => "slo-screend",
     spanos_table1 => "spanos-table1",
     spanos_fig5_64 => "spanos-fig5-64",
     spanos_fig5_256 => "spanos-fig5-256",

@@ -207,3 +207,70 @@ fn the_cycle_limit_steers_the_routers_share_to_the_objective_without_overshoot()
     let seen = run(&mut c, &mut t, &mut cpu, 40, 2_000.0, |l| l + 0.45);
     assert!(seen.iter().all(|s| s.cycle_limit >= 0.125), "{seen:?}");
 }
+
+/// The watermarks follow from the costs: the stage cannot run dry while
+/// input restarts, and a frame let in waits no longer than the target.
+#[test]
+fn feedback_marks_follow_from_the_costs() {
+    let slo = Slo::parse("latency=200us,cpu=50%").unwrap();
+    // Restarting input: a wake-up 10, a pass 1, a frame 2: 13 us.
+    let m = slo.feedback_marks(&costs(), 4, 5_000.0, 64).unwrap();
+    assert_eq!((m.inhibit_at, m.resume_at), (40, 3));
+    // Twice the 37 frames' drain: a working stage resumes by the mark.
+    assert_eq!(m.timeout_ns, 370_000);
+    // A queue too small for the latency's worth: full, less nothing.
+    let m = slo.feedback_marks(&costs(), 4, 5_000.0, 32).unwrap();
+    assert_eq!(m.inhibit_at, 32);
+}
+
+/// A target tighter than the band a callback needs gives way to the band:
+/// one quota above the resume mark, or the loop would flip every callback.
+#[test]
+fn feedback_keeps_a_quota_between_its_marks() {
+    let slo = Slo::parse("latency=20us,cpu=50%").unwrap();
+    let m = slo.feedback_marks(&costs(), 4, 5_000.0, 64).unwrap();
+    assert_eq!((m.inhibit_at, m.resume_at), (7, 3));
+}
+
+/// A queue that cannot hold what the stage drains while input restarts is
+/// refused, saying so; so are a stage that costs nothing and no queue.
+#[test]
+fn feedback_that_cannot_keep_the_stage_busy_is_refused() {
+    let slo = Slo::parse("latency=200us,cpu=50%").unwrap();
+    let e = slo.feedback_marks(&costs(), 4, 1_000.0, 8).unwrap_err().0;
+    assert!(
+        e.contains("drains 13 frames") && e.contains("holds 8"),
+        "{e}"
+    );
+    assert!(slo.feedback_marks(&costs(), 4, 0.0, 8).is_err());
+    assert!(slo.feedback_marks(&costs(), 4, 1_000.0, 0).is_err());
+}
+
+proptest! {
+    /// Whatever the costs, marks that are given keep the stage busy across
+    /// a restart, stay inside the queue with the lower below the upper, and
+    /// keep a quota between them unless the queue is too small for that;
+    /// the upper passes the latency target only to keep that band.
+    #[test]
+    fn feedback_marks_hold_their_promises(
+        wake in 0.0f64..100_000.0,
+        pass in 0.0f64..10_000.0,
+        rx in 1.0f64..50_000.0,
+        stage in 100.0f64..500_000.0,
+        latency_us in 1u64..20_000,
+        quota in 1u32..64,
+        capacity in 1u32..512,
+    ) {
+        let c = SloCosts { rx_frame_ns: rx, tx_frame_ns: 0.0, pass_ns: pass, wake_ns: wake, ports: 1 };
+        let slo = Slo::new(latency_us * 1_000, 0.5).unwrap();
+        if let Ok(m) = slo.feedback_marks(&c, quota, stage, capacity) {
+            prop_assert!(m.resume_at >= 1 && m.resume_at < m.inhibit_at && m.inhibit_at <= capacity);
+            prop_assert!(f64::from(m.resume_at) * stage >= wake + pass + rx);
+            prop_assert!(m.inhibit_at >= m.resume_at + quota || m.inhibit_at == capacity);
+            let drain = f64::from(m.inhibit_at - m.resume_at) * stage;
+            prop_assert!(m.timeout_ns as f64 >= 1.99 * drain);
+            let waits = f64::from(m.inhibit_at) * stage;
+            prop_assert!(waits <= (latency_us * 1_000) as f64 || m.inhibit_at <= m.resume_at + quota);
+        }
+    }
+}

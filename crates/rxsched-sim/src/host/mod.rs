@@ -84,6 +84,31 @@ pub fn slo_of(
     Some(rxsched_core::SloController::new(slo, costs))
 }
 
+/// The watermarks an objective sets for queue-state feedback
+/// (`kernel.feedback.from_slo`): from its costs and quota, the watched
+/// stage's cost per frame on the profile, and the watched queue's size;
+/// `None` where the scenario does not ask for them.
+pub fn feedback_of_slo(
+    s: &Scenario,
+    p: &Profile,
+    ports: usize,
+) -> Option<Result<rxsched_core::FeedbackMarks, rxsched_core::SloError>> {
+    let k = &s.kernel;
+    if !(k.feedback.enabled && k.feedback.from_slo) {
+        return None;
+    }
+    let c = match slo_of(s, p, ports)? {
+        Ok(c) => c,
+        Err(e) => return Some(Err(e)),
+    };
+    let (stage, size) = match crate::host::users::Consumer::of(s) {
+        crate::host::users::Consumer::Capture => (p.cost.capture_read, k.filter_queue_limit),
+        _ => (p.cost.screend, k.screen_queue_limit),
+    };
+    let slo = c.slo();
+    Some(slo.feedback_marks(&c.costs(), c.settings().quota, stage as f64, size))
+}
+
 /// What an objective's controller set, as it stood at the end of a run,
 /// as a record's extras (`slo_quota`, `slo_cycle_limit`, `slo_changes`,
 /// `slo_quota_changes`, `slo_last_change_ms`, `slo_router_share`).

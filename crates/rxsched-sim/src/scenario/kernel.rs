@@ -70,6 +70,11 @@ pub struct FeedbackCfg {
     pub min_free: u32,
     /// Resume anyway after this long, in case the consumer hangs.
     pub timeout_us: f64,
+    /// Take the watermarks and the timeout from the objective
+    /// (`kernel.slo`) and the stage's cost per frame instead of
+    /// `high_pct`, `low_pct` and `timeout_us`
+    /// ([`rxsched_core::Slo::feedback_marks`]).
+    pub from_slo: bool,
 }
 
 impl Default for FeedbackCfg {
@@ -81,6 +86,7 @@ impl Default for FeedbackCfg {
             low_pct: 25.0,
             min_free: 0,
             timeout_us: 1000.0,
+            from_slo: false,
         }
     }
 }

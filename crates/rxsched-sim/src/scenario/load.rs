@@ -125,7 +125,10 @@ impl Loaded {
         match crate::profile_of(s, self.dir.as_deref()) {
             Ok(p) => match crate::host::slo_of(s, &p, 2) {
                 Some(Err(e)) => Err(self.error("kernel.slo", e.0)),
-                _ => Ok(()),
+                _ => match crate::host::feedback_of_slo(s, &p, 2) {
+                    Some(Err(e)) => Err(self.error("kernel.feedback.from_slo", e.0)),
+                    _ => Ok(()),
+                },
             },
             Err(e) if e.file == crate::IN_SCENARIO => {
                 let key = e.key.clone().unwrap_or_else(|| "profile".into());

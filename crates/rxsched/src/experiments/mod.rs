@@ -43,6 +43,7 @@ pub const ALL: &[(&str, &str)] = files![
     "mogul-fig8-5",
     "protect-mogul",
     "slo-mogul",
+    "slo-screend",
     "spanos-table1",
     "spanos-fig5-64",
     "spanos-fig5-256",

@@ -78,6 +78,8 @@ pub struct Polling {
     ports: usize,
     /// CPU time in the devices' interrupt handlers so far.
     intr_ns: Nanos,
+    /// The watermarks an objective set for feedback, if it did.
+    marks: Option<rxsched_core::FeedbackMarks>,
 }
 
 impl Polling {
@@ -85,6 +87,7 @@ impl Polling {
     pub fn new(s: &Scenario, p: &Profile, ports: usize) -> Polling {
         let k = &s.kernel;
         let mut fac = PollingFacility::new(k.quota);
+        let mut marks = None;
         if k.feedback.enabled {
             let t = (k.feedback.timeout_us * 1e3) as Nanos;
             // The queue watched: the packet filter's for a monitor, else screend's.
@@ -92,7 +95,13 @@ impl Polling {
                 Consumer::Capture => k.filter_queue_limit,
                 _ => k.screen_queue_limit,
             };
-            fac = fac.with_feedback(if k.feedback.min_free > 0 {
+            marks = crate::host::feedback_of_slo(s, p, ports)
+                // Checked when the scenario was read (kernel.feedback.from_slo).
+                .map(|m| m.expect("watermarks the scenario's check let through"));
+            let from_slo = marks;
+            fac = fac.with_feedback(if let Some(m) = from_slo {
+                QueueFeedback::new(m.inhibit_at, Some(m.resume_at), m.timeout_ns)
+            } else if k.feedback.min_free > 0 {
                 QueueFeedback::min_free(size, k.feedback.min_free, t)
             } else {
                 QueueFeedback::watermarks(
@@ -128,6 +137,7 @@ impl Polling {
             cb: None,
             ports,
             intr_ns: 0,
+            marks,
         }
     }
 
@@ -301,6 +311,14 @@ impl Kernel for Polling {
         }
         if let Some(c) = self.lp.facility().slo() {
             crate::host::slo_extras(c, &mut r.extra);
+        }
+        if let Some(m) = self.marks {
+            r.extra
+                .insert("slo_inhibit_at".into(), f64::from(m.inhibit_at));
+            r.extra
+                .insert("slo_resume_at".into(), f64::from(m.resume_at));
+            r.extra
+                .insert("slo_feedback_timeout_us".into(), m.timeout_ns as f64 / 1e3);
         }
         r
     }

@@ -237,6 +237,17 @@ impl Scenario {
             rxsched_core::Slo::parse(slo)
                 .map_err(|e| ("kernel.slo".to_string(), format!("{slo:?}: {e}")))?;
         }
+        let f = &self.kernel.feedback;
+        need(
+            !f.from_slo || (self.kernel.slo.is_some() && self.kernel.kind == KernelKind::Polling),
+            "kernel.feedback.from_slo",
+            "the watermarks come from an objective: it needs kernel.slo, on kernel.kind = \"polling\"",
+        )?;
+        need(
+            !f.from_slo || f.min_free == 0,
+            "kernel.feedback.from_slo",
+            "an objective sets watermarks, not the monitor's min_free: leave min_free at 0",
+        )?;
         let p = &self.kernel.protect;
         need(
             !p.enabled || bsd_family,
