@@ -6,8 +6,10 @@
 //! queue 1 ([`Lab::steer_gen_stack`], the lab's stand-in for a NIC's flow
 //! rule). Each point says what the protected stream lost and its round
 //! trips' median and p99, beside the flood forwarded; through the polling
-//! router with queue 1 protected, the same without protection, the
-//! interrupt-driven router and the kernel's own forwarding. Beside ping, a
+//! router with queue 1 protected, the polling router that steers the
+//! stream sharing the flood's queue 0 (`--protect-rules default`), the
+//! same without protection, the interrupt-driven router and the kernel's
+//! own forwarding. Beside ping, a
 //! TCP connection to the router itself (`iperf3`, another client nobody
 //! here wrote, paced to 100 bytes every 100 ms: a keepalive) says whether
 //! TCP had to retransmit, and its round-trip estimate. Its server is the
@@ -35,6 +37,10 @@ use std::time::Duration;
 enum Variant {
     /// `route --mode polling --protect-queue 1`.
     Protected,
+    /// `route --mode polling --protect-rules default`, no protected queue:
+    /// the stream shares the flood's queue and the router's program steers
+    /// it ([`Variant::stream_queue`]).
+    Steered,
     /// `route --mode polling`.
     Polling,
     /// `route --mode interrupt`.
@@ -43,8 +49,9 @@ enum Variant {
     Kernel,
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 5] = [
     Variant::Protected,
+    Variant::Steered,
     Variant::Polling,
     Variant::Interrupt,
     Variant::Kernel,
@@ -73,7 +80,7 @@ const CONTROL_PLANE_PRIO: u32 = 60;
 
 /// Alternating runs of each of the two polling routers in the comparison
 /// of their forwarding, and each run's seconds.
-const PAIRS: usize = 3;
+const PAIRS: usize = 5;
 const PAIR_SECS: f64 = 3.0;
 
 const KEEPALIVE_BPS: &str = "8k";
@@ -83,6 +90,7 @@ impl Variant {
     fn label(self) -> &'static str {
         match self {
             Variant::Protected => "polling-protected",
+            Variant::Steered => "polling-steered",
             Variant::Polling => "polling",
             Variant::Interrupt => "interrupt",
             Variant::Kernel => "kernel",
@@ -92,14 +100,24 @@ impl Variant {
     /// Our router for `secs`, if one of ours serves.
     fn route(self, secs: f64) -> Option<Route> {
         let mode = match self {
-            Variant::Protected | Variant::Polling => Mode::Polling,
+            Variant::Protected | Variant::Steered | Variant::Polling => Mode::Polling,
             Variant::Interrupt => Mode::Interrupt,
             Variant::Kernel => return None,
         };
         Some(Route {
             protect_queue: (self == Variant::Protected).then_some(PROTECTED_QUEUE),
+            protect_rules: (self == Variant::Steered).then_some("default"),
             ..Route::new(mode, secs)
         })
+    }
+
+    /// The DUT's receive queue the protected stream arrives on: the
+    /// flood's own (0) where the router steers it, else its own.
+    fn stream_queue(self) -> u32 {
+        match self {
+            Variant::Steered => 0,
+            _ => PROTECTED_QUEUE,
+        }
     }
 }
 
@@ -285,6 +303,7 @@ fn flood_only(lab: &Lab, v: Variant, rate: f64) -> Result<Point, BenchError> {
 /// and the protected stream sends `count` echo requests to each target.
 fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchError> {
     lab.reset_dut_receive()?;
+    lab.steer_gen_stack(Some(v.stream_queue()))?;
     let secs = f64::from(count) / PING_RATE + 1.5;
     let router = v.route(secs + 6.0).map(|r| start(lab, r)).transpose()?;
     let flood = rate > 0.0;

@@ -157,6 +157,9 @@ pub struct Route {
     pub slo: Option<(&'static str, u64)>,
     /// Every port's receive queue of this number protected (`--protect-queue`).
     pub protect_queue: Option<u32>,
+    /// Protected frames on shared queues steered by these rules
+    /// (`--protect-rules`: a file, or `default`).
+    pub protect_rules: Option<&'static str>,
 }
 
 impl Route {
@@ -173,6 +176,7 @@ impl Route {
             in_xdp: false,
             slo: None,
             protect_queue: None,
+            protect_rules: None,
         }
     }
 }
@@ -402,6 +406,7 @@ impl Proc {
                 .opt("--screen-queue", r.screen_queue)
                 .opt("--feedback", r.feedback)
                 .opt("--protect-queue", r.protect_queue)
+                .opt("--protect-rules", r.protect_rules)
                 .words(if r.in_xdp {
                     &["--forward-in", "xdp"]
                 } else {
