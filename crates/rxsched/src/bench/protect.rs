@@ -21,7 +21,7 @@
 //! noise (single runs here move by about 15%).
 
 use super::forward::{self, Counters};
-use super::proc::{run, start, Gen, Route, Sink};
+use super::proc::{run, start, Gen, Route, Running, Sink};
 use super::sweep::{at_rate, median, Sweep, TOP_RATE};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
@@ -285,18 +285,34 @@ fn flood_only(lab: &Lab, v: Variant, rate: f64) -> Result<Point, BenchError> {
     let sk: SinkReport = sink.finish()?;
     let after = Counters::read(lab, router.as_ref())?;
     let ours = router.is_some();
-    let rt: Option<RouterReport> = match router {
-        Some(r) => {
-            r.stop();
-            Some(r.finish()?)
-        }
-        None => None,
-    };
-    let mut m = forward::metrics(&g, &sk, rt.as_ref());
-    forward::dut_drops(&mut m, &before, &after, ours);
-    let mut p = Point::of(&m);
+    let rt = finish_router(router)?;
+    let mut p = flood_point(&g, &sk, rt.as_ref(), (&before, &after), ours);
     p.set("requested_pps", rate);
     Ok(p)
+}
+
+/// Stops our router, if one served, and reads its report.
+fn finish_router(router: Option<Running>) -> Result<Option<RouterReport>, BenchError> {
+    router
+        .map(|r| {
+            r.stop();
+            r.finish()
+        })
+        .transpose()
+}
+
+/// The flood's part of a point: offered, forwarded, and where the DUT
+/// dropped between the counters `around` it (before, after).
+fn flood_point(
+    g: &GenReport,
+    sk: &SinkReport,
+    rt: Option<&RouterReport>,
+    around: (&Counters, &Counters),
+    ours: bool,
+) -> Point {
+    let mut m = forward::metrics(g, sk, rt);
+    forward::dut_drops(&mut m, around.0, around.1, ours);
+    Point::of(&m)
 }
 
 /// One point: `v` serving while the generator offers `rate` (none at 0)
@@ -337,19 +353,9 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
     let sk: Option<SinkReport> = sink.map(|s| s.finish()).transpose()?;
     let after = Counters::read(lab, router.as_ref())?;
     let ours = router.is_some();
-    let rt: Option<RouterReport> = match router {
-        Some(r) => {
-            r.stop();
-            Some(r.finish()?)
-        }
-        None => None,
-    };
+    let rt = finish_router(router)?;
     let mut p = match (g, sk) {
-        (Some(g), Some(sk)) => {
-            let mut m = forward::metrics(&g, &sk, rt.as_ref());
-            forward::dut_drops(&mut m, &before, &after, ours);
-            Point::of(&m)
-        }
+        (Some(g), Some(sk)) => flood_point(&g, &sk, rt.as_ref(), (&before, &after), ours),
         _ => Point::xy("offered_pps", 0.0, "delivered_pps", 0.0),
     };
     p.set("requested_pps", rate);
