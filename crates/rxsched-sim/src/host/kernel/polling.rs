@@ -98,8 +98,7 @@ impl Polling {
             marks = crate::host::feedback_of_slo(s, p, ports)
                 // Checked when the scenario was read (kernel.feedback.from_slo).
                 .map(|m| m.expect("watermarks the scenario's check let through"));
-            let from_slo = marks;
-            fac = fac.with_feedback(if let Some(m) = from_slo {
+            fac = fac.with_feedback(if let Some(m) = marks {
                 QueueFeedback::new(m.inhibit_at, Some(m.resume_at), m.timeout_ns)
             } else if k.feedback.min_free > 0 {
                 QueueFeedback::min_free(size, k.feedback.min_free, t)
