@@ -77,6 +77,9 @@
 use crate::{Dir, Nanos};
 use std::fmt;
 
+mod switch;
+pub use switch::SwitchMarks;
+
 /// M4's period, as Mogul & Ramakrishnan 1996 §7 used it: 10 ms.
 pub const PERIOD_NS: Nanos = 10_000_000;
 /// The largest quota the controller sets.

@@ -192,3 +192,33 @@ fn feedback_from_an_objective_is_refused_where_it_cannot_apply() {
     let e = refused_at(&tiny, "kernel.feedback.from_slo");
     assert!(e.contains("cannot keep the stage busy"), "{e}");
 }
+
+/// Hansen & Jul's NT host with the two-level switch, 11,000 datagrams/s
+/// (which its polling thread keeps up with) from 100 ms on.
+const NT: &str = "profile = \"dual-p133-nt4\"\n[kernel]\nkind = \"nt\"\nslo = \"latency=200us,cpu=50%\"\n[smp]\nservice = \"two-level\"\n[[traffic]]\nkind = \"poisson\"\nrate_pps = 11000\nframe_bytes = 1060\nstart_us = 100000\n[[process]]\nkind = \"reader\"\ncpu = 1\n[run]\nduration_ms = 1500\nwarmup_ms = 0\n";
+
+#[test]
+fn on_the_two_level_host_the_objective_sets_a_switch_that_does_not_flap() {
+    let run_of = |src: &str| {
+        let l = Loaded::parse("nt.toml", src.into(), None).unwrap();
+        run(&l.with(&[]).unwrap(), None).unwrap().0
+    };
+    let m = run_of(NT);
+    assert_eq!(get(&m, "slo_switch_over"), 0.5);
+    assert_eq!(get(&m, "slo_switch_hold_ms"), 40.0);
+    let back = get(&m, "slo_switch_return_below");
+    assert!(back > 0.0 && back < 0.25, "return mark {back}");
+    // Over the share at once, polled from then on: one switch.
+    assert_eq!(get(&m, "polling_now"), 1.0, "{:?}", m.extra);
+    assert_eq!(get(&m, "two_level_switches"), 1.0, "{:?}", m.extra);
+    // The paper's constants: the 2 s hold has not passed yet, or its
+    // first-empty-poll rule has flapped.
+    let paper = run_of(&NT.replace("slo = \"latency=200us,cpu=50%\"\n", ""));
+    assert!(get(&paper, "two_level_switches") != 1.0 || get(&paper, "polling_now") == 0.0);
+    // A latency below one datagram's interrupt and work, and a host with
+    // no switch, are refused at the key.
+    let e = refused(&NT.replace("latency=200us", "latency=50us"));
+    assert!(e.contains("ask for 78us or more"), "{e}");
+    let e = refused(&NT.replace("\"two-level\"", "\"interrupt\""));
+    assert!(e.contains("\"two-level\""), "{e}");
+}

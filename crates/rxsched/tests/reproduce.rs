@@ -105,6 +105,7 @@ experiments! {
     hansen_pinning => "hansen-pinning",
     hansen_locking => "hansen-locking",
     hansen_switch => "hansen-switch",
+    slo_two_level => "slo-two-level",
     hansen_scaling => "hansen-scaling",
     lab_router => "lab-router",
     lab_cpu_limit => "lab-cpu-limit",

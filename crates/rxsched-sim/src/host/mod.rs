@@ -58,6 +58,10 @@ pub fn slo_of(
     p: &Profile,
     ports: usize,
 ) -> Option<Result<rxsched_core::SloController, rxsched_core::SloError>> {
+    if s.kernel.kind == KernelKind::Nt {
+        // The objective sets the two-level switch there (`smp::switch_of_slo`).
+        return None;
+    }
     let slo = match rxsched_core::Slo::parse(s.kernel.slo.as_deref()?) {
         Ok(slo) => slo,
         Err(e) => return Some(Err(e)),

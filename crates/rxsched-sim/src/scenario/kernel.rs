@@ -198,7 +198,9 @@ pub struct KernelCfg {
     pub protect: ProtectCfg,
     /// Polling: one objective instead of the quota and the cycle limit,
     /// as `route --slo` takes it (`"latency=2ms,cpu=50%"`); it sets both
-    /// from the profile's costs and keeps them right as it measures.
+    /// from the profile's costs and keeps them right as it measures. On an
+    /// `nt` host with the two-level switch, it sets the switch's detector,
+    /// threshold, hold, window and return mark instead (`smp.*`'s).
     pub slo: Option<String>,
     /// Polling: whether M3 and M4 inhibits stop a callback at the next
     /// packet (`packet`) or only when it returns (`callback`).

@@ -127,7 +127,10 @@ impl Loaded {
                 Some(Err(e)) => Err(self.error("kernel.slo", e.0)),
                 _ => match crate::host::feedback_of_slo(s, &p, 2) {
                     Some(Err(e)) => Err(self.error("kernel.feedback.from_slo", e.0)),
-                    _ => Ok(()),
+                    _ => match crate::smp::switch_of_slo(s, &p) {
+                        Some(Err(e)) => Err(self.error("kernel.slo", e.0)),
+                        _ => Ok(()),
+                    },
                 },
             },
             Err(e) if e.file == crate::IN_SCENARIO => {

@@ -113,3 +113,15 @@ impl SmpCfg {
         (self.interrupt_cpu as usize + q) % self.cpus.max(1) as usize
     }
 }
+
+impl SmpCfg {
+    /// Takes the switch's settings from an objective (`kernel.slo`): the
+    /// CPU detector, its threshold, hold, window and return mark.
+    pub fn apply(&mut self, m: &rxsched_core::SwitchMarks) {
+        self.detector = SmpDetector::Cpu;
+        self.threshold = m.over;
+        self.return_below = Some(m.return_below);
+        self.hold_ms = m.hold_ns as f64 / 1e6;
+        self.window_ms = m.window_ns as f64 / 1e6;
+    }
+}

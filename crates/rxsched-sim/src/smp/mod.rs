@@ -84,6 +84,8 @@ pub struct Smp {
     meter: Meter,
     /// How many times the CPUs' dispatching has settled.
     settles: u64,
+    /// The switch's settings came from an objective (`kernel.slo`).
+    slo_switch: bool,
 }
 
 impl Model for Smp {
@@ -97,7 +99,11 @@ impl Smp {
     /// Builds the host of a scenario of `kernel.kind = "nt"`, with its
     /// process counts spelled out ([`Scenario::expanded`]).
     pub fn new(s: &Scenario, p: Profile) -> Smp {
-        let cfg = s.smp.clone().unwrap_or_default();
+        let mut cfg = s.smp.clone().unwrap_or_default();
+        let marks = switch_of_slo(s, &p).and_then(Result::ok);
+        if let Some(m) = &marks {
+            cfg.apply(m);
+        }
         let n = cfg.cpus as usize;
         let w = Interval::of(&s.run);
         let mut rng = ChaCha8Rng::seed_from_u64(s.run.seed);
@@ -135,6 +141,7 @@ impl Smp {
             echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
             meter: Meter::new(w.w0),
             settles: 0,
+            slo_switch: marks.is_some(),
             cfg,
         }
     }
@@ -196,4 +203,29 @@ impl Smp {
         self.now = self.w.end;
         Ok(())
     }
+}
+
+/// The two-level switch's settings an objective sets (`kernel.slo` on an
+/// `nt` host with `smp.service = "two-level"`), from the profile's costs
+/// for the largest datagram the scenario sends; `None` where the scenario
+/// asks for none.
+pub fn switch_of_slo(
+    s: &Scenario,
+    p: &Profile,
+) -> Option<Result<rxsched_core::SwitchMarks, rxsched_core::SloError>> {
+    let spec = s.kernel.slo.as_deref()?;
+    if s.smp.as_ref().map(|c| c.service) != Some(SmpService::TwoLevel) {
+        return None;
+    }
+    let slo = match rxsched_core::Slo::parse(spec) {
+        Ok(slo) => slo,
+        Err(e) => return Some(Err(e)),
+    };
+    let c = p.nt.clone().unwrap_or_default();
+    let bytes = s.traffic.iter().map(|t| t.frame_bytes).max().unwrap_or(64);
+    let frame = (c.dpc_packet + crate::engine::job::per_byte(bytes, c.dpc_per_byte)) as f64;
+    // Alone, a datagram brings its interrupt, a DPC's entry (with the
+    // switch's monitoring) and its own work.
+    let interrupt = (c.isr + c.dpc_entry + c.monitor) as f64 + frame;
+    Some(slo.switch_marks(interrupt, frame))
 }

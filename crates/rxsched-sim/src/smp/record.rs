@@ -49,6 +49,12 @@ impl Smp {
         if a0.two.is_some() {
             extra.insert("two_level_switches".into(), switches as f64);
         }
+        if self.slo_switch {
+            extra.insert("slo_switch_over".into(), self.cfg.threshold);
+            let back = self.cfg.return_below.unwrap_or(0.0);
+            extra.insert("slo_switch_return_below".into(), back);
+            extra.insert("slo_switch_hold_ms".into(), self.cfg.hold_ms);
+        }
         extra.insert("queues".into(), self.adapters.len() as f64);
         self.lock_numbers(&mut extra);
         for (i, th) in self.sched.threads.iter().enumerate() {

@@ -59,6 +59,7 @@ pub const ALL: &[(&str, &str)] = files![
     "hansen-latency",
     "hansen-locking",
     "hansen-switch",
+    "slo-two-level",
     "hansen-scaling",
     "lab-router",
     "lab-cpu-limit",

@@ -95,6 +95,16 @@ fn real_commands_name_the_bad_flag_or_interface() {
             "--slo sets one polling thread's quota and cycle limit",
         ),
         (
+            vec![
+                "route",
+                "--mode",
+                "two-level",
+                "--slo",
+                "latency=1ms,cpu=50%",
+            ],
+            "needs M4's gate on the receive threads",
+        ),
+        (
             vec!["route", "--slo", "latency=1ms,cpu=50%", "--quota", "8"],
             "cannot be used with",
         ),

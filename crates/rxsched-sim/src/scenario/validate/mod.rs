@@ -224,10 +224,15 @@ impl Scenario {
                     .lab
                     .as_ref()
                     .is_some_and(|l| l.forwarder == LabForwarder::Polling);
+            let two_level = self.kernel.kind == KernelKind::Nt
+                && self
+                    .smp
+                    .as_ref()
+                    .is_some_and(|c| c.service == crate::scenario::SmpService::TwoLevel);
             need(
-                self.kernel.kind == KernelKind::Polling || lab_polling,
+                self.kernel.kind == KernelKind::Polling || lab_polling || two_level,
                 "kernel.slo",
-                "an objective sets the polling facility's quota and cycle limit: it needs kernel.kind = \"polling\", or \"lab\" with lab.forwarder = \"polling\"",
+                "an objective sets the polling facility's quota and cycle limit, or the two-level switch: it needs kernel.kind = \"polling\", \"lab\" with lab.forwarder = \"polling\", or \"nt\" with smp.service = \"two-level\"",
             )?;
             need(
                 !self.kernel.cycle_limit.enabled,

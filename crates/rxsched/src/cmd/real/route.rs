@@ -136,6 +136,11 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
     let mut run = run;
     if let Some(spec) = &a.slo {
         let slo = rxsched_core::Slo::parse(spec).map_err(|e| Error::flag("slo", e.0))?;
+        if mode == Mode::TwoLevel {
+            return Err(Error::Input(
+                "--slo with --mode two-level: the objective's CPU share needs M4's gate on the receive threads, whose priorities the two-level monitor moves; use --mode polling (the simulator's nt host takes the switch's settings from an objective: [kernel] slo)".into(),
+            ));
+        }
         if mode != Mode::Polling || a.cpus.is_some() {
             return Err(Error::Input(
                 "--slo sets one polling thread's quota and cycle limit: --mode polling, without --cpus".into(),
