@@ -156,12 +156,40 @@ struct {
 
 /* The fields the rules look at (rules::Flow): an intact IPv4 packet's
  * protocol, addresses, and ports for a TCP or UDP first fragment whose
- * payload holds them. */
+ * payload holds them; an intact IPv6 packet's next header and ports (no
+ * addresses: the rules' are IPv4's). */
 struct flow {
 	__u32 src, dst;
 	__u16 sport, dport;
-	__u8 is_ip, proto, has_ports;
+	__u8 is_ip, proto, has_ports, v6;
 };
+
+/* The ports of a TCP or UDP header at l4, if the packet holds them. */
+static __always_inline void read_ports(__u8 *l4, void *data_end, struct flow *f)
+{
+	if ((void *)(l4 + 4) > data_end)
+		return;
+	f->sport = (__u16)l4[0] << 8 | l4[1];
+	f->dport = (__u16)l4[2] << 8 | l4[3];
+	f->has_ports = 1;
+}
+
+static __always_inline void read_flow6(void *data, void *data_end, struct flow *f)
+{
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	__u32 len = data_end - data, pl;
+
+	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+		return;
+	pl = bpf_ntohs(ip6->payload_len);
+	if (sizeof(struct ethhdr) + sizeof(*ip6) + pl > len)
+		return;
+	f->is_ip = 1;
+	f->v6 = 1;
+	f->proto = ip6->nexthdr;
+	if ((ip6->nexthdr == IPPROTO_TCP || ip6->nexthdr == IPPROTO_UDP) && pl >= 4)
+		read_ports((__u8 *)(ip6 + 1), data_end, f);
+}
 
 static __always_inline void read_flow(void *data, void *data_end, struct flow *f)
 {
@@ -170,6 +198,10 @@ static __always_inline void read_flow(void *data, void *data_end, struct flow *f
 	__u32 len = data_end - data, ihl, tot;
 	__u8 *l4;
 
+	if ((void *)(eth + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IPV6_)) {
+		read_flow6(data, data_end, f);
+		return;
+	}
 	if ((void *)(ip + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) ||
 	    ip->version != 4)
 		return;
@@ -186,11 +218,7 @@ static __always_inline void read_flow(void *data, void *data_end, struct flow *f
 		return;
 	/* ihl is at most 60: a bounded offset the verifier can follow. */
 	l4 = (__u8 *)ip + (ihl & 0x3c);
-	if ((void *)(l4 + 4) > data_end)
-		return;
-	f->sport = (__u16)l4[0] << 8 | l4[1];
-	f->dport = (__u16)l4[2] << 8 | l4[3];
-	f->has_ports = 1;
+	read_ports(l4, data_end, f);
 }
 
 static __always_inline int rule_matches(const struct screen_rule *r, const struct flow *f)
@@ -198,6 +226,8 @@ static __always_inline int rule_matches(const struct screen_rule *r, const struc
 	if (!f->is_ip)
 		return r->has == 0;
 	if ((r->has & HAS_PROTO) && r->proto != f->proto)
+		return 0;
+	if (f->v6 && (r->has & (HAS_FROM | HAS_TO)))
 		return 0;
 	if ((r->has & HAS_FROM) && (f->src & r->src_mask) != r->src)
 		return 0;

@@ -281,6 +281,12 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     pub fn next_header(&self) -> u8 {
         self.0.as_ref()[6]
     }
+
+    /// What follows the fixed header, as long as its payload length says.
+    pub fn payload(&self) -> &[u8] {
+        let b = self.0.as_ref();
+        &b[IPV6_LEN..IPV6_LEN + u16::from_be_bytes([b[4], b[5]]) as usize]
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {

@@ -221,7 +221,7 @@ impl Steer {
     pub fn default_rules() -> crate::rules::Rules {
         crate::rules::Rules::parse(
             "default protection rules",
-            "accept proto icmp\naccept proto 89\naccept proto tcp dport 179\naccept proto tcp sport 179\n",
+            "accept proto icmp\naccept proto icmp6\naccept proto 89\naccept proto tcp dport 179\naccept proto tcp sport 179\n",
         )
         .expect("the default protection rules parse")
     }

@@ -11,13 +11,17 @@
 //! ```
 //!
 //! A rule is an action followed by clauses, each at most once: `proto`
-//! (`tcp`, `udp`, `icmp` or a number 0-255), `from` and `to` (an IPv4
-//! prefix or address, or `any`), `sport` and `dport` (a port `N`, a range
-//! `N-M` or `any`; only with `proto tcp` or `proto udp`). A rule with no
-//! clauses matches every frame, IPv4 or not; any clause makes it match IPv4
-//! packets only, and a port clause unfragmented first fragments only.
+//! (`tcp`, `udp`, `icmp`, `icmp6` or a number 0-255), `from` and `to` (an
+//! IPv4 prefix or address, or `any`), `sport` and `dport` (a port `N`, a
+//! range `N-M` or `any`; only with `proto tcp` or `proto udp`). A rule with
+//! no clauses matches every frame, IP or not. Any clause makes it match IP
+//! packets only: `proto` and the ports look at IPv4 and IPv6 alike (IPv6's
+//! next header, so a packet with extension headers has the first of them
+//! as its protocol and no ports), `from` and `to` at IPv4 only, so a rule
+//! with an address matches no IPv6 packet. A port clause matches
+//! unfragmented first fragments only.
 
-use crate::wire::{EthernetFrame, Ipv4Packet, ETHERTYPE_IPV4};
+use crate::wire::{EthernetFrame, Ipv4Packet, Ipv6Packet, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use ipnet::Ipv4Net;
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -62,18 +66,21 @@ pub struct Rule {
 /// What the rules look at in a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Flow {
-    /// IPv4 fields, or `None` for a frame that is not an intact IPv4 packet.
+    /// IP fields, or `None` for a frame that is not an intact IPv4 or
+    /// IPv6 packet.
     pub ip: Option<IpFlow>,
 }
 
-/// An IPv4 packet's fields.
+/// An IP packet's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IpFlow {
-    /// Protocol number.
+    /// Protocol number (IPv6: the next header).
     pub proto: u8,
-    /// Source address.
+    /// IPv6 (whose addresses no rule looks at).
+    pub v6: bool,
+    /// Source address (IPv4; zeros for IPv6).
     pub src: [u8; 4],
-    /// Destination address.
+    /// Destination address (IPv4; zeros for IPv6).
     pub dst: [u8; 4],
     /// Source and destination ports (TCP or UDP first fragments only).
     pub ports: Option<(u16, u16)>,
@@ -85,35 +92,45 @@ impl Flow {
         let Ok(eth) = EthernetFrame::new_checked(frame) else {
             return Flow::default();
         };
-        if eth.ethertype() != ETHERTYPE_IPV4 {
-            return Flow::default();
-        }
-        let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
-            return Flow::default();
-        };
-        let proto = ip.protocol();
-        let l4 = ip.payload();
-        let ports = ((proto == TCP || proto == UDP) && ip.fragment_offset() == 0 && l4.len() >= 4)
-            .then(|| {
+        let ports = |proto: u8, first: bool, l4: &[u8]| {
+            ((proto == TCP || proto == UDP) && first && l4.len() >= 4).then(|| {
                 (
                     u16::from_be_bytes([l4[0], l4[1]]),
                     u16::from_be_bytes([l4[2], l4[3]]),
                 )
-            });
-        Flow {
-            ip: Some(IpFlow {
-                proto,
-                src: ip.src(),
-                dst: ip.dst(),
-                ports,
+            })
+        };
+        let ip = match eth.ethertype() {
+            ETHERTYPE_IPV4 => Ipv4Packet::new_checked(eth.payload()).ok().map(|ip| {
+                let proto = ip.protocol();
+                IpFlow {
+                    proto,
+                    v6: false,
+                    src: ip.src(),
+                    dst: ip.dst(),
+                    ports: ports(proto, ip.fragment_offset() == 0, ip.payload()),
+                }
             }),
-        }
+            ETHERTYPE_IPV6 => Ipv6Packet::new_checked(eth.payload()).ok().map(|ip| {
+                let proto = ip.next_header();
+                IpFlow {
+                    proto,
+                    v6: true,
+                    src: [0; 4],
+                    dst: [0; 4],
+                    ports: ports(proto, true, ip.payload()),
+                }
+            }),
+            _ => None,
+        };
+        Flow { ip }
     }
 }
 
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 const ICMP: u8 = 1;
+const ICMP6: u8 = 58;
 
 impl Rule {
     /// Whether the rule matches `f`.
@@ -131,7 +148,9 @@ impl Rule {
             (Some(r), Some(p)) => (r.lo..=r.hi).contains(&p),
             (Some(_), None) => false,
         };
+        let addressed = self.from.is_some() || self.to.is_some();
         self.proto.is_none_or(|p| p == ip.proto)
+            && !(ip.v6 && addressed)
             && self
                 .from
                 .is_none_or(|n| n.contains(&Ipv4Addr::from(ip.src)))
@@ -152,6 +171,7 @@ impl fmt::Display for Rule {
                 TCP => write!(f, " proto tcp")?,
                 UDP => write!(f, " proto udp")?,
                 ICMP => write!(f, " proto icmp")?,
+                ICMP6 => write!(f, " proto icmp6")?,
                 n => write!(f, " proto {n}")?,
             }
         }
@@ -294,9 +314,10 @@ fn proto(v: &str) -> Result<u8, String> {
         "tcp" => Ok(TCP),
         "udp" => Ok(UDP),
         "icmp" => Ok(ICMP),
+        "icmp6" | "ipv6-icmp" => Ok(ICMP6),
         n => n
             .parse()
-            .map_err(|_| format!("proto {n:?}: expected tcp, udp, icmp or a number 0-255")),
+            .map_err(|_| format!("proto {n:?}: expected tcp, udp, icmp, icmp6 or a number 0-255")),
     }
 }
 

@@ -5,17 +5,21 @@ use super::*;
 
 impl Rules {
     /// The same rules as an nftables ruleset for Linux's own forwarding
-    /// path: table `ip rxsched`, a forward-hook chain whose policy is the
-    /// default deny, one counted rule per rule in order. nftables, like
-    /// these rules, matches ports only in unfragmented first fragments.
+    /// path: table `inet rxsched` (IPv4 and IPv6, as the rules), a
+    /// forward-hook chain whose policy is the default deny, one counted
+    /// rule per rule in order: `proto` as `meta l4proto`, the addresses
+    /// as `ip saddr`/`ip daddr` (which, as the rules' addresses, match
+    /// IPv4 only). nftables, like these rules, matches ports only in
+    /// unfragmented first fragments; for an IPv6 packet with extension
+    /// headers it looks past them, where the rules stop at the first.
     pub fn to_nft(&self) -> String {
         let mut out = String::from(
-            "table ip rxsched {\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n",
+            "table inet rxsched {\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n",
         );
         for (i, r) in self.rules.iter().enumerate() {
             let mut m = Vec::new();
             if let Some(p) = r.proto {
-                m.push(format!("ip protocol {p}"));
+                m.push(format!("meta l4proto {p}"));
             }
             if let Some(n) = r.from {
                 m.push(format!("ip saddr {n}"));

@@ -19,11 +19,11 @@ fn translates_to_an_nftables_ruleset() {
     );
     assert_eq!(
         lines[3],
-        "ip protocol 6 tcp dport 22 counter drop comment \"rule1_line1\""
+        "meta l4proto 6 tcp dport 22 counter drop comment \"rule1_line1\""
     );
     assert_eq!(
         lines[4],
-        "ip protocol 17 ip saddr 198.18.0.0/24 ip daddr 198.19.0.1/32 udp sport 1-2 counter accept comment \"rule2_line2\""
+        "meta l4proto 17 ip saddr 198.18.0.0/24 ip daddr 198.19.0.1/32 udp sport 1-2 counter accept comment \"rule2_line2\""
     );
     assert_eq!(lines[5], "counter accept comment \"rule3_line3\"");
     // nft itself accepts it (check mode changes nothing).
@@ -63,6 +63,7 @@ fn parses_and_decides_first_match() {
     let udp = |src, dport| Flow {
         ip: Some(IpFlow {
             proto: UDP,
+            v6: false,
             src,
             dst: [198, 19, 0, 1],
             ports: Some((1, dport)),
@@ -73,6 +74,7 @@ fn parses_and_decides_first_match() {
     let icmp = Flow {
         ip: Some(IpFlow {
             proto: ICMP,
+            v6: false,
             src: [198, 18, 0, 1],
             dst: [1, 2, 3, 4],
             ports: None,
@@ -118,12 +120,30 @@ fn reads_frames() {
         f.ip,
         Some(IpFlow {
             proto: UDP,
+            v6: false,
             src: [198, 18, 0, 1],
             dst: [198, 19, 0, 1],
             ports: Some((4000, 9000))
         })
     );
     assert_eq!(Flow::of_frame(&b[..10]), Flow::default());
+    // IPv6: the next header and the ports; no addresses.
+    let six = IpFlow {
+        proto: TCP,
+        v6: true,
+        src: [0; 4],
+        dst: [0; 4],
+        ports: Some((40_000, 179)),
+    };
+    let f = frame_of(&Flow { ip: Some(six) }, 0);
+    assert_eq!(Flow::of_frame(&f).ip, Some(six));
+    let frag = frame_of(&Flow { ip: Some(six) }, 2);
+    assert_eq!(
+        Flow::of_frame(&frag).ip.map(|i| (i.proto, i.ports)),
+        Some((44, None))
+    );
+    let addressed = Rules::parse("t", "accept proto tcp from 0.0.0.0/0\n").unwrap();
+    assert_eq!(addressed.verdict(&Flow::of_frame(&f)).0, Action::Deny);
 }
 
 /// A matcher written the simple way, for the property test: masks and
@@ -151,6 +171,7 @@ fn reference(rules: &[Rule], f: &Flow) -> Action {
                     Some(p) => got.is_some_and(|g| p.lo <= g && g <= p.hi),
                 };
                 (r.proto.is_none() || r.proto == Some(ip.proto))
+                    && !(ip.v6 && (r.from.is_some() || r.to.is_some()))
                     && inside(r.from, ip.src)
                     && inside(r.to, ip.dst)
                     && port(r.sport, ip.ports.map(|p| p.0))
@@ -179,7 +200,7 @@ fn rule() -> impl Strategy<Value = Rule> {
     };
     (
         any::<bool>(),
-        prop::option::of(prop::sample::select(vec![TCP, UDP, ICMP])),
+        prop::option::of(prop::sample::select(vec![TCP, UDP, ICMP, ICMP6])),
         prop::option::of(net()),
         prop::option::of(net()),
         prop::option::of(ports()),
@@ -201,15 +222,18 @@ fn rule() -> impl Strategy<Value = Rule> {
 
 fn flow() -> impl Strategy<Value = Flow> {
     let ip = (
-        prop::sample::select(vec![TCP, UDP, ICMP, 47]),
+        prop::sample::select(vec![TCP, UDP, ICMP, ICMP6, 47]),
+        any::<bool>(),
         addr(),
         addr(),
         (9000u16..9010, 9000u16..9010),
     )
-        .prop_map(|(proto, src, dst, p)| IpFlow {
+        .prop_map(|(proto, v6, src, dst, p)| IpFlow {
             proto,
-            src,
-            dst,
+            v6,
+            // IPv6's addresses are not read.
+            src: if v6 { [0; 4] } else { src },
+            dst: if v6 { [0; 4] } else { dst },
             ports: matches!(proto, TCP | UDP).then_some(p),
         });
     prop::option::of(ip).prop_map(|ip| Flow { ip })
@@ -246,6 +270,9 @@ fn frame_of(f: &Flow, shape: u8) -> Vec<u8> {
         b.resize(42, 0);
         return b;
     };
+    if ip.v6 {
+        return frame6_of(b, &ip, shape);
+    }
     b[12..14].copy_from_slice(&crate::wire::ETHERTYPE_IPV4.to_be_bytes());
     let ihl = if shape == 1 { 24 } else { 20 };
     let l4 = if shape == 4 { 2 } else { 16 };
@@ -267,6 +294,35 @@ fn frame_of(f: &Flow, shape: u8) -> Vec<u8> {
     b.extend_from_slice(&h);
     if shape == 3 {
         b.truncate(14 + 12);
+    }
+    b
+}
+
+/// [`frame_of`] for an IPv6 packet behind the Ethernet header `b`: 1 and
+/// 2 (options, a later fragment) put a fragment header first, which the
+/// rules read as the protocol.
+fn frame6_of(mut b: Vec<u8>, ip: &IpFlow, shape: u8) -> Vec<u8> {
+    b[12..14].copy_from_slice(&crate::wire::ETHERTYPE_IPV6.to_be_bytes());
+    let l4 = if shape == 4 { 2 } else { 16 };
+    let ext = if matches!(shape, 1 | 2) { 8 } else { 0 };
+    let mut h = vec![0u8; 40 + ext + l4];
+    h[0] = 0x60;
+    let len = (ext + l4 + if shape == 5 { 40 } else { 0 }) as u16;
+    h[4..6].copy_from_slice(&len.to_be_bytes());
+    h[6] = if ext > 0 { 44 } else { ip.proto };
+    h[7] = 64;
+    h[8] = 0xfd;
+    h[24] = 0xfd;
+    if ext > 0 {
+        h[40] = ip.proto;
+    }
+    let (sp, dp) = ip.ports.unwrap_or((7, 7));
+    let ports = [sp.to_be_bytes(), dp.to_be_bytes()].concat();
+    let n = l4.min(4);
+    h[40 + ext..40 + ext + n].copy_from_slice(&ports[..n]);
+    b.extend_from_slice(&h);
+    if shape == 3 {
+        b.truncate(14 + 30);
     }
     b
 }
@@ -327,14 +383,34 @@ fn the_xdp_program_screens_as_the_rules_do() {
         .unwrap();
 }
 
-/// The default protection rules protect ICMP, OSPF and BGP either way,
-/// and nothing else: not UDP, not other TCP, not a frame that is not IPv4.
+/// The default protection rules protect ICMP and ICMPv6, OSPF and BGP
+/// either way, over IPv4 and IPv6, and nothing else: not UDP, not other
+/// TCP, not a frame that is not IP.
 #[test]
 fn default_protection_rules_take_the_control_plane_only() {
     let r = crate::backend::Steer::default_rules();
+    let protected = |f: &Flow| r.verdict(f).0 == Action::Accept;
+    for v6 in [false, true] {
+        let ip = |proto, ports| Flow {
+            ip: Some(IpFlow {
+                proto,
+                v6,
+                src: [0; 4],
+                dst: [0; 4],
+                ports,
+            }),
+        };
+        assert!(protected(&ip(if v6 { ICMP6 } else { ICMP }, None)));
+        assert!(protected(&ip(89, None)));
+        assert!(protected(&ip(6, Some((40_000, 179)))));
+        assert!(protected(&ip(6, Some((179, 40_000)))));
+        assert!(!protected(&ip(6, Some((40_000, 80)))));
+        assert!(!protected(&ip(UDP, Some((179, 179)))));
+    }
     let ip = |proto, ports| Flow {
         ip: Some(IpFlow {
             proto,
+            v6: false,
             src: [198, 18, 0, 1],
             dst: [198, 19, 0, 1],
             ports,

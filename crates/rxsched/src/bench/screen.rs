@@ -113,7 +113,7 @@ impl<'a> NftRules<'a> {
         let path = dir.join("screen.nft");
         std::fs::write(&path, rules.to_nft()).context(path.display())?;
         // A table left by a killed run would hold the old rules.
-        let _ = nft(lab, &["delete", "table", "ip", "rxsched"]);
+        let _ = nft(lab, &["delete", "table", "inet", "rxsched"]);
         nft(lab, &["-f", &path.display().to_string()])?;
         Ok(NftRules(lab))
     }
@@ -121,7 +121,7 @@ impl<'a> NftRules<'a> {
 
 impl Drop for NftRules<'_> {
     fn drop(&mut self) {
-        let _ = nft(self.0, &["delete", "table", "ip", "rxsched"]);
+        let _ = nft(self.0, &["delete", "table", "inet", "rxsched"]);
     }
 }
 

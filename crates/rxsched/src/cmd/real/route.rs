@@ -103,8 +103,8 @@ pub struct RouteArgs {
     /// program steers the frames for the router that these rules protect
     /// (the language of --screen: a frame whose first matching rule
     /// accepts it) into a protected socket of the queue's own, served first
-    /// and capped as the protected queue is. `default`: ICMP, OSPF (IP
-    /// protocol 89) and BGP (TCP port 179). ARP, multicast and frames for
+    /// and capped as the protected queue is. `default`: ICMP and ICMPv6, OSPF
+    /// (IP protocol 89) and BGP (TCP port 179), IPv4 and IPv6. ARP, multicast and frames for
     /// the host itself go to its stack in any case. With --protect-queue,
     /// the default unless given.
     #[arg(long, value_name = "RULES|default")]
