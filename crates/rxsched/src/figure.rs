@@ -347,8 +347,60 @@ fn timeline_points(f: &FigureCfg, trace: &[TraceEvent]) -> Vec<Point> {
     pts
 }
 
+/// What one run gives its figure: its points, the record behind them when
+/// the points are not records themselves, and the wall time it took. A
+/// shard of a study keeps these (`crate::shard`); merging shards
+/// assembles them as the unsharded run does.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunPoints {
+    /// The points.
+    pub points: Vec<Point>,
+    /// The record behind them, if they are not records.
+    pub run: Option<Value>,
+    /// The simulation's wall time, in ms.
+    pub wall_ms: f64,
+}
+
+impl RunPoints {
+    /// The points job `job` of `plan` gave, as it finished with `m` and
+    /// `samples`.
+    pub fn of(plan: &Plan, job: &Job, m: &Metrics, samples: &Samples) -> RunPoints {
+        let (points, run) = points(&plan.figure, job, m, samples);
+        RunPoints {
+            points,
+            run,
+            wall_ms: m.wall_ms,
+        }
+    }
+}
+
 /// Builds the result file from finished runs (in job order) and evaluates its checks.
 pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
+    let done = plan
+        .jobs
+        .iter()
+        .zip(&results)
+        .map(|(job, (m, s))| RunPoints::of(plan, job, m, s))
+        .collect();
+    assemble_points(plan, done)
+}
+
+/// A stable digest of what a plan runs (every job's scenario and swept
+/// value), so that shards planned by another version of rxsched, or from
+/// other files, are not merged.
+pub fn fingerprint(plan: &Plan) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!(
+        "{:?}|{:?}|{}|{}",
+        plan.jobs, plan.series, plan.seed, plan.quick
+    )
+    .hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// [`assemble`] from each job's points (in job order).
+pub fn assemble_points(plan: &Plan, done: Vec<RunPoints>) -> ResultFile {
     let f = &plan.figure;
     let exp = &plan.file.exp;
     let mut series: Vec<Series> = plan
@@ -366,12 +418,11 @@ pub fn assemble(plan: &Plan, results: Vec<(Metrics, Samples)>) -> ResultFile {
             ..Series::new(label)
         })
         .collect();
-    for (job, (m, samples)) in plan.jobs.iter().zip(results) {
-        let (pts, run) = points(f, job, &m, &samples);
+    for (job, d) in plan.jobs.iter().zip(done) {
         let out = &mut series[job.series];
-        out.points.extend(pts);
-        if run.is_some() {
-            out.run = run;
+        out.points.extend(d.points);
+        if d.run.is_some() {
+            out.run = d.run;
         }
     }
     let reference = exp

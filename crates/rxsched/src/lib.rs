@@ -21,4 +21,5 @@ pub mod profile_doc;
 pub mod report;
 pub mod result;
 pub mod search;
+pub mod shard;
 pub mod swarm;

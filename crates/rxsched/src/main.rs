@@ -48,6 +48,21 @@ enum Cmd {
         /// series' runs (`polling:kernel.quota=5`); the result records it.
         #[arg(long = "set", value_name = "[SERIES:]KEY=VALUE")]
         sets: Vec<String>,
+        /// Run only shard K of N of the study (every N-th run, from the
+        /// K-th) and keep what it gave in OUT/shard-K-of-N.json, for
+        /// `rxsched merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<rxsched::shard::Shard>,
+    },
+    /// Join the shards of a study (`reproduce`, `sweep` or `swarm` with
+    /// `--shard K/N`) into the result the whole study writes.
+    Merge {
+        /// Directories holding the shards' files (shard-K-of-N.json).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where the joined results go.
+        #[arg(long, default_value = "results")]
+        out: PathBuf,
     },
     /// Run one scenario once and print its metrics record.
     Sim {
@@ -89,6 +104,11 @@ enum Cmd {
         /// Length of one search trial, in ms.
         #[arg(long, default_value_t = 100.0)]
         trial_ms: f64,
+        /// Run only shard K of N of the study (every N-th run, from the
+        /// K-th) and keep what it gave in OUT/shard-K-of-N.json, for
+        /// `rxsched merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<rxsched::shard::Shard>,
     },
     /// Run random valid scenarios, each twice, checking that every one
     /// finishes, conserves packets, closes its CPU accounting and replays
@@ -113,6 +133,11 @@ enum Cmd {
         /// Also write every case's scenario file (with `--runs 1`, to look at one).
         #[arg(long)]
         keep: bool,
+        /// Run only shard K of N of the study (every N-th case, from the
+        /// K-th) and keep what it gave in OUT/shard-K-of-N.json, for
+        /// `rxsched merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<rxsched::shard::Shard>,
     },
     /// List the machine profiles and what each cost was calibrated from.
     Profiles {
@@ -349,6 +374,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             jobs,
             seed,
             sets,
+            shard,
             ..
         } => {
             let opts = Options {
@@ -356,8 +382,9 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 seed,
                 sets: cmd::parse_sets(&sets)?,
             };
-            cmd::reproduce::run(&ids, &out, opts, jobs)
+            cmd::reproduce::run(&ids, &out, opts, &sets, jobs, shard)
         }
+        Cmd::Merge { dirs, out } => cmd::merge::run(&dirs, &out),
         Cmd::Sim {
             scenario,
             sets,
@@ -373,12 +400,13 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             throughput,
             resolution,
             trial_ms,
+            shard,
         } => {
             let search = throughput.then_some(SearchCfg {
                 resolution,
                 trial_ms,
             });
-            cmd::sweep::run(&scenario, &vary, y, &sets, &out, jobs, search)
+            cmd::sweep::run(&scenario, &vary, y, &sets, &out, jobs, search, shard)
         }
         Cmd::Swarm {
             runs,
@@ -387,7 +415,8 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             timeout,
             out,
             keep,
-        } => cmd::swarm::run(runs, seed, jobs, timeout, &out, keep),
+            shard,
+        } => cmd::swarm::run(runs, seed, jobs, timeout, &out, keep, shard),
         Cmd::Profiles { schema: false } => cmd::profiles::run(),
         Cmd::Profiles { schema: true } => cmd::profiles::schema(),
         Cmd::Calibrate {

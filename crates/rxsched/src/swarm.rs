@@ -24,6 +24,8 @@ pub struct Config {
     pub timeout: Duration,
     /// Where failing cases are written.
     pub out: PathBuf,
+    /// Only this shard's cases (case `i` is shard `i mod N + 1`'s).
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// A failing case.
@@ -104,17 +106,23 @@ pub fn run(cfg: &Config, tick: &(dyn Fn() + Sync)) -> Result<Summary> {
     std::thread::scope(|s| {
         s.spawn(|| watchdog(cfg, &shared));
         pool.install(|| {
-            (0..cfg.runs).into_par_iter().for_each(|i| {
-                one_case(cfg, &shared, cfg.seed.wrapping_add(i));
-                tick();
-            });
+            (0..cfg.runs)
+                .into_par_iter()
+                .filter(|i| cfg.shard.is_none_or(|s| s.picks(*i)))
+                .for_each(|i| {
+                    one_case(cfg, &shared, cfg.seed.wrapping_add(i));
+                    tick();
+                });
         });
         shared.done.store(true, Ordering::Relaxed);
     });
     let mut failures = shared.failures.into_inner().expect("failures");
     failures.sort_by_key(|f| f.seed);
+    let runs = (0..cfg.runs)
+        .filter(|i| cfg.shard.is_none_or(|s| s.picks(*i)))
+        .count() as u64;
     Ok(Summary {
-        runs: cfg.runs,
+        runs,
         failures,
         packets: shared.packets.into_inner(),
         events: shared.events.into_inner(),

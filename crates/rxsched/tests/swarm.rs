@@ -21,6 +21,7 @@ fn a_swarm_of_random_valid_scenarios_passes_and_covers_every_kind() {
         jobs: None,
         timeout: Duration::from_secs(120),
         out: out.clone(),
+        shard: None,
     };
     let s = run(&cfg, &|| {}).expect("the swarm runs");
     for f in &s.failures {

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod merge;
 pub mod profiles;
 pub mod real;
 pub mod reproduce;
@@ -15,6 +16,7 @@ use rayon::prelude::*;
 use rxsched::error::{Error, Result};
 use rxsched::figure::{self, Plan};
 use rxsched::result::ResultFile;
+use rxsched::shard::{Manifest, PlanMark, Shard, ShardRun, Study};
 use rxsched_sim::scenario::parse_set;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -72,6 +74,66 @@ pub fn run_plans(plans: &[Plan], jobs: Option<usize>) -> Result<Vec<(ResultFile,
         results.push((figure::assemble(plan, mine), wall));
     }
     Ok(results)
+}
+
+/// Runs shard `shard` of the study `study` planned as `plans`: every run
+/// whose index over the plans (in order) is the shard's, in parallel, and
+/// writes what each gave to `out/shard-K-of-N.json` for `rxsched merge`.
+pub fn run_shard(
+    plans: &[Plan],
+    jobs: Option<usize>,
+    shard: Shard,
+    study: Study,
+    out: &Path,
+) -> Result<std::process::ExitCode> {
+    let pool = rxsched::flags::pool(jobs)?;
+    let work: Vec<(usize, usize)> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(p, plan)| (0..plan.jobs.len()).map(move |j| (p, j)))
+        .enumerate()
+        .filter(|(i, _)| shard.picks(*i as u64))
+        .map(|(_, w)| w)
+        .collect();
+    let total: usize = plans.iter().map(|p| p.jobs.len()).sum();
+    let bar = bar(work.len() as u64, "runs");
+    let outs: Vec<_> = pool.install(|| {
+        work.par_iter()
+            .map(|&(p, j)| {
+                let (plan, job) = (&plans[p], &plans[p].jobs[j]);
+                let r = figure::run_job(job, plan).map(|(m, s)| ShardRun {
+                    plan: p,
+                    job: j,
+                    points: figure::RunPoints::of(plan, job, &m, &s),
+                });
+                bar.inc(1);
+                r
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut m = Manifest::new(shard, study);
+    m.plans = plans.iter().map(plan_mark).collect();
+    m.runs = outs.into_iter().collect::<std::result::Result<_, _>>()?;
+    let path = m.write(out)?;
+    rxsched::out::line(&format!(
+        "shard {}/{}: {} of {} runs -> {}; join the shards with `rxsched merge DIR... --out DIR`",
+        shard.k,
+        shard.n,
+        m.runs.len(),
+        total,
+        path.display()
+    ))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// What a shard records of a plan.
+pub fn plan_mark(plan: &Plan) -> PlanMark {
+    PlanMark {
+        id: plan.file.exp.id.clone().unwrap_or_else(|| "sweep".into()),
+        jobs: plan.jobs.len(),
+        fingerprint: figure::fingerprint(plan),
+    }
 }
 
 /// Writes a result's files into `out`; a failure names the directory.

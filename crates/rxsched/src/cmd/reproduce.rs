@@ -1,10 +1,12 @@
 //! `rxsched reproduce`: the published figures.
 
-use super::{run_plans, summary, verdict, write, write_index};
+use super::{run_plans, run_shard, summary, verdict, write, write_index};
 use rxsched::error::{Error, Result};
 use rxsched::experiments;
 use rxsched::experiments::ExperimentFile;
-use rxsched::figure::{self, Options};
+use rxsched::figure::{self, Options, Plan};
+use rxsched::result::ResultFile;
+use rxsched::shard::{Shard, Study};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -68,8 +70,8 @@ fn choose(ids: &[String]) -> Result<Vec<Chosen>> {
     Ok(chosen)
 }
 
-/// `reproduce ID...`
-pub fn run(ids: &[String], out: &Path, opts: Options, jobs: Option<usize>) -> Result<ExitCode> {
+/// The figures `reproduce ids` runs, planned.
+pub fn plans(ids: &[String], opts: &Options) -> Result<Vec<Plan>> {
     let mut plans = Vec::new();
     for chosen in choose(ids)? {
         let f = match chosen {
@@ -79,12 +81,40 @@ pub fn run(ids: &[String], out: &Path, opts: Options, jobs: Option<usize>) -> Re
             }
             Chosen::File(path) => ExperimentFile::read(&path)?,
         };
-        plans.push(figure::plan(&f, None, &opts)?);
+        plans.push(figure::plan(&f, None, opts)?);
+    }
+    Ok(plans)
+}
+
+/// `reproduce ID...`; with `--shard K/N` only that shard's runs, kept for
+/// `rxsched merge`.
+pub fn run(
+    ids: &[String],
+    out: &Path,
+    opts: Options,
+    sets: &[String],
+    jobs: Option<usize>,
+    shard: Option<Shard>,
+) -> Result<ExitCode> {
+    let plans = plans(ids, &opts)?;
+    if let Some(shard) = shard {
+        let study = Study::Reproduce {
+            ids: ids.to_vec(),
+            quick: opts.quick,
+            seed: opts.seed,
+            sets: sets.to_vec(),
+        };
+        return run_shard(&plans, jobs, shard, study, out);
     }
     let t0 = Instant::now();
     let results = run_plans(&plans, jobs)?;
+    finish(&results, out, t0)
+}
+
+/// Writes finished figures and the report, one summary line each.
+pub fn finish(results: &[(ResultFile, f64)], out: &Path, t0: Instant) -> Result<ExitCode> {
     let mut ok = true;
-    for (r, wall) in &results {
+    for (r, wall) in results {
         write(out, r)?;
         rxsched::out::line(&summary(r, *wall, out))?;
         ok &= r.passed();

@@ -1,11 +1,12 @@
 //! `rxsched sweep`: one parameter of a user's scenario, varied, as a figure.
 
-use super::{parse_sets, run_plans, summary, verdict, write, write_index};
+use super::{parse_sets, run_plans, run_shard, summary, verdict, write, write_index};
 use rxsched::error::{Error, Result};
 use rxsched::experiments::{ExperimentFile, FigureCfg, FigureKind, SearchCfg};
-use rxsched::figure::{self, Options};
+use rxsched::figure::{self, Options, Plan};
 use rxsched::flags::parse_vary;
 use rxsched::result::Axis;
+use rxsched::shard::{Shard, Study};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -62,7 +63,8 @@ fn figure(
     Ok(fig)
 }
 
-/// Runs the sweep and writes its figure.
+/// Runs the sweep and writes its figure; with `shard`, only that shard's
+/// runs, kept for `rxsched merge`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     path: &Path,
@@ -72,7 +74,35 @@ pub fn run(
     out: &Path,
     jobs: Option<usize>,
     search: Option<SearchCfg>,
+    shard: Option<Shard>,
 ) -> Result<ExitCode> {
+    let p = plan(path, vary, y.clone(), sets, search.clone())?;
+    if let Some(shard) = shard {
+        let study = Study::Sweep {
+            scenario: path.to_path_buf(),
+            vary: vary.to_string(),
+            y,
+            sets: sets.to_vec(),
+            search: search.map(|s| (s.resolution, s.trial_ms)),
+        };
+        return run_shard(&[p], jobs, shard, study, out);
+    }
+    let results = run_plans(&[p], jobs)?;
+    let (r, wall) = &results[0];
+    write(out, r)?;
+    write_index(out)?;
+    rxsched::out::line(&summary(r, *wall, out))?;
+    Ok(verdict(r.passed()))
+}
+
+/// The sweep's figure, planned.
+pub fn plan(
+    path: &Path,
+    vary: &str,
+    y: Option<String>,
+    sets: &[String],
+    search: Option<SearchCfg>,
+) -> Result<Plan> {
     if let Some(s) = &search {
         s.check()
             .map_err(|(k, m)| Error::flag(&k.replace('_', "-"), m))?;
@@ -93,11 +123,5 @@ pub fn run(
         seed: None,
         sets: parse_sets(sets)?,
     };
-    let plan = figure::plan(&file, Some(fig), &opts)?;
-    let results = run_plans(&[plan], jobs)?;
-    let (r, wall) = &results[0];
-    write(out, r)?;
-    write_index(out)?;
-    rxsched::out::line(&summary(r, *wall, out))?;
-    Ok(verdict(r.passed()))
+    Ok(figure::plan(&file, Some(fig), &opts)?)
 }

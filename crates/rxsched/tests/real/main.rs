@@ -79,15 +79,40 @@ fn start(l: &Lab, role: Role, args: &[&str]) -> Child {
 /// by line, to the end (a full pipe would stop the command). A command
 /// that ends first returns here at once; its report says why.
 fn listening(c: &mut Child) {
+    listening_kept(c);
+}
+
+/// A command's stderr as [`listening_kept`] keeps it.
+struct Kept {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Kept {
+    /// Everything the command said on stderr, once it has ended.
+    fn all(self) -> String {
+        let _ = self.reader.join();
+        let t = self.text.lock().unwrap_or_else(|e| e.into_inner());
+        t.clone()
+    }
+}
+
+/// [`listening`], keeping the stderr lines too ([`Kept::all`]).
+fn listening_kept(c: &mut Child) -> Kept {
     use std::io::BufRead;
     let err = c.stderr.take().expect("stderr piped");
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let k = kept.clone();
+    let reader = std::thread::spawn(move || {
         for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
             if line.contains(rxsched_linux::runtime::LISTENING) {
                 let _ = tx.send(());
             }
             eprintln!("{line}");
+            let mut k = k.lock().unwrap_or_else(|e| e.into_inner());
+            k.push_str(&line);
+            k.push('\n');
         }
     });
     if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
@@ -95,6 +120,7 @@ fn listening(c: &mut Child) {
     {
         panic!("pid {} did not say it was listening within 20 s", c.id());
     }
+    Kept { text: kept, reader }
 }
 
 /// The report a command printed last, as its type (a renamed field is a

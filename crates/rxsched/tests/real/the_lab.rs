@@ -141,12 +141,11 @@ fn bad_input_exits_2_naming_interface_and_call() {
     assert!(e.contains("lo: ") && e.contains("XDP"), "{e}");
     assert_eq!(e.trim().lines().count(), 1, "{e}");
     // A device another program holds.
-    let fwd = spawn(
+    let fwd = start(
         l,
         Role::Dut,
         &["xdp-fwd", "--ports", "d0", "--duration", "10"],
     );
-    std::thread::sleep(Duration::from_millis(500));
     let (code, e) = run(Role::Dut, &["route", "--duration", "1"]);
     stop(&fwd);
     let _: rxsched_linux::xdpfwd::XdpFwdReport = report(fwd);
@@ -174,7 +173,10 @@ fn the_router_survives_a_port_going_down_and_ends_when_devices_vanish() {
         assert!(o.status.success(), "ip {args:?}");
     };
     for backend in ["packet", "xdp"] {
-        let r = spawn(
+        // Down only once it has set up: a veth that is down has no NAPI
+        // thread to find (with a fixed 600 ms wait, a loaded machine lost
+        // that race).
+        let mut r = spawn(
             l,
             Role::Dut,
             &[
@@ -189,12 +191,13 @@ fn the_router_survives_a_port_going_down_and_ends_when_devices_vanish() {
                 "3",
             ],
         );
-        std::thread::sleep(Duration::from_millis(600));
+        let kept = listening_kept(&mut r);
+        std::thread::sleep(Duration::from_millis(100));
         ip(&["-n", &dut, "link", "set", "d0", "down"]);
         std::thread::sleep(Duration::from_millis(1500));
         ip(&["-n", &dut, "link", "set", "d0", "up"]);
         let o = r.wait_with_output().expect("wait");
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = kept.all();
         assert!(o.status.success(), "{backend}: {err}");
         let rep: RouterReport = serde_json::from_str(
             String::from_utf8_lossy(&o.stdout)
@@ -222,12 +225,12 @@ fn the_router_survives_a_port_going_down_and_ends_when_devices_vanish() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(l.problems().is_empty(), "{:?}", l.problems());
     // lab down under a running router: it reports and exits 1.
-    let r = spawn(
+    let mut r = spawn(
         l,
         Role::Dut,
         &["route", "--ports", "d0,d1", "--duration", "20"],
     );
-    std::thread::sleep(Duration::from_millis(600));
+    let kept = listening_kept(&mut r);
     let t0 = std::time::Instant::now();
     l.down().expect("lab down");
     let o = r.wait_with_output().expect("wait");
@@ -236,7 +239,7 @@ fn the_router_survives_a_port_going_down_and_ends_when_devices_vanish() {
         "the router outlived its devices"
     );
     assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = kept.all();
     assert!(err.contains("has disappeared"), "{err}");
     let rep: RouterReport = serde_json::from_str(
         String::from_utf8_lossy(&o.stdout)
