@@ -31,6 +31,7 @@ pub mod guard;
 pub mod lab;
 pub mod links;
 pub mod loadgen;
+pub mod metrics;
 pub mod napi_threads;
 pub mod needs;
 pub mod router;

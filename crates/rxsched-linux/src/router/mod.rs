@@ -110,6 +110,8 @@ pub struct RouterConfig {
     /// Polling: protected traffic, served first and capped
     /// ([`rxsched_core::PollingFacility::register_protected`]).
     pub protect: Option<Protect>,
+    /// `--metrics`: where the polling thread publishes its counters.
+    pub metrics: Option<crate::metrics::Publisher>,
 }
 
 /// A polling router's protected traffic.

@@ -260,12 +260,51 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// `stats_every_s` (0: only on SIGUSR1); returns the seconds it ran and
     /// the thread's CPU seconds.
     pub fn serve(&mut self, cfg: &RouterConfig, stats_every_s: f64) -> SysResult<(f64, f64)> {
-        let (mode, in_xdp) = (self.mode, self.in_xdp);
-        let mut prev = (0, 0, self.poller.clock.now());
+        let (mode, in_xdp, protect_queue) = (self.mode, self.in_xdp, self.protect_queue);
+        let t0 = self.poller.clock.now();
+        let mut prev = (0, 0, t0);
+        // With --metrics, a page every METRICS_EVERY_S; the live line at
+        // its own interval.
+        let line_every = (stats_every_s * 1e9) as u64;
+        let mut next_line = if line_every > 0 {
+            t0 + line_every
+        } else {
+            u64::MAX
+        };
+        let every = match &cfg.metrics {
+            Some(_) if stats_every_s > 0.0 => stats_every_s.min(METRICS_EVERY_S),
+            Some(_) => METRICS_EVERY_S,
+            None => stats_every_s,
+        };
+        let extras = |p: &Poller<R, C, W, Forward<T>>| crate::metrics::RouterExtras {
+            ports: crate::metrics::RouterExtras::read_ports(&cfg.ports).unwrap_or_default(),
+            cpu_s: vec![
+                ("polling", crate::sys::thread_cpu_ns() as f64 / 1e9),
+                ("receive", p.receive_cpu_ns().unwrap_or(0) as f64 / 1e9),
+            ],
+            quota: match cfg.run.quota {
+                rxsched_core::Quota::Limited(q) => Some(q),
+                rxsched_core::Quota::Unlimited => None,
+            },
+            cycle_limit: cfg.run.cycle_limit,
+        };
+        if let Some(m) = &cfg.metrics {
+            let r = report_of(&mut self.poller, mode, in_xdp, protect_queue)?;
+            m.publish(crate::metrics::router_page(&r, &extras(&self.poller)));
+        }
         self.poller.run_for(
             cfg.run.duration_s,
-            stats_every_s,
+            every,
             &mut |p, now| {
+                if let Some(m) = &cfg.metrics {
+                    if let Ok(r) = report_of(p, mode, in_xdp, protect_queue) {
+                        m.publish(crate::metrics::router_page(&r, &extras(p)));
+                    }
+                    if now < next_line {
+                        return;
+                    }
+                    next_line = next_line.saturating_add(line_every).max(now);
+                }
                 // Forwarding in XDP, the program's counts are the router's.
                 let program = if in_xdp {
                     p.program_counts().unwrap_or_default()
@@ -308,51 +347,65 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
 
     /// The report so far.
     pub fn report(&mut self) -> SysResult<RouterReport> {
-        let (ring, sock) = self.poller.ring_drops()?;
-        let program = self.poller.program_counts()?;
-        let p = &self.poller;
-        let mut r = RouterReport::new(self.mode, &p.app.counters, ring, self.in_flight());
-        if sock > 0 {
-            r.drops.insert(DropPoint::XskRxRing, sock);
-        }
-        r.inhibits.extend(p.lp.inhibits());
-        r.add_program(&program, self.in_xdp);
-        r.mode_switches = p.lp.mode_switches();
-        r.wake_cost_ns = p.wake_cost();
-        r.fault = p.fault().map(str::to_string);
-        let guard = p.lp.facility().rt_guard();
-        let steered = super::report::steered_counts(&program);
-        r.protected =
-            p.lp.facility()
-                .has_protected()
-                .then(|| super::ProtectedReport {
-                    queue: self.protect_queue,
-                    taken: p.taken_protected,
-                    steered: steered.0,
-                    unsteered: steered.1,
-                    rt_guard: guard.map(|g| super::report::RtGuardReport {
-                        share: g.share(),
-                        holds: g.episodes(),
-                    }),
-                });
-        r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {
-            quota: c.settings().quota,
-            cycle_limit: c.settings().cycle_limit,
-            rx_frame_ns: c.costs().rx_frame_ns,
-            changes: c.changes(),
-            quota_changes: c.quota_changes(),
-            log: p
-                .slo_log
-                .iter()
-                .map(|&(at_ns, quota, cycle_limit)| super::report::SloChange {
-                    at_ns,
-                    quota,
-                    cycle_limit,
-                })
-                .collect(),
-        });
-        Ok(r)
+        report_of(&mut self.poller, self.mode, self.in_xdp, self.protect_queue)
     }
+}
+
+/// How often a router with `--metrics` publishes its page, in s.
+const METRICS_EVERY_S: f64 = 0.25;
+
+/// The report of the router around `poller` so far.
+fn report_of<R: RxBackend, T: TxBackend, C: Clock, W: Wait>(
+    poller: &mut Poller<R, C, W, Forward<T>>,
+    mode: Mode,
+    in_xdp: bool,
+    protect_queue: Option<u32>,
+) -> SysResult<RouterReport> {
+    let (ring, sock) = poller.ring_drops()?;
+    let program = poller.program_counts()?;
+    let p = &*poller;
+    let in_flight = p.app.outq.iter().map(|q| q.len() as u64).sum();
+    let mut r = RouterReport::new(mode, &p.app.counters, ring, in_flight);
+    if sock > 0 {
+        r.drops.insert(DropPoint::XskRxRing, sock);
+    }
+    r.inhibits.extend(p.lp.inhibits());
+    r.add_program(&program, in_xdp);
+    r.mode_switches = p.lp.mode_switches();
+    r.wake_cost_ns = p.wake_cost();
+    r.fault = p.fault().map(str::to_string);
+    let guard = p.lp.facility().rt_guard();
+    let steered = super::report::steered_counts(&program);
+    r.protected =
+        p.lp.facility()
+            .has_protected()
+            .then(|| super::ProtectedReport {
+                queue: protect_queue,
+                taken: p.taken_protected,
+                steered: steered.0,
+                unsteered: steered.1,
+                rt_guard: guard.map(|g| super::report::RtGuardReport {
+                    share: g.share(),
+                    holds: g.episodes(),
+                }),
+            });
+    r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {
+        quota: c.settings().quota,
+        cycle_limit: c.settings().cycle_limit,
+        rx_frame_ns: c.costs().rx_frame_ns,
+        changes: c.changes(),
+        quota_changes: c.quota_changes(),
+        log: p
+            .slo_log
+            .iter()
+            .map(|&(at_ns, quota, cycle_limit)| super::report::SloChange {
+                at_ns,
+                quota,
+                cycle_limit,
+            })
+            .collect(),
+    });
+    Ok(r)
 }
 
 /// One polling thread's share of a router's report.

@@ -145,6 +145,11 @@ impl InputCtl {
         Ok((clock.cpu_ns() + wakes, self.gate.cpu_ns()?))
     }
 
+    /// CPU time the gated receive work (the receive threads) has used, in ns.
+    pub fn receive_cpu_ns(&self) -> SysResult<u64> {
+        self.gate.cpu_ns()
+    }
+
     /// Charges M4 with the CPU used since the last charge.
     pub fn charge(&mut self, lp: &mut PollLoop, clock: &impl Clock, now: Nanos) -> SysResult<()> {
         if self.rt_only.is_some() && now < self.charged_at + RT_GUARD_CHARGE_NS {

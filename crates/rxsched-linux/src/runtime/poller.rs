@@ -199,6 +199,12 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         self.fault.as_deref()
     }
 
+    /// CPU time the receive threads this thread gates have used, in ns
+    /// (0 where it gates none).
+    pub fn receive_cpu_ns(&self) -> SysResult<u64> {
+        self.input.receive_cpu_ns()
+    }
+
     /// With M4: the cost charged per wake-up, in ns.
     pub fn wake_cost(&self) -> Option<u64> {
         self.input.wake_cost()

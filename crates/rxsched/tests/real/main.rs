@@ -194,6 +194,7 @@ fn trials(n: usize, what: &str, mut trial: impl FnMut() -> Result<String, String
 mod capture;
 mod clients;
 mod guard;
+mod metrics;
 mod protect;
 mod router;
 mod serve;

@@ -53,6 +53,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         cpus: Vec::new(),
         cycle_limit_total: None,
         protect: None,
+        metrics: None,
     }
 }
 

@@ -118,6 +118,11 @@ pub struct RouteArgs {
     /// cycle limit follow from the costs the router measures as it runs.
     #[arg(long, value_name = "OBJECTIVE", conflicts_with_all = ["quota", "cycle_limit"])]
     pub slo: Option<String>,
+    /// Serve the router's counters in Prometheus' format at
+    /// http://ADDR/metrics (e.g. 127.0.0.1:9464; port 0 picks one, and the
+    /// router says which), refreshed four times a second.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Parses `route`'s arguments.
@@ -236,6 +241,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         cpus,
         cycle_limit_total,
         protect,
+        metrics: None,
     })
 }
 
@@ -349,9 +355,34 @@ fn two_level_config(a: &RouteArgs) -> Result<rxsched_linux::router::TwoLevelCfg>
 
 /// `rxsched route`
 pub fn route(a: RouteArgs) -> Result<()> {
-    let cfg = router_config(&a)?;
+    let mut cfg = router_config(&a)?;
     interfaces_exist("ports", &cfg.ports)?;
+    let exporter = match a.metrics {
+        None => None,
+        Some(_) if !cfg.cpus.is_empty() || !polling_router(&cfg) => {
+            return Err(Error::flag(
+                "metrics",
+                "the counters are served by the router's one polling thread: not with --cpus, nor --mode interrupt on --backend packet",
+            ))
+        }
+        Some(addr) => {
+            let e = rxsched_linux::metrics::Exporter::start(addr)?;
+            eprintln!("rxsched route: metrics at http://{}/metrics", e.addr());
+            cfg.metrics = Some(e.publisher());
+            Some(e)
+        }
+    };
     let r = rxsched_linux::router::run(&cfg)?;
+    // The exporter serves the polling thread's last page until the report
+    // is out: once the traffic has stopped it holds the report's counters.
+    drop(exporter);
     json(&r)?;
     faulted(r.fault)
+}
+
+/// Whether `cfg`'s router forwards in a polling thread of the kind that
+/// publishes metrics (every mode but the packet backend's interrupt mode,
+/// which has its own receive thread).
+fn polling_router(cfg: &RouterConfig) -> bool {
+    cfg.mode != Mode::Interrupt || cfg.run.backend == rxsched_linux::router::Backend::Xdp
 }

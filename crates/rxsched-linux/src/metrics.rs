@@ -1,0 +1,365 @@
+//! `--metrics ADDR`: the counters of a running command in Prometheus'
+//! exposition format (OpenMetrics text, as `prometheus-client` writes it),
+//! served over HTTP at `http://ADDR/metrics` by a thread of its own.
+//!
+//! The thread that owns the counters publishes a rendered page now and then
+//! ([`Publisher::publish`]); a scrape reads the latest page and never
+//! touches the forwarding path, so it costs forwarding nothing but the
+//! renderer's turn (see the README for what a scrape costs, measured).
+
+use crate::router::RouterReport;
+use crate::sys::{SysError, SysResult};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// OpenMetrics' content type.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Where a command puts its latest page.
+#[derive(Clone, Default)]
+pub struct Publisher(Arc<Mutex<String>>);
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Publisher")
+    }
+}
+
+impl Publisher {
+    /// Replaces the page scrapes read.
+    pub fn publish(&self, page: String) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = page;
+    }
+
+    fn page(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The HTTP side: serves the publisher's page until dropped.
+pub struct Exporter {
+    publisher: Publisher,
+    stop: Arc<AtomicBool>,
+    scrapes: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl Exporter {
+    /// Listens on `addr` (port 0: any free port; [`Exporter::addr`] says
+    /// which) and serves `GET /metrics`.
+    pub fn start(addr: SocketAddr) -> SysResult<Exporter> {
+        let server = tiny_http::Server::http(addr).map_err(|e| SysError {
+            what: format!("--metrics {addr}"),
+            syscall: "bind",
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .expect("an IP listener has an IP address");
+        let publisher = Publisher::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let scrapes = Arc::new(AtomicU64::new(0));
+        let (p, s, n) = (publisher.clone(), stop.clone(), scrapes.clone());
+        let thread = std::thread::Builder::new()
+            .name("rxsched-metrics".into())
+            .spawn(move || serve(&server, &p, &s, &n))
+            .map_err(|e| SysError {
+                what: "metrics server".into(),
+                syscall: "clone",
+                source: e,
+            })?;
+        Ok(Exporter {
+            publisher,
+            stop,
+            scrapes,
+            thread: Some(thread),
+            addr,
+        })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where to publish pages.
+    pub fn publisher(&self) -> Publisher {
+        self.publisher.clone()
+    }
+
+    /// Pages served so far.
+    pub fn scrapes(&self) -> u64 {
+        self.scrapes.load(Relaxed)
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(server: &tiny_http::Server, page: &Publisher, stop: &AtomicBool, n: &AtomicU64) {
+    let header =
+        tiny_http::Header::from_bytes("Content-Type", CONTENT_TYPE).expect("a valid header");
+    while !stop.load(Relaxed) {
+        let Ok(Some(req)) = server.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        let path = req.url().split('?').next().unwrap_or("");
+        let resp = if *req.method() != tiny_http::Method::Get {
+            tiny_http::Response::from_string("GET /metrics\n").with_status_code(405)
+        } else if path == "/metrics" {
+            n.fetch_add(1, Relaxed);
+            tiny_http::Response::from_string(page.page()).with_header(header.clone())
+        } else {
+            tiny_http::Response::from_string("rxsched: the metrics are at /metrics\n")
+                .with_status_code(404)
+        };
+        let _ = req.respond(resp);
+    }
+}
+
+/// Labels as name-value pairs.
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A family of counters, set to the given values.
+fn counters(r: &mut Registry, name: &str, help: &str, values: &[(Labels, u64)]) {
+    let f = Family::<Labels, Counter>::default();
+    for (l, v) in values {
+        f.get_or_create(l).inc_by(*v);
+    }
+    r.register(name, help, f);
+}
+
+fn counter(r: &mut Registry, name: &str, help: &str, v: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(v);
+    r.register(name, help, c);
+}
+
+fn gauge(r: &mut Registry, name: &str, help: &str, v: f64) {
+    let g = Gauge::<f64, AtomicU64>::default();
+    g.set(v);
+    r.register(name, help, g);
+}
+
+/// What a router's page holds beyond its report: its ports' device
+/// counters and its threads' CPU time.
+#[derive(Debug, Clone, Default)]
+pub struct RouterExtras {
+    /// Per port: frames and bytes received and sent, as the device counts
+    /// them (`/proc/net/dev`).
+    pub ports: Vec<(String, PortCounts)>,
+    /// CPU seconds of the polling thread and of the receive threads.
+    pub cpu_s: Vec<(&'static str, f64)>,
+    /// The quota given (frames per callback), if limited.
+    pub quota: Option<u32>,
+    /// M4's share given, if on.
+    pub cycle_limit: Option<f64>,
+}
+
+/// One device's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounts {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+}
+
+impl RouterExtras {
+    /// The device counters of `ports` now.
+    pub fn read_ports(ports: &[String]) -> SysResult<Vec<(String, PortCounts)>> {
+        let text = crate::sys::net_dev("metrics")?;
+        let get = |p: &str, c: &str| crate::sys::dev_counter(&text, p, c).unwrap_or(0);
+        Ok(ports
+            .iter()
+            .map(|p| {
+                let c = PortCounts {
+                    rx_frames: get(p, "rx_packets"),
+                    rx_bytes: get(p, "rx_bytes"),
+                    tx_frames: get(p, "tx_packets"),
+                    tx_bytes: get(p, "tx_bytes"),
+                };
+                (p.clone(), c)
+            })
+            .collect())
+    }
+}
+
+/// A router's page: its report's counters as metrics (see the README's
+/// list), and `extra`.
+pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
+    let mut reg = Registry::default();
+    let g = &mut reg;
+    counter(
+        g,
+        "rxsched_frames_received",
+        "Frames the router took off its receive rings",
+        r.rx,
+    );
+    counter(
+        g,
+        "rxsched_frames_forwarded",
+        "Frames the router's output devices took",
+        r.forwarded,
+    );
+    let drops: Vec<_> = r
+        .drops
+        .iter()
+        .map(|(p, n)| (labels(&[("point", p.name())]), *n))
+        .collect();
+    counters(
+        g,
+        "rxsched_frames_dropped",
+        "Frames dropped, by drop point (refusals among them)",
+        &drops,
+    );
+    let refused: Vec<_> = crate::router::REASONS
+        .iter()
+        .map(|p| {
+            (
+                labels(&[("reason", p.name())]),
+                r.drops.get(p).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    counters(
+        g,
+        "rxsched_frames_refused",
+        "Frames refused as malformed or unroutable, by reason",
+        &refused,
+    );
+    let stack: Vec<_> = r
+        .to_stack
+        .iter()
+        .map(|(o, n)| {
+            let name = serde_json::to_value(o).ok();
+            let name = name.as_ref().and_then(|v| v.as_str()).unwrap_or("other");
+            (labels(&[("reason", name)]), *n)
+        })
+        .collect();
+    counters(
+        g,
+        "rxsched_frames_to_stack",
+        "Frames the devices' program handed to the host's stack, by reason",
+        &stack,
+    );
+    let inhibits: Vec<_> = r
+        .inhibits
+        .iter()
+        .map(|(c, n)| (labels(&[("cause", c.name())]), *n))
+        .collect();
+    counters(
+        g,
+        "rxsched_input_inhibits",
+        "Input-inhibit episodes, by cause",
+        &inhibits,
+    );
+    counter(
+        g,
+        "rxsched_mode_switches",
+        "Switches between interrupt and polling service",
+        r.mode_switches,
+    );
+    gauge(
+        g,
+        "rxsched_frames_in_flight",
+        "Frames inside the router now",
+        r.in_flight as f64,
+    );
+    let mut ports = Vec::new();
+    let mut bytes = Vec::new();
+    for (p, c) in &extra.ports {
+        for (dir, f, b) in [
+            ("rx", c.rx_frames, c.rx_bytes),
+            ("tx", c.tx_frames, c.tx_bytes),
+        ] {
+            ports.push((labels(&[("port", p), ("direction", dir)]), f));
+            bytes.push((labels(&[("port", p), ("direction", dir)]), b));
+        }
+    }
+    counters(
+        g,
+        "rxsched_port_frames",
+        "Frames the port's device received and sent (its own counters)",
+        &ports,
+    );
+    counters(
+        g,
+        "rxsched_port_bytes",
+        "Bytes the port's device received and sent (its own counters)",
+        &bytes,
+    );
+    let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
+    for (thread, s) in &extra.cpu_s {
+        cpu.get_or_create(&labels(&[("thread", thread)])).inc_by(*s);
+    }
+    g.register(
+        "rxsched_cpu_seconds",
+        "CPU time of the router's threads (rate() gives the CPU share)",
+        cpu,
+    );
+    let quota = r.slo.as_ref().map(|s| s.quota).or(extra.quota);
+    if let Some(q) = quota {
+        gauge(
+            g,
+            "rxsched_quota",
+            "Frames per callback (as an objective set it, if one did)",
+            f64::from(q),
+        );
+    }
+    let limit = r.slo.as_ref().map(|s| s.cycle_limit).or(extra.cycle_limit);
+    if let Some(l) = limit {
+        gauge(
+            g,
+            "rxsched_cycle_limit_share",
+            "M4's share of each period (as an objective set it, if one did)",
+            l,
+        );
+    }
+    if let Some(t) = &r.two_level {
+        let polling = t.service == rxsched_core::Service::Polling;
+        gauge(
+            g,
+            "rxsched_polling",
+            "1 while a polling thread services the devices (two-level)",
+            f64::from(u8::from(polling)),
+        );
+    }
+    if let Some(p) = &r.protected {
+        counter(
+            g,
+            "rxsched_protected_frames",
+            "Protected frames taken off the protected queues and sockets",
+            p.taken,
+        );
+    }
+    let mut out = String::new();
+    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}

@@ -1,0 +1,146 @@
+//! `route --metrics`: the Prometheus page, as Prometheus' own Python client
+//! library parses it, holds the router's counters, frame for frame what its
+//! JSON report says at the end.
+
+use super::*;
+
+/// Scrapes `http://127.0.0.1:PORT/metrics` from the DUT's namespace with
+/// `prometheus_client`'s OpenMetrics parser: every sample as
+/// `name -> [(labels, value)]`.
+fn scrape(l: &Lab, py: &str, port: u16) -> Result<serde_json::Value, String> {
+    let script = format!(
+        "import json, urllib.request\n\
+         from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+         page = urllib.request.urlopen('http://127.0.0.1:{port}/metrics', timeout=5).read().decode()\n\
+         out = {{}}\n\
+         for fam in text_string_to_metric_families(page):\n\
+         \x20   for s in fam.samples:\n\
+         \x20       out.setdefault(s.name, []).append([s.labels, s.value])\n\
+         print(json.dumps(out))\n"
+    );
+    let o = Command::new("ip")
+        .args(["netns", "exec", &l.ns(Role::Dut), py, "-c", &script])
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "the scrape failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    serde_json::from_slice(&o.stdout).map_err(|e| format!("the parser's output: {e}"))
+}
+
+/// A sample's value: `name` with `labels` (all of them), if there is one.
+fn sample(page: &serde_json::Value, name: &str, labels: &[(&str, &str)]) -> Option<u64> {
+    page.get(name)?.as_array()?.iter().find_map(|s| {
+        let have = s.get(0)?.as_object()?;
+        let all = have.len() == labels.len()
+            && labels
+                .iter()
+                .all(|(k, v)| have.get(*k).and_then(|x| x.as_str()) == Some(*v));
+        all.then(|| s.get(1)?.as_f64().map(|v| v as u64))?
+    })
+}
+
+/// A Python that has `prometheus_client` (Debian's package goes to the
+/// system's Python, which another on the PATH may hide).
+fn python() -> Option<&'static str> {
+    ["python3", "/usr/bin/python3"].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import prometheus_client.openmetrics.parser"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+#[test]
+fn route_serves_its_counters_to_a_prometheus_client() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let py = python();
+    if !rxsched_linux::needs::check(
+        py.is_some(),
+        "Python's prometheus_client",
+        "python3-prometheus-client",
+    ) {
+        return;
+    }
+    let py = py.expect("checked");
+    let Some(t) = TestLab::new("m") else { return };
+    let l = &t.0;
+    trials(3, "metrics frame for frame", || {
+        let port = 9464;
+        let addr = format!("127.0.0.1:{port}");
+        let route = start(
+            l,
+            Role::Dut,
+            &[
+                "route",
+                "--mode",
+                "polling",
+                "--metrics",
+                &addr,
+                "--duration",
+                "6",
+            ],
+        );
+        // During traffic the page moves; once it has stopped (and the
+        // page has been refreshed) it holds what the report will say.
+        let during = scrape(l, py, port);
+        send(l, 20_000, &[]);
+        std::thread::sleep(Duration::from_millis(800));
+        let page = scrape(l, py, port);
+        let r: RouterReport = report(route);
+        let (during, page) = (during?, page?);
+        let got = |name: &str, labels: &[(&str, &str)]| sample(&page, name, labels);
+        let mut wrong = Vec::new();
+        let mut want = |name: &str, labels: &[(&str, &str)], v: u64| {
+            if got(name, labels) != Some(v) {
+                wrong.push(format!(
+                    "{name}{labels:?}: page {:?}, report {v}",
+                    got(name, labels)
+                ));
+            }
+        };
+        want("rxsched_frames_received_total", &[], r.rx);
+        want("rxsched_frames_forwarded_total", &[], r.forwarded);
+        for (p, n) in &r.drops {
+            want("rxsched_frames_dropped_total", &[("point", p.name())], *n);
+        }
+        for (c, n) in &r.inhibits {
+            want("rxsched_input_inhibits_total", &[("cause", c.name())], *n);
+        }
+        want("rxsched_mode_switches_total", &[], r.mode_switches);
+        // The devices' own counters (kept since the device was made) rose
+        // with the traffic: d0 received about what the router took, d1
+        // sent about what it forwarded (veth's count of the frames its XDP
+        // program redirected need not be the router's to the frame).
+        let rose = |port: &str, dir: &str| {
+            let l = [("port", port), ("direction", dir)];
+            let before = sample(&during, "rxsched_port_frames_total", &l).unwrap_or(0);
+            got("rxsched_port_frames_total", &l).map(|v| v.saturating_sub(before))
+        };
+        let (d0, d1) = (rose("d0", "rx"), rose("d1", "tx"));
+        let near = |v: Option<u64>, n: u64| v.is_some_and(|v| v as f64 >= 0.99 * n as f64);
+        let devices_ok = near(d0, r.rx) && near(d1, r.forwarded);
+        let cpu = page
+            .get("rxsched_cpu_seconds_total")
+            .and_then(|v| v.as_array())
+            .map_or(0, |a| a.len());
+        let saw = format!(
+            "received {} forwarded {} (report), page before the traffic had {} families, after {}; devices during the run: d0 rx {d0:?}, d1 tx {d1:?}; {cpu} CPU samples; mismatches: {wrong:?}",
+            r.rx,
+            r.forwarded,
+            during.as_object().map_or(0, |o| o.len()),
+            page.as_object().map_or(0, |o| o.len()),
+        );
+        assert!(r.rx >= 20_000, "{saw}");
+        if wrong.is_empty() && devices_ok && cpu == 2 {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}
