@@ -76,6 +76,23 @@ impl DropPoint {
     /// Every drop point, in reporting order.
     pub const ALL: &'static [DropPoint] = <DropPoint as strum::VariantArray>::VARIANTS;
 
+    /// Whether a packet dropped here died before the host spent work on
+    /// it: at the NIC's ring, or at an early demultiplexer's queue (LRP's
+    /// channel, SRP's buffering check, no consumer), or as another host's
+    /// frame, or uncopied by a monitor. Drops after work are livelock's
+    /// waste; the cure moves drops before the work.
+    pub fn before_work(self) -> bool {
+        matches!(
+            self,
+            DropPoint::NicRxRing
+                | DropPoint::LrpChannel
+                | DropPoint::Uiq
+                | DropPoint::NoPcb
+                | DropPoint::OtherHost
+                | DropPoint::CopyRing
+        )
+    }
+
     /// The name used in metrics records.
     pub fn name(self) -> &'static str {
         self.into()

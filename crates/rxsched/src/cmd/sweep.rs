@@ -18,10 +18,19 @@ fn figure(
     y: Option<String>,
     search: Option<SearchCfg>,
 ) -> Result<FigureCfg> {
-    let x = if key.ends_with("rate_pps") {
-        Axis::new("offered_pps", "Input packet rate", "pkts/s")
-    } else {
-        Axis::new(key, key, "")
+    // The file's own figure names its axis when it varies the same key.
+    let own = file
+        .exp
+        .figure
+        .as_ref()
+        .filter(|f| f.vary.as_deref() == Some(key))
+        .map(|f| f.x.clone());
+    let x = match own {
+        Some(a) => a,
+        None if key.ends_with("rate_pps") => {
+            Axis::new("offered_pps", "Input packet rate", "pkts/s")
+        }
+        None => Axis::new(key, key, ""),
     };
     let kind = if search.is_some() {
         FigureKind::Throughput

@@ -37,16 +37,23 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
             }
         }
     }
-    results.sort_by(|a, b| a.id.cmp(&b.id));
+    // By paper, in the papers' order; within a paper, by id.
+    results.sort_by(|a, b| (paper_rank(&a.id), &a.id).cmp(&(paper_rank(&b.id), &b.id)));
     let mut h = String::from(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>rxsched results</title>\n<style>\
-         body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>rxsched results</title>\n<style>\
+         body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;line-height:1.4}\
          .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:bold}\
-         table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:90%;text-align:left}\
-         img{max-width:100%;border:1px solid #eee}section{margin-bottom:3em}</style></head><body>\n\
+         .wide{overflow-x:auto;max-width:100%}\
+         table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:90%;text-align:left;vertical-align:top}\
+         img{max-width:100%;height:auto;border:1px solid #eee}.views img{max-width:49%}\
+         @media (max-width:700px){.views img{max-width:100%}}\
+         code{overflow-wrap:anywhere}section{margin-bottom:3em}details{margin:.5em 0}</style></head><body>\n\
          <h1>rxsched: reproduced figures</h1>\n",
     );
-    h += &scoreboard(&results);
+    h += &scoreboard(&results)
+        .replacen("<table>", "<div class=wide><table>", 1)
+        .replacen("</table>", "</table></div>", 1);
     let checked = results.iter().filter(|r| !r.checks.is_empty()).count();
     let clean = results
         .iter()
@@ -55,12 +62,19 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
     let missed = results.iter().filter(|r| !r.passed()).count();
     h += &format!(
         "<p>{} results: {clean} with every check passing, {} with known misses only, {missed} failing, \
-         {} with no checks. Lines and dots are simulated; hollow squares are the published points.</p>\n<ul>\n",
+         {} with no checks. Lines and dots are simulated; hollow squares are the published points. \
+         Beside each figure, where its packets went (delivered; dropped before any work in blues, after work in reds) \
+         and where its CPU went.</p>\n<ul>\n",
         results.len(),
         checked - clean - missed,
         results.len() - checked,
     );
+    let mut group = "";
     for r in &results {
+        if paper(&r.id) != group {
+            group = paper(&r.id);
+            h += &format!("</ul>\n<h3>{}</h3>\n<ul>\n", esc(group));
+        }
         let known = r
             .checks
             .iter()
@@ -83,7 +97,12 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
         );
     }
     h += "</ul>\n";
+    let mut group = "";
     for r in &results {
+        if paper(&r.id) != group {
+            group = paper(&r.id);
+            h += &format!("<h2 class=paper>{}</h2>\n", esc(group));
+        }
         h += &format!(
             "<section id=\"{id}\"><h2>{id}: {title}</h2>\n<p>{source}. Profile <code>{profile}</code>, seed {seed}{quick}. \
              Data: <a href=\"{id}.json\">JSON</a>, <a href=\"{id}.csv\">CSV</a>.</p>\n<img src=\"{id}.svg\" alt=\"{id}\">\n",
@@ -100,15 +119,68 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
                 esc(&r.overrides.join(" "))
             );
         }
-        h += &summary_table(r);
-        h += &prediction_table(r);
-        h += &values_table(r);
-        h += &claims_table(r);
-        h += &checks_table(r);
+        h += &views(dir, &r.id);
+        h += &wide(summary_table(r));
+        h += &wide(prediction_table(r));
+        h += &wide(claims_table(r));
+        h += &wide(checks_table(r));
+        let values = values_table(r);
+        if !values.is_empty() {
+            h += &format!(
+                "<details><summary>The values (also in <a href=\"{id}.csv\">the CSV</a>)</summary>\n<div class=wide>{values}</div></details>\n",
+                id = esc(&r.id)
+            );
+        }
         h += "</section>\n";
     }
     h += "</body></html>\n";
     std::fs::write(dir.join("index.html"), h)
+}
+
+/// A table that may be wider than the page, scrolling on its own.
+fn wide(table: String) -> String {
+    if table.is_empty() {
+        table
+    } else {
+        format!("<div class=wide>{table}</div>\n")
+    }
+}
+
+/// The companion views of a figure that has them (`report::views`).
+fn views(dir: &Path, id: &str) -> String {
+    let mut h = String::new();
+    for (view, what) in [
+        ("drops", "where the packets went"),
+        ("cpu", "where the CPU went"),
+    ] {
+        let file = format!("{id}-{view}.svg");
+        if dir.join(&file).exists() {
+            h += &format!(
+                "<a href=\"{0}\"><img src=\"{0}\" alt=\"{1}: {what}\"></a>",
+                esc(&file),
+                esc(id)
+            );
+        }
+    }
+    if h.is_empty() {
+        h
+    } else {
+        format!("<p class=views>{h}</p>\n")
+    }
+}
+
+/// Where a paper comes in the report: the papers in the order the
+/// project takes them, then the lab, then the rest.
+fn paper_rank(id: &str) -> usize {
+    match id.split('-').next().unwrap_or(id) {
+        "mogul" => 0,
+        "spanos" => 1,
+        "srp" => 2,
+        "hansen" => 3,
+        "lab" | "real" => 4,
+        "slo" | "protect" => 5,
+        _ => 6,
+    }
 }
 
 /// What a paper's results score, claim by claim.
@@ -129,6 +201,8 @@ fn paper(id: &str) -> &str {
         "srp" => "Brustoloni et al. 2000 (SRP)",
         "hansen" => "Hansen & Jul 1997",
         "real" => "the real dataplane (this machine)",
+        "lab" => "the lab host (this machine's profile)",
+        "slo" | "protect" => "past the papers",
         _ => "other",
     }
 }

@@ -3,6 +3,7 @@
 
 pub(crate) mod html;
 mod plot;
+mod views;
 
 use crate::result::ResultFile;
 pub use html::write_index;
@@ -12,7 +13,9 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
 
-/// Writes `<id>.json`, `<id>.csv` and `<id>.svg` into `dir`.
+/// Writes `<id>.json`, `<id>.csv` and `<id>.svg` into `dir`, and the
+/// companion views `<id>-drops.svg` and `<id>-cpu.svg` where the points
+/// have drops and CPU shares.
 pub fn write_all(dir: &Path, r: &ResultFile) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(r).map_err(io::Error::other)?;
@@ -20,6 +23,16 @@ pub fn write_all(dir: &Path, r: &ResultFile) -> io::Result<()> {
     write_csv(&dir.join(format!("{}.csv", r.id)), r)?;
     let svg = plot(r).map_err(|e| io::Error::other(e.to_string()))?;
     std::fs::write(dir.join(format!("{}.svg", r.id)), svg)?;
+    // The companion views, where the points say.
+    for (view, svg) in [("drops", views::drops_svg(r)), ("cpu", views::cpu_svg(r))] {
+        let path = dir.join(format!("{}-{view}.svg", r.id));
+        match svg {
+            Some(svg) => std::fs::write(path, svg)?,
+            None => {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
     Ok(())
 }
 

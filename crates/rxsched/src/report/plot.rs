@@ -45,7 +45,11 @@ fn extent(r: &ResultFile, curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64, f6
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
-    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+    // Headroom above the highest point for the legend, which sits at the
+    // top: a line per entry.
+    let entries = curves.len() + r.reference.len();
+    let room = 1.08 + 0.06 * entries as f64;
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * room.min(1.6) };
     let integral = curves
         .iter()
         .flat_map(|(_, c)| c.iter())
@@ -79,10 +83,10 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
         let (x0, x1, y1, integral) = extent(r, &curves);
         let title = format!("{}: {}", r.id, r.title);
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
+            .caption(title, ("sans-serif", 20))
+            .margin(14)
+            .x_label_area_size(55)
+            .y_label_area_size(80)
             .build_cartesian_2d(x0..x1 * 1.02, 0.0..y1)?;
         // Discrete x (packet numbers, burst sizes) gets whole-number ticks only.
         let fx = move |v: &f64| {
@@ -101,6 +105,8 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
             .y_desc(axis_label(&r.y))
             .x_label_formatter(&fx)
             .y_label_formatter(&fy)
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 16))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()?;
         for (i, (label, c)) in curves.iter().enumerate() {
@@ -115,6 +121,7 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
         }
         chart
             .configure_series_labels()
+            .label_font(("sans-serif", 15))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .position(legend_position(r.legend.as_deref()))
@@ -182,13 +189,41 @@ fn legend_position(legend: Option<&str>) -> SeriesLabelPosition {
     }
 }
 
-/// Tick labels with as many decimals as the axis span needs.
-fn tick(v: f64, span: f64) -> String {
-    if span >= 20.0 {
+/// Tick labels with as many decimals as the axis span needs; large
+/// numbers with a k or M (`250k`, `1.5M`), not `14000000`.
+pub fn tick(v: f64, span: f64) -> String {
+    let si = |scale: f64, unit: &str| {
+        let x = v / scale;
+        let s = if (x - x.round()).abs() < 1e-9 || span / scale >= 20.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.1}")
+        };
+        format!("{s}{unit}")
+    };
+    if span >= 2e6 {
+        si(1e6, "M")
+    } else if span >= 2e4 {
+        si(1e3, "k")
+    } else if span >= 20.0 {
         format!("{v:.0}")
     } else if span >= 2.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_read_as_numbers_do() {
+        assert_eq!(tick(14_000_000.0, 20e6), "14M");
+        assert_eq!(tick(1_500_000.0, 4e6), "1.5M");
+        assert_eq!(tick(250_000.0, 1e6), "250k");
+        assert_eq!(tick(4700.0, 10_000.0), "4700");
+        assert_eq!(tick(0.25, 1.0), "0.25");
     }
 }

@@ -1,0 +1,294 @@
+//! A figure's two companion views: where its packets died (for each
+//! offered rate, the share delivered and the share dropped at each drop
+//! point, drops before any work in blues apart from drops after work in
+//! reds), and where its CPU went (the share of each context). One panel
+//! per series; a drop point and a context have the same colour in every
+//! figure.
+
+use super::plot::tick;
+use crate::result::{Point, ResultFile};
+use plotters::prelude::*;
+use rxsched_core::DropPoint;
+use serde_json::Value;
+
+/// Delivered.
+const DELIVERED: RGBColor = RGBColor(44, 160, 44);
+/// Drops before any work: blues and teals.
+const BEFORE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(23, 190, 207),
+    RGBColor(120, 170, 220),
+    RGBColor(60, 80, 160),
+    RGBColor(150, 210, 230),
+    RGBColor(90, 140, 170),
+];
+/// Drops after work: reds, oranges and browns.
+const AFTER: [RGBColor; 8] = [
+    RGBColor(214, 39, 40),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(188, 80, 20),
+    RGBColor(250, 170, 100),
+    RGBColor(150, 30, 60),
+    RGBColor(200, 150, 120),
+];
+
+/// A drop point's colour, the same in every figure.
+fn drop_colour(p: DropPoint) -> RGBColor {
+    let same: Vec<DropPoint> = DropPoint::ALL
+        .iter()
+        .copied()
+        .filter(|q| q.before_work() == p.before_work())
+        .collect();
+    let i = same.iter().position(|q| *q == p).unwrap_or(0);
+    if p.before_work() {
+        BEFORE[i % BEFORE.len()]
+    } else {
+        AFTER[i % AFTER.len()]
+    }
+}
+
+/// A CPU context's colour, the same in every figure.
+fn cpu_colour(ctx: &str) -> RGBColor {
+    match ctx {
+        "idle" => RGBColor(225, 225, 225),
+        "interrupt" | "isr" => RGBColor(214, 39, 40),
+        "softirq" | "dpc" => RGBColor(255, 127, 14),
+        "poll" => RGBColor(148, 103, 189),
+        "kernel_thread" => RGBColor(140, 86, 75),
+        "locking" => RGBColor(100, 100, 100),
+        c if c.starts_with("user:") => {
+            let greens = [
+                RGBColor(44, 160, 44),
+                RGBColor(120, 200, 100),
+                RGBColor(20, 110, 60),
+            ];
+            let h = c
+                .bytes()
+                .fold(0usize, |a, b| a.wrapping_mul(31) + b as usize);
+            greens[h % greens.len()]
+        }
+        _ => RGBColor(31, 119, 180),
+    }
+}
+
+/// One layer of a stack: its name, colour and share at each x.
+struct Layer {
+    name: String,
+    colour: RGBColor,
+    shares: Vec<f64>,
+}
+
+/// A series' x values and its layers (shares of 1 at each x).
+struct Panel {
+    label: String,
+    xs: Vec<f64>,
+    layers: Vec<Layer>,
+}
+
+/// The points of a series that have the group `group`, sorted by x.
+fn sorted<'a>(r: &'a ResultFile, label: &'a str, group: &str) -> Vec<(f64, &'a Point)> {
+    let mut v: Vec<(f64, &Point)> = r
+        .points(label)
+        .filter(|p| p.0.get(group).is_some_and(Value::is_object))
+        .filter_map(|p| Some((p.get(&r.x.metric)?, p)))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+fn count(p: &Point, group: &str, key: &str) -> f64 {
+    p.0.get(group)
+        .and_then(|g| g.get(key))
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0)
+}
+
+/// Where each series' packets died, as shares of what arrived.
+fn drop_panels(r: &ResultFile) -> Vec<Panel> {
+    let mut out = Vec::new();
+    for s in &r.series {
+        let pts = sorted(r, &s.label, "drops");
+        if pts.len() < 2 {
+            continue;
+        }
+        let present: Vec<DropPoint> = DropPoint::ALL
+            .iter()
+            .copied()
+            .filter(|d| pts.iter().any(|(_, p)| count(p, "drops", d.name()) > 0.0))
+            .collect();
+        let total = |p: &Point| {
+            let delivered = p.get("delivered").unwrap_or(0.0);
+            let drops: f64 = present.iter().map(|d| count(p, "drops", d.name())).sum();
+            p.get("arrived")
+                .unwrap_or(0.0)
+                .max(delivered + drops)
+                .max(1.0)
+        };
+        let mut layers = vec![Layer {
+            name: "delivered".into(),
+            colour: DELIVERED,
+            shares: pts
+                .iter()
+                .map(|(_, p)| p.get("delivered").unwrap_or(0.0) / total(p))
+                .collect(),
+        }];
+        // After work next to what was delivered, before work on top.
+        let mut order = present.clone();
+        order.sort_by_key(|d| d.before_work());
+        for d in order {
+            layers.push(Layer {
+                name: format!(
+                    "{} ({})",
+                    d.name(),
+                    if d.before_work() {
+                        "before work"
+                    } else {
+                        "after work"
+                    }
+                ),
+                colour: drop_colour(d),
+                shares: pts
+                    .iter()
+                    .map(|(_, p)| count(p, "drops", d.name()) / total(p))
+                    .collect(),
+            });
+        }
+        out.push(Panel {
+            label: s.label.clone(),
+            xs: pts.iter().map(|(x, _)| *x).collect(),
+            layers,
+        });
+    }
+    out
+}
+
+/// Where each series' CPU went, as shares of all of it.
+fn cpu_panels(r: &ResultFile) -> Vec<Panel> {
+    let mut out = Vec::new();
+    for s in &r.series {
+        let pts = sorted(r, &s.label, "cpu");
+        if pts.len() < 2 {
+            continue;
+        }
+        let mut names: Vec<String> = pts
+            .iter()
+            .flat_map(|(_, p)| p.0["cpu"].as_object().into_iter().flat_map(|o| o.keys()))
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        // Idle on top; the rest by name.
+        names.sort_by_key(|n| n == "idle");
+        let layers = names
+            .iter()
+            .map(|n| Layer {
+                name: n.clone(),
+                colour: cpu_colour(n),
+                shares: pts.iter().map(|(_, p)| count(p, "cpu", n)).collect(),
+            })
+            .filter(|l| l.shares.iter().any(|v| *v > 0.0))
+            .collect();
+        out.push(Panel {
+            label: s.label.clone(),
+            xs: pts.iter().map(|(x, _)| *x).collect(),
+            layers,
+        });
+    }
+    out
+}
+
+/// Where a result's packets died, or `None` if its points do not say.
+pub fn drops_svg(r: &ResultFile) -> Option<String> {
+    let panels = drop_panels(r);
+    let title = format!("{}: where the packets went", r.id);
+    draw(r, &panels, &title, "Share of the packets that arrived").ok()?
+}
+
+/// Where a result's CPU went, or `None` if its points do not say.
+pub fn cpu_svg(r: &ResultFile) -> Option<String> {
+    let panels = cpu_panels(r);
+    let title = format!("{}: where the CPU went", r.id);
+    draw(r, &panels, &title, "Share of the CPU").ok()?
+}
+
+type Drawn = Result<Option<String>, Box<dyn std::error::Error>>;
+
+/// Stacked areas, a panel per series, the legend (every layer of every
+/// panel, once) at the right.
+fn draw(r: &ResultFile, panels: &[Panel], title: &str, y: &str) -> Drawn {
+    if panels.is_empty() {
+        return Ok(None);
+    }
+    let cols = panels.len().min(3);
+    let rows = panels.len().div_ceil(cols);
+    let (pw, ph, legend_w) = (380u32, 280u32, 250u32);
+    let size = (pw * cols as u32 + legend_w, ph * rows as u32 + 40);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 20))?;
+        let (grid, legend) = root.split_horizontally(pw * cols as u32);
+        let areas = grid.split_evenly((rows, cols));
+        for (area, p) in areas.iter().zip(panels) {
+            panel(r, area, p, y)?;
+        }
+        let mut seen: Vec<(&str, RGBColor)> = Vec::new();
+        for l in panels.iter().flat_map(|p| &p.layers) {
+            if !seen.iter().any(|(n, _)| *n == l.name) {
+                seen.push((&l.name, l.colour));
+            }
+        }
+        for (i, (name, c)) in seen.iter().enumerate() {
+            let y0 = 30 + 22 * i as i32;
+            legend.draw(&Rectangle::new([(8, y0), (24, y0 + 14)], c.filled()))?;
+            legend.draw(&Text::new(
+                name.to_string(),
+                (30, y0 + 1),
+                ("sans-serif", 14),
+            ))?;
+        }
+        root.present()?;
+    }
+    Ok(Some(svg))
+}
+
+fn panel(
+    r: &ResultFile,
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    p: &Panel,
+    y: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (x0, x1) = (p.xs[0], p.xs[p.xs.len() - 1]);
+    let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.label, ("sans-serif", 16))
+        .margin(8)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(x0..x1, 0.0..1.0)?;
+    let span = x1 - x0;
+    chart
+        .configure_mesh()
+        .x_desc(&r.x.label)
+        .y_desc(y)
+        .x_labels(5)
+        .y_labels(5)
+        .x_label_formatter(&|v| tick(*v, span))
+        .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 13))
+        .light_line_style(RGBColor(240, 240, 240))
+        .draw()?;
+    let mut below = vec![0.0; p.xs.len()];
+    for l in &p.layers {
+        let above: Vec<f64> = below.iter().zip(&l.shares).map(|(b, s)| b + s).collect();
+        let mut poly: Vec<(f64, f64)> = p.xs.iter().copied().zip(above.iter().copied()).collect();
+        poly.extend(p.xs.iter().copied().zip(below.iter().copied()).rev());
+        chart.draw_series(std::iter::once(Polygon::new(poly, l.colour.filled())))?;
+        below = above;
+    }
+    Ok(())
+}
