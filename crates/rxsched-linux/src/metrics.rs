@@ -228,17 +228,7 @@ pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
         "Frames the router's output devices took",
         r.forwarded,
     );
-    let drops: Vec<_> = r
-        .drops
-        .iter()
-        .map(|(p, n)| (labels(&[("point", p.name())]), *n))
-        .collect();
-    counters(
-        g,
-        "rxsched_frames_dropped",
-        "Frames dropped, by drop point (refusals among them)",
-        &drops,
-    );
+    dropped(g, &r.drops);
     let refused: Vec<_> = crate::router::REASONS
         .iter()
         .map(|p| {
@@ -269,52 +259,14 @@ pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
         "Frames the devices' program handed to the host's stack, by reason",
         &stack,
     );
-    let inhibits: Vec<_> = r
-        .inhibits
-        .iter()
-        .map(|(c, n)| (labels(&[("cause", c.name())]), *n))
-        .collect();
-    counters(
-        g,
-        "rxsched_input_inhibits",
-        "Input-inhibit episodes, by cause",
-        &inhibits,
-    );
-    counter(
-        g,
-        "rxsched_mode_switches",
-        "Switches between interrupt and polling service",
-        r.mode_switches,
-    );
+    policy(g, &r.inhibits, r.mode_switches);
     gauge(
         g,
         "rxsched_frames_in_flight",
         "Frames inside the router now",
         r.in_flight as f64,
     );
-    let mut ports = Vec::new();
-    let mut bytes = Vec::new();
-    for (p, c) in &extra.ports {
-        for (dir, f, b) in [
-            ("rx", c.rx_frames, c.rx_bytes),
-            ("tx", c.tx_frames, c.tx_bytes),
-        ] {
-            ports.push((labels(&[("port", p), ("direction", dir)]), f));
-            bytes.push((labels(&[("port", p), ("direction", dir)]), b));
-        }
-    }
-    counters(
-        g,
-        "rxsched_port_frames",
-        "Frames the port's device received and sent (its own counters)",
-        &ports,
-    );
-    counters(
-        g,
-        "rxsched_port_bytes",
-        "Bytes the port's device received and sent (its own counters)",
-        &bytes,
-    );
+    port_counters(g, &extra.ports);
     let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
     for (thread, s) in &extra.cpu_s {
         cpu.get_or_create(&labels(&[("thread", thread)])).inc_by(*s);
@@ -362,4 +314,127 @@ pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");
     out
+}
+
+/// A monitor's page (`capture --metrics`): what it read, wrote and
+/// dropped, by point and by filter rule, and its device's counters.
+pub fn capture_page(r: &crate::capture::CaptureReport, iface: &str) -> String {
+    let mut reg = Registry::default();
+    let g = &mut reg;
+    counter(
+        g,
+        "rxsched_frames_received",
+        "Frames (or copies) the monitor read off its ring",
+        r.rx,
+    );
+    counter(
+        g,
+        "rxsched_frames_written",
+        "Frames written to the capture file",
+        r.written,
+    );
+    counter(
+        g,
+        "rxsched_bytes_written",
+        "Bytes of frame data written (after the snap length)",
+        r.bytes_written,
+    );
+    dropped(g, &r.drops);
+    let filtered: Vec<_> = r
+        .filtered
+        .iter()
+        .map(|(rule, n)| (labels(&[("rule", rule)]), *n))
+        .collect();
+    counters(
+        g,
+        "rxsched_frames_filtered",
+        "Frames the filter refused, by the rule that refused them",
+        &filtered,
+    );
+    policy(g, &r.inhibits, r.mode_switches);
+    gauge(
+        g,
+        "rxsched_frames_in_flight",
+        "Frames read and not yet written",
+        r.in_flight as f64,
+    );
+    let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
+    cpu.get_or_create(&labels(&[("thread", "polling")]))
+        .inc_by(r.cpu_s);
+    g.register(
+        "rxsched_cpu_seconds",
+        "CPU time of the monitor's polling thread",
+        cpu,
+    );
+    if let Ok(ports) = RouterExtras::read_ports(&[iface.to_string()]) {
+        port_counters(g, &ports);
+    }
+    let mut out = String::new();
+    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}
+
+/// Frames dropped, by drop point (refusals among them, for a router).
+fn dropped(g: &mut Registry, drops: &std::collections::BTreeMap<rxsched_core::DropPoint, u64>) {
+    let drops: Vec<_> = drops
+        .iter()
+        .map(|(p, n)| (labels(&[("point", p.name())]), *n))
+        .collect();
+    counters(
+        g,
+        "rxsched_frames_dropped",
+        "Frames dropped, by drop point",
+        &drops,
+    );
+}
+
+/// The policy's own counters: input inhibits by cause, mode switches.
+fn policy(
+    g: &mut Registry,
+    inhibits: &std::collections::BTreeMap<rxsched_core::InhibitCause, u64>,
+    mode_switches: u64,
+) {
+    let inhibits: Vec<_> = inhibits
+        .iter()
+        .map(|(c, n)| (labels(&[("cause", c.name())]), *n))
+        .collect();
+    counters(
+        g,
+        "rxsched_input_inhibits",
+        "Input-inhibit episodes, by cause",
+        &inhibits,
+    );
+    counter(
+        g,
+        "rxsched_mode_switches",
+        "Switches between interrupt and polling service",
+        mode_switches,
+    );
+}
+
+/// Per port: the device's frames and bytes each way.
+fn port_counters(g: &mut Registry, ports: &[(String, PortCounts)]) {
+    let mut frames = Vec::new();
+    let mut bytes = Vec::new();
+    for (p, c) in ports {
+        for (dir, f, b) in [
+            ("rx", c.rx_frames, c.rx_bytes),
+            ("tx", c.tx_frames, c.tx_bytes),
+        ] {
+            frames.push((labels(&[("port", p), ("direction", dir)]), f));
+            bytes.push((labels(&[("port", p), ("direction", dir)]), b));
+        }
+    }
+    counters(
+        g,
+        "rxsched_port_frames",
+        "Frames the port's device received and sent (its own counters)",
+        &frames,
+    );
+    counters(
+        g,
+        "rxsched_port_bytes",
+        "Bytes the port's device received and sent (its own counters)",
+        &bytes,
+    );
 }

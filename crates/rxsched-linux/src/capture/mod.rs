@@ -63,6 +63,8 @@ pub struct CaptureConfig {
     /// Take the frames (the host's stack does not see them) instead of
     /// copying them.
     pub take: bool,
+    /// `--metrics`: where the polling thread publishes its counters.
+    pub metrics: Option<crate::metrics::Publisher>,
 }
 
 /// What a capture did, printed as JSON at the end.
@@ -223,10 +225,34 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         // A writer that stopped early (a write error) ends the run;
         // `finish` reports its error.
         let gone = || writer.as_ref().is_some_and(|w| w.is_finished());
+        // With --metrics, a page four times a second; the live line at
+        // its own interval.
+        let line_every = (cfg.run.stats_every_s * 1e9) as u64;
+        let mut next_line = match line_every {
+            0 => u64::MAX,
+            e => prev.2 + e,
+        };
+        let every = match &cfg.metrics {
+            Some(_) if line_every > 0 => cfg.run.stats_every_s.min(0.25),
+            Some(_) => 0.25,
+            None => cfg.run.stats_every_s,
+        };
         let (duration_s, cpu_s) = self.poll.run_for(
             cfg.run.duration_s,
-            cfg.run.stats_every_s,
-            &mut |p, now| eprintln!("{}", live_line(p, &mut prev, now)),
+            every,
+            &mut |p, now| {
+                if let Some(m) = &cfg.metrics {
+                    let cpu_s = sys::thread_cpu_ns() as f64 / 1e9;
+                    if let Ok(r) = report_of(p, cfg, 0.0, cpu_s) {
+                        m.publish(crate::metrics::capture_page(&r, &cfg.iface));
+                    }
+                    if now < next_line {
+                        return;
+                    }
+                    next_line = next_line.saturating_add(line_every).max(now);
+                }
+                eprintln!("{}", live_line(p, &mut prev, now))
+            },
             &|_| gone(),
         )?;
         self.writer = writer;
@@ -256,45 +282,54 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             syscall: "write",
             source: e,
         })?;
-        let written = self.written();
-        let p = &mut self.poll;
-        let (ring, sock) = p.ring_drops()?;
-        let mut drops = BTreeMap::new();
-        drops.insert(DropPoint::NicRxRing, ring);
-        if sock > 0 {
-            drops.insert(DropPoint::XskRxRing, sock);
-        }
-        // Copies: those that went uncopied, and those still in the ring.
-        let (mut uncopied, mut left) = (0, 0);
-        if !cfg.take {
-            let c = p.program_counts()?;
-            left = c
-                .get(CopyOutcome::Copied as usize)
-                .map_or(0, |n| n.saturating_sub(p.taken));
-            if let Some(&n) = c.get(CopyOutcome::RingFull as usize) {
-                drops.insert(DropPoint::CopyRing, n);
-                uncopied += n;
-            }
-        }
-        drops.insert(DropPoint::FilterQueue, p.app.queue_drops);
-        let inhibits = p.lp.inhibits().into_iter().collect();
-        Ok(CaptureReport {
-            file: cfg.out.display().to_string(),
-            mode: if cfg.take { "take" } else { "copy" }.to_string(),
-            duration_s,
-            arrived: p.taken + ring + sock + uncopied + left,
-            rx: p.taken,
-            written,
-            bytes_written: p.app.queue.counter(BYTES),
-            drops,
-            filtered: std::mem::take(&mut p.app.filtered),
-            in_flight: p.app.queue.len() as u64 + left,
-            inhibits,
-            mode_switches: p.lp.mode_switches(),
-            cpu_s,
-            fault: p.fault().map(str::to_string),
-        })
+        report_of(&mut self.poll, cfg, duration_s, cpu_s)
     }
+}
+
+/// The report of the monitor around `p` so far.
+fn report_of<R: RxBackend, C: Clock, W: Wait>(
+    p: &mut Poller<R, C, W, CaptureStage>,
+    cfg: &CaptureConfig,
+    duration_s: f64,
+    cpu_s: f64,
+) -> SysResult<CaptureReport> {
+    let written = p.app.queue.counter(WRITTEN);
+    let (ring, sock) = p.ring_drops()?;
+    let mut drops = BTreeMap::new();
+    drops.insert(DropPoint::NicRxRing, ring);
+    if sock > 0 {
+        drops.insert(DropPoint::XskRxRing, sock);
+    }
+    // Copies: those that went uncopied, and those still in the ring.
+    let (mut uncopied, mut left) = (0, 0);
+    if !cfg.take {
+        let c = p.program_counts()?;
+        left = c
+            .get(CopyOutcome::Copied as usize)
+            .map_or(0, |n| n.saturating_sub(p.taken));
+        if let Some(&n) = c.get(CopyOutcome::RingFull as usize) {
+            drops.insert(DropPoint::CopyRing, n);
+            uncopied += n;
+        }
+    }
+    drops.insert(DropPoint::FilterQueue, p.app.queue_drops);
+    let inhibits = p.lp.inhibits().into_iter().collect();
+    Ok(CaptureReport {
+        file: cfg.out.display().to_string(),
+        mode: if cfg.take { "take" } else { "copy" }.to_string(),
+        duration_s,
+        arrived: p.taken + ring + sock + uncopied + left,
+        rx: p.taken,
+        written,
+        bytes_written: p.app.queue.counter(BYTES),
+        drops,
+        filtered: p.app.filtered.clone(),
+        in_flight: p.app.queue.len() as u64 + left,
+        inhibits,
+        mode_switches: p.lp.mode_switches(),
+        cpu_s,
+        fault: p.fault().map(str::to_string),
+    })
 }
 
 fn live_line<R, C, W>(

@@ -66,6 +66,7 @@ fn cfg(queue: usize, min_free: Option<u32>, filter: Option<Rules>) -> CaptureCon
         resume_at: None,
         take: true,
         timeout_ns: MS,
+        metrics: None,
     }
 }
 

@@ -1,6 +1,6 @@
-//! `route --metrics`: the Prometheus page, as Prometheus' own Python client
-//! library parses it, holds the router's counters, frame for frame what its
-//! JSON report says at the end.
+//! `route --metrics` and `capture --metrics`: the Prometheus page, as
+//! Prometheus' own Python client library parses it, holds the command's
+//! counters, frame for frame what its JSON report says at the end.
 
 use super::*;
 
@@ -56,18 +56,39 @@ fn python() -> Option<&'static str> {
     })
 }
 
-#[test]
-fn route_serves_its_counters_to_a_prometheus_client() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// The Python with the client, or `None` (having said what the test
+/// skipped, or failing under `RXSCHED_REQUIRE_TOOLS=1`).
+fn client() -> Option<&'static str> {
     let py = python();
-    if !rxsched_linux::needs::check(
+    let here = rxsched_linux::needs::check(
         py.is_some(),
         "Python's prometheus_client",
         "python3-prometheus-client",
-    ) {
-        return;
+    );
+    py.filter(|_| here)
+}
+
+/// Samples of a page checked against a report's counts.
+struct Against<'a> {
+    page: &'a serde_json::Value,
+    wrong: Vec<String>,
+}
+
+impl Against<'_> {
+    /// `name` with `labels` should be `v`.
+    fn want(&mut self, name: &str, labels: &[(&str, &str)], v: u64) {
+        let got = sample(self.page, name, labels);
+        if got != Some(v) {
+            self.wrong
+                .push(format!("{name}{labels:?}: page {got:?}, report {v}"));
+        }
     }
-    let py = py.expect("checked");
+}
+
+#[test]
+fn route_serves_its_counters_to_a_prometheus_client() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(py) = client() else { return };
     let Some(t) = TestLab::new("m") else { return };
     let l = &t.0;
     trials(3, "metrics frame for frame", || {
@@ -95,24 +116,19 @@ fn route_serves_its_counters_to_a_prometheus_client() {
         let r: RouterReport = report(route);
         let (during, page) = (during?, page?);
         let got = |name: &str, labels: &[(&str, &str)]| sample(&page, name, labels);
-        let mut wrong = Vec::new();
-        let mut want = |name: &str, labels: &[(&str, &str)], v: u64| {
-            if got(name, labels) != Some(v) {
-                wrong.push(format!(
-                    "{name}{labels:?}: page {:?}, report {v}",
-                    got(name, labels)
-                ));
-            }
+        let mut a = Against {
+            page: &page,
+            wrong: Vec::new(),
         };
-        want("rxsched_frames_received_total", &[], r.rx);
-        want("rxsched_frames_forwarded_total", &[], r.forwarded);
+        a.want("rxsched_frames_received_total", &[], r.rx);
+        a.want("rxsched_frames_forwarded_total", &[], r.forwarded);
         for (p, n) in &r.drops {
-            want("rxsched_frames_dropped_total", &[("point", p.name())], *n);
+            a.want("rxsched_frames_dropped_total", &[("point", p.name())], *n);
         }
         for (c, n) in &r.inhibits {
-            want("rxsched_input_inhibits_total", &[("cause", c.name())], *n);
+            a.want("rxsched_input_inhibits_total", &[("cause", c.name())], *n);
         }
-        want("rxsched_mode_switches_total", &[], r.mode_switches);
+        a.want("rxsched_mode_switches_total", &[], r.mode_switches);
         // The devices' own counters (kept since the device was made) rose
         // with the traffic: d0 received about what the router took, d1
         // sent about what it forwarded (veth's count of the frames its XDP
@@ -130,17 +146,82 @@ fn route_serves_its_counters_to_a_prometheus_client() {
             .and_then(|v| v.as_array())
             .map_or(0, |a| a.len());
         let saw = format!(
-            "received {} forwarded {} (report), page before the traffic had {} families, after {}; devices during the run: d0 rx {d0:?}, d1 tx {d1:?}; {cpu} CPU samples; mismatches: {wrong:?}",
+            "received {} forwarded {} (report), page before the traffic had {} families, after {}; devices during the run: d0 rx {d0:?}, d1 tx {d1:?}; {cpu} CPU samples; mismatches: {:?}",
             r.rx,
             r.forwarded,
             during.as_object().map_or(0, |o| o.len()),
             page.as_object().map_or(0, |o| o.len()),
+            a.wrong,
         );
         assert!(r.rx >= 20_000, "{saw}");
-        if wrong.is_empty() && devices_ok && cpu == 2 {
+        if a.wrong.is_empty() && devices_ok && cpu == 2 {
             Ok(saw)
         } else {
             Err(saw)
         }
     });
+}
+
+#[test]
+fn capture_serves_its_counters_to_a_prometheus_client() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(py) = client() else { return };
+    let Some(t) = TestLab::new("n") else { return };
+    let l = &t.0;
+    let dir = std::env::temp_dir().join(format!("rxsched-capmetrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("f.rules");
+    // The probes to port 9000 refused by the filter, by its first rule.
+    std::fs::write(&rules, "deny proto udp dport 9000\naccept\n").unwrap();
+    let file = dir.join("d0.pcap");
+    trials(3, "capture metrics frame for frame", || {
+        let port = 9465;
+        let addr = format!("127.0.0.1:{port}");
+        let cap = start(
+            l,
+            Role::Dut,
+            &[
+                "capture",
+                "-i",
+                "d0",
+                "-w",
+                file.to_str().unwrap(),
+                "--filter",
+                rules.to_str().unwrap(),
+                "--metrics",
+                &addr,
+                "--duration",
+                "5",
+            ],
+        );
+        send(l, 2000, &[]);
+        std::thread::sleep(Duration::from_millis(800));
+        let page = scrape(l, py, port);
+        let r: rxsched_linux::capture::CaptureReport = report(cap);
+        let page = page?;
+        let mut a = Against {
+            page: &page,
+            wrong: Vec::new(),
+        };
+        a.want("rxsched_frames_received_total", &[], r.rx);
+        a.want("rxsched_frames_written_total", &[], r.written);
+        a.want("rxsched_bytes_written_total", &[], r.bytes_written);
+        for (p, n) in &r.drops {
+            a.want("rxsched_frames_dropped_total", &[("point", p.name())], *n);
+        }
+        for (rule, n) in &r.filtered {
+            a.want("rxsched_frames_filtered_total", &[("rule", rule)], *n);
+        }
+        let saw = format!(
+            "read {} written {} filtered {:?} (report); mismatches: {:?}",
+            r.rx, r.written, r.filtered, a.wrong
+        );
+        assert!(r.rx >= 2000, "{saw}");
+        if a.wrong.is_empty() {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -47,6 +47,10 @@ pub struct CaptureArgs {
     /// passive, as tcpdump is.
     #[arg(long)]
     pub take: bool,
+    /// Serve the monitor's counters in Prometheus' format at
+    /// http://ADDR/metrics (as `route --metrics`).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// The runtime's flags.
     #[command(flatten)]
     pub run: RunArgs,
@@ -99,14 +103,18 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
         resume_at,
         timeout_ns: (a.timeout_ms * 1e6) as u64,
         take: a.take,
+        metrics: None,
     })
 }
 
 /// `rxsched capture`
 pub fn capture(a: CaptureArgs) -> Result<()> {
-    let cfg = capture_config(&a)?;
+    let mut cfg = capture_config(&a)?;
     interfaces_exist("interface", std::slice::from_ref(&cfg.iface))?;
+    let exporter = super::metrics("capture", a.metrics)?;
+    cfg.metrics = exporter.as_ref().map(|e| e.publisher());
     let r = rxsched_linux::capture::run(&cfg)?;
+    drop(exporter);
     json(&r)?;
     faulted(r.fault)
 }

@@ -161,3 +161,17 @@ fn faulted(fault: Option<String>) -> Result<()> {
         None => Ok(()),
     }
 }
+
+/// `--metrics ADDR`: the exporter `cmd` serves its counters from, started
+/// (it says where on stderr); `None` without the flag.
+fn metrics(
+    cmd: &str,
+    addr: Option<std::net::SocketAddr>,
+) -> Result<Option<rxsched_linux::metrics::Exporter>> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let e = rxsched_linux::metrics::Exporter::start(addr)?;
+    eprintln!("rxsched {cmd}: metrics at http://{}/metrics", e.addr());
+    Ok(Some(e))
+}

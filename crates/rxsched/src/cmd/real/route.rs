@@ -365,13 +365,9 @@ pub fn route(a: RouteArgs) -> Result<()> {
                 "the counters are served by the router's one polling thread: not with --cpus, nor --mode interrupt on --backend packet",
             ))
         }
-        Some(addr) => {
-            let e = rxsched_linux::metrics::Exporter::start(addr)?;
-            eprintln!("rxsched route: metrics at http://{}/metrics", e.addr());
-            cfg.metrics = Some(e.publisher());
-            Some(e)
-        }
+        addr => super::metrics("route", addr)?,
     };
+    cfg.metrics = exporter.as_ref().map(|e| e.publisher());
     let r = rxsched_linux::router::run(&cfg)?;
     // The exporter serves the polling thread's last page until the report
     // is out: once the traffic has stopped it holds the report's counters.
