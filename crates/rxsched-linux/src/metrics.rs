@@ -438,3 +438,71 @@ fn port_counters(g: &mut Registry, ports: &[(String, PortCounts)]) {
         &bytes,
     );
 }
+
+/// A server's page (`serve --metrics`): what arrived and where it went,
+/// and each consumer's share, by consumer name.
+pub fn serve_page(r: &crate::srp::ServeReport, iface: &str) -> String {
+    let mut reg = Registry::default();
+    let g = &mut reg;
+    counter(
+        g,
+        "rxsched_frames_received",
+        "Frames the demultiplexer took",
+        r.rx,
+    );
+    counter(
+        g,
+        "rxsched_frames_to_stack",
+        "Frames left to the host's stack (no consumer owns them)",
+        r.to_stack,
+    );
+    dropped(g, &r.drops);
+    let per = |f: &dyn Fn(&crate::srp::ConsumerReport) -> u64| -> Vec<(Labels, u64)> {
+        r.consumers
+            .iter()
+            .map(|c| (labels(&[("consumer", &c.name)]), f(c)))
+            .collect()
+    };
+    counters(
+        g,
+        "rxsched_consumer_datagrams",
+        "Datagrams each consumer received",
+        &per(&|c| c.received),
+    );
+    counters(
+        g,
+        "rxsched_consumer_bytes",
+        "Payload bytes each consumer received",
+        &per(&|c| c.bytes),
+    );
+    counters(
+        g,
+        "rxsched_consumer_dropped",
+        "Datagrams dropped at each consumer's queue (its channel or UIQ)",
+        &per(&|c| c.uiq_drops),
+    );
+    counters(
+        g,
+        "rxsched_consumer_bad_checksum",
+        "Datagrams each consumer found corrupt",
+        &per(&|c| c.bad_checksum),
+    );
+    let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
+    cpu.get_or_create(&labels(&[("thread", "polling")]))
+        .inc_by(r.cpu_s);
+    for c in &r.consumers {
+        cpu.get_or_create(&labels(&[("thread", &format!("consumer:{}", c.name))]))
+            .inc_by(c.cpu_s);
+    }
+    g.register(
+        "rxsched_cpu_seconds",
+        "CPU time of the polling thread and of each consumer",
+        cpu,
+    );
+    if let Ok(ports) = RouterExtras::read_ports(&[iface.to_string()]) {
+        port_counters(g, &ports);
+    }
+    let mut out = String::new();
+    encode(&mut out, &reg).expect("writing to a String cannot fail");
+    out
+}

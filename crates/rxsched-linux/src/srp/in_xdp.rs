@@ -41,6 +41,24 @@ struct Tally {
     bad: AtomicU64,
     cpu_ns: AtomicU64,
     tid: AtomicU64,
+    /// Its channels' drops and queued frames, as it last looked (every
+    /// [`LOOK_NS`] and at the end), for `--metrics`.
+    drops: AtomicU64,
+    queued: AtomicU64,
+}
+
+/// How often a consumer thread notes its channels' drops and levels.
+const LOOK_NS: u64 = 200_000_000;
+
+impl Tally {
+    /// Notes `chans`' drops, levels and this thread's CPU time.
+    fn look(&self, chans: &[shared::Channel]) {
+        let drops = chans.iter().map(|c| c.drops().unwrap_or(0)).sum();
+        let queued = chans.iter().map(|c| u64::from(c.queued())).sum();
+        self.drops.store(drops, Relaxed);
+        self.queued.store(queued, Relaxed);
+        self.cpu_ns.store(sys::thread_cpu_ns(), Relaxed);
+    }
 }
 
 /// The polling thread's app: no frame comes its way.
@@ -94,6 +112,7 @@ fn consumer(
             revents: 0,
         })
         .collect();
+    let mut next_look = sys::mono_ns() + LOOK_NS;
     loop {
         let (mut got, mut ok, mut bytes) = (0, 0u64, 0u64);
         for ch in &mut chans {
@@ -115,6 +134,10 @@ fn consumer(
             if low {
                 d.kick.kick();
             }
+        }
+        if sys::mono_ns() >= next_look {
+            tally.look(&chans);
+            next_look += LOOK_NS;
         }
         if got == 0 {
             if stop.load(Relaxed) {
@@ -229,10 +252,34 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     let names: Vec<&str> = cfg.consumers.iter().map(|c| c.name.as_str()).collect();
     let mut prev = vec![0u64; n];
     let mut last = sys::mono_ns();
+    let line_every = (cfg.run.stats_every_s * 1e9) as u64;
+    let mut next_line = match line_every {
+        0 => u64::MAX,
+        e => last + e,
+    };
+    let every = match &cfg.metrics {
+        Some(_) if line_every > 0 => cfg.run.stats_every_s.min(0.25),
+        Some(_) => 0.25,
+        None => cfg.run.stats_every_s,
+    };
     let (duration_s, cpu_s) = poll.run_for(
         cfg.run.duration_s,
-        cfg.run.stats_every_s,
-        &mut |_, now| {
+        every,
+        &mut |p, now| {
+            if let Some(m) = &cfg.metrics {
+                let looked: Vec<(u64, u64)> = tallies
+                    .iter()
+                    .map(|t| (t.drops.load(Relaxed), t.queued.load(Relaxed)))
+                    .collect();
+                let cpu_s = sys::thread_cpu_ns() as f64 / 1e9;
+                if let Ok(r) = report(cfg, p, &tallies, &looked, &[], 0.0, cpu_s) {
+                    m.publish(crate::metrics::serve_page(&r, &cfg.iface));
+                }
+                if now < next_line {
+                    return;
+                }
+                next_line = next_line.saturating_add(line_every).max(now);
+            }
             let dt = now.saturating_sub(last).max(1) as f64 / 1e9;
             let parts: Vec<String> = names
                 .iter()
@@ -272,7 +319,15 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
             }
         }
     }
-    let mut r = report(cfg, &mut poll, &tallies, &socks, &exits, duration_s, cpu_s)?;
+    let looked: Vec<(u64, u64)> = socks
+        .iter()
+        .map(|chans| {
+            let drops = chans.iter().map(|c| c.drops()).sum::<SysResult<u64>>()?;
+            let queued = chans.iter().map(|c| u64::from(c.queued())).sum();
+            Ok((drops, queued))
+        })
+        .collect::<SysResult<_>>()?;
+    let mut r = report(cfg, &mut poll, &tallies, &looked, &exits, duration_s, cpu_s)?;
     if cfg.feedback.is_some() {
         r.feedback_holds = Some(counts.holds.load(Relaxed));
     }
@@ -339,7 +394,7 @@ fn report<C: rxsched_core::Clock, W: crate::backend::Wait>(
     cfg: &ServeConfig,
     poll: &mut Poller<InXdp, C, W, Policy>,
     tallies: &[Arc<Tally>],
-    socks: &[Vec<shared::Channel>],
+    looked: &[(u64, u64)],
     exits: &[Option<i32>],
     duration_s: f64,
     cpu_s: f64,
@@ -348,11 +403,8 @@ fn report<C: rxsched_core::Clock, W: crate::backend::Wait>(
     let mut sock_drops = 0;
     for (i, c) in cfg.consumers.iter().enumerate() {
         let t = &tallies[i];
-        let (mut drops, mut queued) = (0, 0);
-        for ch in &socks[i] {
-            drops += ch.drops()?;
-            queued += ch.queued() as u64;
-        }
+        // Each consumer's channels' drops and queued frames.
+        let (drops, queued) = looked.get(i).copied().unwrap_or((0, 0));
         sock_drops += drops;
         let (received, bad) = (t.received.load(Relaxed), t.bad.load(Relaxed));
         consumers.push(ConsumerReport {

@@ -75,6 +75,9 @@ pub struct ServeConfig {
     /// consumers' channels, `(high, low)` fractions of a channel's ring
     /// (see `feedback`); `None`: off.
     pub feedback: Option<(f64, f64)>,
+    /// `--metrics` (the demultiplexer in XDP): where the polling thread
+    /// publishes the counters.
+    pub metrics: Option<crate::metrics::Publisher>,
 }
 
 /// What one consumer got.
@@ -184,6 +187,14 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
             source: std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "--lrp needs the demultiplexer in XDP: --backend xdp",
+            ),
+        }),
+        crate::runtime::Backend::Packet if cfg.metrics.is_some() => Err(sys::SysError {
+            what: cfg.iface.clone(),
+            syscall: "configure",
+            source: std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "--metrics is served with the demultiplexer in XDP: --backend xdp",
             ),
         }),
         crate::runtime::Backend::Packet => user_space::run(cfg),

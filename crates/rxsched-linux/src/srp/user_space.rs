@@ -345,6 +345,7 @@ mod tests {
             exe: "rxsched".into(),
             lrp: false,
             feedback: None,
+            metrics: None,
         }
     }
 

@@ -227,3 +227,59 @@ fn capture_serves_its_counters_to_a_prometheus_client() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn serve_serves_its_counters_to_a_prometheus_client() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(py) = client() else { return };
+    let Some(t) = TestLab::new("o") else { return };
+    let l = &t.0;
+    trials(3, "serve metrics frame for frame", || {
+        let port = 9466;
+        let addr = format!("127.0.0.1:{port}");
+        let srv = start(
+            l,
+            Role::Dut,
+            &[
+                "serve",
+                "-i",
+                "d0",
+                "--consumer",
+                "7001:flooded",
+                "--consumer",
+                "7002:modest",
+                "--metrics",
+                &addr,
+                "--duration",
+                "20",
+            ],
+        );
+        send(l, 1000, &["--dport", "7001"]);
+        send(l, 500, &["--dport", "7002"]);
+        std::thread::sleep(Duration::from_millis(800));
+        let page = scrape(l, py, port);
+        stop(&srv);
+        let r: ServeReport = report(srv);
+        let page = page?;
+        let mut a = Against {
+            page: &page,
+            wrong: Vec::new(),
+        };
+        a.want("rxsched_frames_received_total", &[], r.rx);
+        for c in &r.consumers {
+            let who = [("consumer", c.name.as_str())];
+            a.want("rxsched_consumer_datagrams_total", &who, c.received);
+            a.want("rxsched_consumer_dropped_total", &who, c.uiq_drops);
+        }
+        let got: Vec<u64> = r.consumers.iter().map(|c| c.received).collect();
+        let saw = format!(
+            "rx {} consumers {got:?} (report); mismatches: {:?}",
+            r.rx, a.wrong
+        );
+        if a.wrong.is_empty() && got == [1000, 500] {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}

@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// is held and released, or `off`.
     #[arg(long, default_value = "0.75,0.25")]
     pub feedback: String,
+    /// Serve the counters in Prometheus' format at http://ADDR/metrics
+    /// (as `route --metrics`; the demultiplexer in XDP).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// The runtime's flags.
     #[command(flatten)]
     pub run: RunArgs,
@@ -72,7 +76,9 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         }
         consumers.push(rxsched_linux::srp::ConsumerCfg { port, name });
     }
+    let exporter = super::metrics("serve", a.metrics)?;
     let cfg = rxsched_linux::srp::ServeConfig {
+        metrics: exporter.as_ref().map(|e| e.publisher()),
         run,
         iface: a.iface,
         consumers,
@@ -87,6 +93,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
             .map_err(|e| Error::Run(format!("cannot find own executable: {e}")))?,
     };
     let r = rxsched_linux::srp::run(&cfg)?;
+    drop(exporter);
     json(&r)?;
     faulted(r.fault)
 }
