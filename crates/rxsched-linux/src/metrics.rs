@@ -358,20 +358,8 @@ pub fn capture_page(r: &crate::capture::CaptureReport, iface: &str) -> String {
         "Frames read and not yet written",
         r.in_flight as f64,
     );
-    let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
-    cpu.get_or_create(&labels(&[("thread", "polling")]))
-        .inc_by(r.cpu_s);
-    g.register(
-        "rxsched_cpu_seconds",
-        "CPU time of the monitor's polling thread",
-        cpu,
-    );
-    if let Ok(ports) = RouterExtras::read_ports(&[iface.to_string()]) {
-        port_counters(g, &ports);
-    }
-    let mut out = String::new();
-    encode(&mut out, &reg).expect("writing to a String cannot fail");
-    out
+    cpu_seconds(g, &[("polling".to_string(), r.cpu_s)]);
+    finish(reg, iface)
 }
 
 /// Frames dropped, by drop point (refusals among them, for a router).
@@ -487,20 +475,33 @@ pub fn serve_page(r: &crate::srp::ServeReport, iface: &str) -> String {
         "Datagrams each consumer found corrupt",
         &per(&|c| c.bad_checksum),
     );
+    let mut threads = vec![("polling".to_string(), r.cpu_s)];
+    threads.extend(
+        r.consumers
+            .iter()
+            .map(|c| (format!("consumer:{}", c.name), c.cpu_s)),
+    );
+    cpu_seconds(g, &threads);
+    finish(reg, iface)
+}
+
+/// CPU seconds by thread.
+fn cpu_seconds(g: &mut Registry, threads: &[(String, f64)]) {
     let cpu = Family::<Labels, Counter<f64, AtomicU64>>::default();
-    cpu.get_or_create(&labels(&[("thread", "polling")]))
-        .inc_by(r.cpu_s);
-    for c in &r.consumers {
-        cpu.get_or_create(&labels(&[("thread", &format!("consumer:{}", c.name))]))
-            .inc_by(c.cpu_s);
+    for (t, s) in threads {
+        cpu.get_or_create(&labels(&[("thread", t)])).inc_by(*s);
     }
     g.register(
         "rxsched_cpu_seconds",
-        "CPU time of the polling thread and of each consumer",
+        "CPU time of the command's threads (rate() gives the CPU share)",
         cpu,
     );
+}
+
+/// `iface`'s device counters added, the page written out.
+fn finish(mut reg: Registry, iface: &str) -> String {
     if let Ok(ports) = RouterExtras::read_ports(&[iface.to_string()]) {
-        port_counters(g, &ports);
+        port_counters(&mut reg, &ports);
     }
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");
