@@ -172,6 +172,10 @@ pub struct RouterExtras {
     pub ports: Vec<(String, PortCounts)>,
     /// CPU seconds of the polling thread and of the receive threads.
     pub cpu_s: Vec<(&'static str, f64)>,
+    /// Per receive side: its port, its queue (or `protected`), and the
+    /// frames its NIC ring (`nic_rx_ring`) and its socket's ring
+    /// (`xsk_rx_ring`) dropped.
+    pub rings: Vec<(String, String, u64, u64)>,
     /// The quota given (frames per callback), if limited.
     pub quota: Option<u32>,
     /// M4's share given, if on.
@@ -228,7 +232,7 @@ pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
         "Frames the router's output devices took",
         r.forwarded,
     );
-    dropped(g, &r.drops);
+    dropped_by_side(g, &r.drops, &extra.rings);
     let refused: Vec<_> = crate::router::REASONS
         .iter()
         .map(|p| {
@@ -360,6 +364,37 @@ pub fn capture_page(r: &crate::capture::CaptureReport, iface: &str) -> String {
     );
     cpu_seconds(g, &[("polling".to_string(), r.cpu_s)]);
     finish(reg, iface)
+}
+
+/// A router's drops by point, the rings' by port and queue too
+/// (`{point="nic_rx_ring",port="d0",queue="0"}`): each drop is in one
+/// sample, so a sum over the family is every drop.
+fn dropped_by_side(
+    g: &mut Registry,
+    drops: &std::collections::BTreeMap<rxsched_core::DropPoint, u64>,
+    rings: &[(String, String, u64, u64)],
+) {
+    use rxsched_core::DropPoint::{NicRxRing, XskRxRing};
+    let mut samples = Vec::new();
+    for (p, n) in drops {
+        if rings.is_empty() || !matches!(p, NicRxRing | XskRxRing) {
+            samples.push((labels(&[("point", p.name())]), *n));
+        }
+    }
+    for (port, queue, ring, sock) in rings {
+        for (p, n) in [(NicRxRing, *ring), (XskRxRing, *sock)] {
+            if n > 0 || drops.contains_key(&p) {
+                let l = [("point", p.name()), ("port", port), ("queue", queue)];
+                samples.push((labels(&l), n));
+            }
+        }
+    }
+    counters(
+        g,
+        "rxsched_frames_dropped",
+        "Frames dropped, by drop point (the rings' by port and queue; refusals among them)",
+        &samples,
+    );
 }
 
 /// Frames dropped, by drop point (refusals among them, for a router).

@@ -355,6 +355,18 @@ fn forward_from(
         ports.push(receive_side(&ports[i], rx));
     }
     let mut router = polling::PollingRouter::new(ports, &c, screen, sys::MonoClock, wait)?;
+    router.name_sides(
+        queue_of
+            .iter()
+            .map(|&(i, q)| {
+                let queue = match q {
+                    STEERED_SIDE => "protected".to_string(),
+                    q => q.to_string(),
+                };
+                (c.ports[i].clone(), queue)
+            })
+            .collect(),
+    );
     if let Some(p) = &c.protect {
         let mut sides: Vec<usize> = (steered_from..queue_of.len()).collect();
         if let Some(queue) = p.queue {

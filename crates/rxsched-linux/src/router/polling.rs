@@ -103,6 +103,8 @@ pub struct PollingRouter<R, T, C, W> {
     protect_queue: Option<u32>,
     /// M4's share (an objective's CPU share), if M4 is on.
     cycle_share: Option<f64>,
+    /// Each receive side's port and queue, for `--metrics`'s labels.
+    sides: Vec<(String, String)>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -164,6 +166,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             in_xdp: cfg.in_xdp,
             protect_queue: None,
             cycle_share: cfg.run.cycle_limit.or(cfg.run.slo.map(|o| o.cpu)),
+            sides: Vec::new(),
         })
     }
 
@@ -190,6 +193,11 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// `(port, queue)` in the poller's order (see [`Poller::order_receive_work`]).
     pub fn order_receive_work(&mut self, sides: &[(usize, u32)]) -> SysResult<()> {
         self.poller.order_receive_work(sides)
+    }
+
+    /// Names each receive side by its port and queue (for `--metrics`).
+    pub fn name_sides(&mut self, sides: Vec<(String, String)>) {
+        self.sides = sides;
     }
 
     /// Makes receive sides `sides` (devices in the poller's order: each
@@ -276,7 +284,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             Some(_) => METRICS_EVERY_S,
             None => stats_every_s,
         };
-        let extras = |p: &Poller<R, C, W, Forward<T>>| crate::metrics::RouterExtras {
+        let sides = self.sides.clone();
+        let extras = |p: &mut Poller<R, C, W, Forward<T>>| crate::metrics::RouterExtras {
+            rings: p
+                .ring_drops_by_side()
+                .unwrap_or_default()
+                .into_iter()
+                .zip(&sides)
+                .map(|((ring, sock), (port, queue))| (port.clone(), queue.clone(), ring, sock))
+                .collect(),
             ports: crate::metrics::RouterExtras::read_ports(&cfg.ports).unwrap_or_default(),
             cpu_s: vec![
                 ("polling", crate::sys::thread_cpu_ns() as f64 / 1e9),
@@ -290,7 +306,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         };
         if let Some(m) = &cfg.metrics {
             let r = report_of(&mut self.poller, mode, in_xdp, protect_queue)?;
-            m.publish(crate::metrics::router_page(&r, &extras(&self.poller)));
+            m.publish(crate::metrics::router_page(&r, &extras(&mut self.poller)));
         }
         self.poller.run_for(
             cfg.run.duration_s,

@@ -219,12 +219,16 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
     /// receive work dropped on full socket rings (`xsk_rx_ring`), over
     /// every port.
     pub fn ring_drops(&mut self) -> SysResult<(u64, u64)> {
-        let (mut ring, mut sock) = (0, 0);
-        for r in &mut self.rx {
-            ring += r.ring_drops()?;
-            sock += r.socket_drops()?;
-        }
-        Ok((ring, sock))
+        let by_side = self.ring_drops_by_side()?;
+        Ok(by_side.iter().fold((0, 0), |(a, b), (r, s)| (a + r, b + s)))
+    }
+
+    /// [`Poller::ring_drops`], receive side by receive side.
+    pub fn ring_drops_by_side(&mut self) -> SysResult<Vec<(u64, u64)>> {
+        self.rx
+            .iter_mut()
+            .map(|r| Ok((r.ring_drops()?, r.socket_drops()?)))
+            .collect()
     }
 
     /// What the devices' programs did with the frames that arrived, summed

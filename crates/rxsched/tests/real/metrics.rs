@@ -43,6 +43,19 @@ fn sample(page: &serde_json::Value, name: &str, labels: &[(&str, &str)]) -> Opti
     })
 }
 
+/// The sum of `name`'s samples with the label `(key, value)`, whatever
+/// their other labels; `None` if there is none.
+fn sum_over(page: &serde_json::Value, name: &str, (key, value): (&str, &str)) -> Option<u64> {
+    let mine: Vec<u64> = page
+        .get(name)?
+        .as_array()?
+        .iter()
+        .filter(|s| s.get(0).and_then(|l| l.get(key)).and_then(|v| v.as_str()) == Some(value))
+        .filter_map(|s| s.get(1)?.as_f64().map(|v| v as u64))
+        .collect();
+    (!mine.is_empty()).then(|| mine.iter().sum())
+}
+
 /// A Python that has `prometheus_client` (Debian's package goes to the
 /// system's Python, which another on the PATH may hide).
 fn python() -> Option<&'static str> {
@@ -113,6 +126,7 @@ fn route_serves_its_counters_to_a_prometheus_client() {
         send(l, 20_000, &[]);
         std::thread::sleep(Duration::from_millis(800));
         let page = scrape(l, py, port);
+        stop(&route);
         let r: RouterReport = report(route);
         let (during, page) = (during?, page?);
         let got = |name: &str, labels: &[(&str, &str)]| sample(&page, name, labels);
@@ -122,8 +136,19 @@ fn route_serves_its_counters_to_a_prometheus_client() {
         };
         a.want("rxsched_frames_received_total", &[], r.rx);
         a.want("rxsched_frames_forwarded_total", &[], r.forwarded);
+        // Each point's samples (the rings' one per port and queue) add up
+        // to the report's count, and the rings' name d0's queue 0.
         for (p, n) in &r.drops {
-            a.want("rxsched_frames_dropped_total", &[("point", p.name())], *n);
+            let sum = sum_over(&page, "rxsched_frames_dropped_total", ("point", p.name()));
+            if sum != Some(*n) {
+                a.wrong
+                    .push(format!("dropped at {p}: page {sum:?}, report {n}"));
+            }
+        }
+        let d0 = [("point", "nic_rx_ring"), ("port", "d0"), ("queue", "0")];
+        if sample(&page, "rxsched_frames_dropped_total", &d0).is_none() {
+            a.wrong
+                .push("no nic_rx_ring sample for d0's queue 0".into());
         }
         for (c, n) in &r.inhibits {
             a.want("rxsched_input_inhibits_total", &[("cause", c.name())], *n);
@@ -198,6 +223,9 @@ fn capture_serves_its_counters_to_a_prometheus_client() {
         send(l, 1000, &["--dport", "9002"]);
         std::thread::sleep(Duration::from_millis(800));
         let page = scrape(l, py, port);
+        // Stopped at once: a frame of the lab's own (an ARP request) that
+        // comes after the scrape would be in the report and not the page.
+        stop(&cap);
         let r: rxsched_linux::capture::CaptureReport = report(cap);
         let page = page?;
         let mut a = Against {
