@@ -132,6 +132,59 @@ fn serve(server: &tiny_http::Server, page: &Publisher, stop: &AtomicBool, n: &At
     }
 }
 
+/// How often a command with `--metrics` publishes a page, in s.
+const PAGE_EVERY_S: f64 = 0.25;
+
+/// When a polling thread publishes its page and prints its live line:
+/// with a publisher, the thread is called back every [`PAGE_EVERY_S`] (or
+/// at the line's interval, if shorter) and prints the line only when it is
+/// due; without one, at the line's interval, and prints every time.
+pub struct Cadence {
+    publishing: bool,
+    line_every: u64,
+    next_line: u64,
+    every_s: f64,
+}
+
+impl Cadence {
+    /// Starting at `t0`, a live line every `stats_every_s` (0: none).
+    pub fn new(stats_every_s: f64, publishing: bool, t0: u64) -> Cadence {
+        let line_every = (stats_every_s * 1e9) as u64;
+        let every_s = match (publishing, line_every) {
+            (false, _) => stats_every_s,
+            (true, 0) => PAGE_EVERY_S,
+            (true, _) => stats_every_s.min(PAGE_EVERY_S),
+        };
+        Cadence {
+            publishing,
+            line_every,
+            next_line: if line_every > 0 {
+                t0 + line_every
+            } else {
+                u64::MAX
+            },
+            every_s,
+        }
+    }
+
+    /// How often the thread is to be called back, in s.
+    pub fn every_s(&self) -> f64 {
+        self.every_s
+    }
+
+    /// Whether the live line is due at `now`.
+    pub fn line_due(&mut self, now: u64) -> bool {
+        if !self.publishing {
+            return true;
+        }
+        if now < self.next_line {
+            return false;
+        }
+        self.next_line = self.next_line.saturating_add(self.line_every).max(now);
+        true
+    }
+}
+
 /// Labels as name-value pairs.
 type Labels = Vec<(String, String)>;
 
@@ -541,4 +594,25 @@ fn finish(mut reg: Registry, iface: &str) -> String {
     let mut out = String::new();
     encode(&mut out, &reg).expect("writing to a String cannot fail");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cadence;
+
+    #[test]
+    fn a_page_four_times_a_second_and_the_line_at_its_own_interval() {
+        let mut plain = Cadence::new(1.0, false, 0);
+        assert_eq!(plain.every_s(), 1.0);
+        assert!(plain.line_due(5));
+        let mut c = Cadence::new(1.0, true, 0);
+        assert_eq!(c.every_s(), 0.25);
+        let due: Vec<u64> = (1..=8u64)
+            .map(|i| i * 250_000_000)
+            .filter(|&t| c.line_due(t))
+            .collect();
+        assert_eq!(due, [1_000_000_000, 2_000_000_000]);
+        assert_eq!(Cadence::new(0.0, true, 0).every_s(), 0.25);
+        assert!(!Cadence::new(0.0, true, 0).line_due(u64::MAX - 1));
+    }
 }

@@ -225,33 +225,21 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         // A writer that stopped early (a write error) ends the run;
         // `finish` reports its error.
         let gone = || writer.as_ref().is_some_and(|w| w.is_finished());
-        // With --metrics, a page four times a second; the live line at
-        // its own interval.
-        let line_every = (cfg.run.stats_every_s * 1e9) as u64;
-        let mut next_line = match line_every {
-            0 => u64::MAX,
-            e => prev.2 + e,
-        };
-        let every = match &cfg.metrics {
-            Some(_) if line_every > 0 => cfg.run.stats_every_s.min(0.25),
-            Some(_) => 0.25,
-            None => cfg.run.stats_every_s,
-        };
+        let mut cadence =
+            crate::metrics::Cadence::new(cfg.run.stats_every_s, cfg.metrics.is_some(), prev.2);
         let (duration_s, cpu_s) = self.poll.run_for(
             cfg.run.duration_s,
-            every,
+            cadence.every_s(),
             &mut |p, now| {
                 if let Some(m) = &cfg.metrics {
                     let cpu_s = sys::thread_cpu_ns() as f64 / 1e9;
                     if let Ok(r) = report_of(p, cfg, 0.0, cpu_s) {
                         m.publish(crate::metrics::capture_page(&r, &cfg.iface));
                     }
-                    if now < next_line {
-                        return;
-                    }
-                    next_line = next_line.saturating_add(line_every).max(now);
                 }
-                eprintln!("{}", live_line(p, &mut prev, now))
+                if cadence.line_due(now) {
+                    eprintln!("{}", live_line(p, &mut prev, now))
+                }
             },
             &|_| gone(),
         )?;

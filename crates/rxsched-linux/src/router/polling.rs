@@ -271,19 +271,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         let (mode, in_xdp, protect_queue) = (self.mode, self.in_xdp, self.protect_queue);
         let t0 = self.poller.clock.now();
         let mut prev = (0, 0, t0);
-        // With --metrics, a page every METRICS_EVERY_S; the live line at
-        // its own interval.
-        let line_every = (stats_every_s * 1e9) as u64;
-        let mut next_line = if line_every > 0 {
-            t0 + line_every
-        } else {
-            u64::MAX
-        };
-        let every = match &cfg.metrics {
-            Some(_) if stats_every_s > 0.0 => stats_every_s.min(METRICS_EVERY_S),
-            Some(_) => METRICS_EVERY_S,
-            None => stats_every_s,
-        };
+        let mut cadence = crate::metrics::Cadence::new(stats_every_s, cfg.metrics.is_some(), t0);
         let sides = self.sides.clone();
         let extras = |p: &mut Poller<R, C, W, Forward<T>>| crate::metrics::RouterExtras {
             rings: p
@@ -310,16 +298,15 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         }
         self.poller.run_for(
             cfg.run.duration_s,
-            every,
+            cadence.every_s(),
             &mut |p, now| {
                 if let Some(m) = &cfg.metrics {
                     if let Ok(r) = report_of(p, mode, in_xdp, protect_queue) {
                         m.publish(crate::metrics::router_page(&r, &extras(p)));
                     }
-                    if now < next_line {
-                        return;
-                    }
-                    next_line = next_line.saturating_add(line_every).max(now);
+                }
+                if !cadence.line_due(now) {
+                    return;
                 }
                 // Forwarding in XDP, the program's counts are the router's.
                 let program = if in_xdp {
@@ -366,9 +353,6 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         report_of(&mut self.poller, self.mode, self.in_xdp, self.protect_queue)
     }
 }
-
-/// How often a router with `--metrics` publishes its page, in s.
-const METRICS_EVERY_S: f64 = 0.25;
 
 /// The report of the router around `poller` so far.
 fn report_of<R: RxBackend, T: TxBackend, C: Clock, W: Wait>(

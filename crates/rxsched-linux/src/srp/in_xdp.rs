@@ -252,19 +252,11 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
     let names: Vec<&str> = cfg.consumers.iter().map(|c| c.name.as_str()).collect();
     let mut prev = vec![0u64; n];
     let mut last = sys::mono_ns();
-    let line_every = (cfg.run.stats_every_s * 1e9) as u64;
-    let mut next_line = match line_every {
-        0 => u64::MAX,
-        e => last + e,
-    };
-    let every = match &cfg.metrics {
-        Some(_) if line_every > 0 => cfg.run.stats_every_s.min(0.25),
-        Some(_) => 0.25,
-        None => cfg.run.stats_every_s,
-    };
+    let mut cadence =
+        crate::metrics::Cadence::new(cfg.run.stats_every_s, cfg.metrics.is_some(), last);
     let (duration_s, cpu_s) = poll.run_for(
         cfg.run.duration_s,
-        every,
+        cadence.every_s(),
         &mut |p, now| {
             if let Some(m) = &cfg.metrics {
                 let looked: Vec<(u64, u64)> = tallies
@@ -275,10 +267,9 @@ pub fn run(cfg: &ServeConfig) -> SysResult<ServeReport> {
                 if let Ok(r) = report(cfg, p, &tallies, &looked, &[], 0.0, cpu_s) {
                     m.publish(crate::metrics::serve_page(&r, &cfg.iface));
                 }
-                if now < next_line {
-                    return;
-                }
-                next_line = next_line.saturating_add(line_every).max(now);
+            }
+            if !cadence.line_due(now) {
+                return;
             }
             let dt = now.saturating_sub(last).max(1) as f64 / 1e9;
             let parts: Vec<String> = names

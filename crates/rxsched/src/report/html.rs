@@ -51,9 +51,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
          code{overflow-wrap:anywhere}section{margin-bottom:3em}details{margin:.5em 0}</style></head><body>\n\
          <h1>rxsched: reproduced figures</h1>\n",
     );
-    h += &scoreboard(&results)
-        .replacen("<table>", "<div class=wide><table>", 1)
-        .replacen("</table>", "</table></div>", 1);
+    h += &scoreboard(&results);
     let checked = results.iter().filter(|r| !r.checks.is_empty()).count();
     let clean = results
         .iter()
@@ -242,7 +240,7 @@ fn scoreboard(results: &[ResultFile]) -> String {
     }
     let mut h = String::from(
         "<h2>Scoreboard</h2>
-<table><tr><th>paper</th><th>reproduced</th><th>calibrations met</th>         <th>by construction (not counted)</th><th>missed</th><th>claims not checked</th></tr>
+<div class=wide><table><tr><th>paper</th><th>reproduced</th><th>calibrations met</th>         <th>by construction (not counted)</th><th>missed</th><th>claims not checked</th></tr>
 ",
     );
     for (p, sc) in &papers {
@@ -257,7 +255,7 @@ fn scoreboard(results: &[ResultFile]) -> String {
             sc.unchecked
         );
     }
-    h += "</table>\n";
+    h += "</table></div>\n";
     let misses: Vec<_> = papers.iter().flat_map(|(_, sc)| &sc.missed).collect();
     if !misses.is_empty() {
         h += "<h3>Misses</h3>\n<ul>\n";
