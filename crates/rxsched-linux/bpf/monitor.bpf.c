@@ -16,15 +16,19 @@
  * part, sleeps at most WAKE_NS while copies are flowing (see
  * backend/copy.rs), so no copy waits longer than that.
  *
+ * With a capture filter (filter.h, tcpdump's language) a frame it refuses
+ * is passed on uncopied, and counted, so it never reaches user space.
+ *
  * tc_take is the packet backend's taking mode (`--take`, for a dedicated
  * monitor port): an AF_PACKET socket sees a frame before tc ingress, which
  * then drops it, so that the kernel spends nothing more on it. (The xdp
  * backend takes frames with bpf/xsk.bpf.c.) */
 #include "common.h"
+#include "filter.h"
 #include <linux/pkt_cls.h>
 
 /* Counters, in the order of CopyOutcome in src/bpf.rs. */
-enum { C_COPIED, C_RING_FULL, C_TAKEN, C_N };
+enum { C_COPIED, C_RING_FULL, C_TAKEN, C_FILTERED, C_N };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -112,6 +116,11 @@ int xdp_copy(struct xdp_md *ctx)
 	__u32 len = ctx->data_end - ctx->data;
 	int full;
 
+	/* A frame the capture filter refuses is left alone, uncopied. */
+	if (!filter_accepts(ctx)) {
+		BUMP(copy_stats, C_FILTERED, 1);
+		return XDP_PASS;
+	}
 	/* Classes keep the ring's records close to the frames' sizes. */
 	CLASS(128)
 	CLASS(256)
@@ -125,6 +134,14 @@ int xdp_copy(struct xdp_md *ctx)
 done:
 	BUMP(copy_stats, full ? C_RING_FULL : C_COPIED, 1);
 	return XDP_PASS;
+}
+
+/* The capture filter's verdict alone: XDP_PASS if it accepts the frame,
+ * XDP_DROP if not (for tests, through BPF_PROG_TEST_RUN). */
+SEC("xdp")
+int xdp_filter_verdict(struct xdp_md *ctx)
+{
+	return filter_accepts(ctx) ? XDP_PASS : XDP_DROP;
 }
 
 SEC("classifier")

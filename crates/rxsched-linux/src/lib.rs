@@ -14,7 +14,7 @@
 //!   [`guard`] (early discard for full UDP sockets, for unmodified
 //!   applications), with the user-level stages behind them: [`stage`] (the shared-memory
 //!   queue into a stage), [`screen`] (screend) and [`rules`] (its rule
-//!   language).
+//!   language), [`pcap_filter`] (tcpdump's filter language, for `capture`).
 //! - The lab and its load: [`lab`] (namespaces, veth, pinned receive work),
 //!   [`loadgen`] (the generator and sink), [`xdpfwd`] (the XDP forwarding
 //!   peer), [`spin`] and [`udprecv`] (a compute process and the kernel's UDP
@@ -34,6 +34,7 @@ pub mod loadgen;
 pub mod metrics;
 pub mod napi_threads;
 pub mod needs;
+pub mod pcap_filter;
 pub mod router;
 pub mod rules;
 pub mod runtime;

@@ -58,9 +58,13 @@ fn lock(o: &Mutex<Object>) -> MutexGuard<'_, Object> {
 }
 
 impl CopyRx {
-    /// Attaches the copying program to `iface`.
-    pub fn open(iface: &str) -> SysResult<CopyRx> {
+    /// Attaches the copying program to `iface`, with the capture filter
+    /// `filter` set before it sees a frame.
+    pub fn open(iface: &str, filter: Option<&crate::pcap_filter::Program>) -> SysResult<CopyRx> {
         let mut o = Object::load(MONITOR, iface)?;
+        if let Some(p) = filter {
+            o.setup_filter(p)?;
+        }
         let ring = o.take_ring("copy_ring")?;
         let drops = DeviceDrops::open(iface)?;
         o.attach("xdp_copy", iface)?;
@@ -143,11 +147,15 @@ impl TxBackend for NoTx {
 
 /// Opens every one of `ifaces` passively. The thread that reads the
 /// copies runs as the packet backend's does (`how`).
-pub fn open_all(ifaces: &[String], how: Servicing) -> SysResult<Opened> {
+pub fn open_all(
+    ifaces: &[String],
+    how: Servicing,
+    filter: Option<&crate::pcap_filter::Program>,
+) -> SysResult<Opened> {
     let ports = ifaces
         .iter()
         .map(|p| {
-            let rx = CopyRx::open(p)?;
+            let rx = CopyRx::open(p, filter)?;
             Ok(Port {
                 name: p.clone(),
                 rx: Box::new(rx) as AnyRx,

@@ -172,7 +172,11 @@ pub enum Feed {
     /// A copy of every frame, the kernel's stack keeping them all (a
     /// passive monitor, `capture`'s default: [`copy`] on XDP, a plain
     /// socket on AF_PACKET).
-    Copy,
+    Copy {
+        /// On XDP: the capture filter the copying program applies (a
+        /// frame it refuses is not copied).
+        filter: Option<crate::pcap_filter::Program>,
+    },
     /// A router's frames (`bpf/route.bpf.c`): those it forwards, their
     /// next hops from the kernel's tables (`kernel_hops`), or else routed
     /// by user space with the host's own addresses `local` to the stack;
@@ -234,7 +238,7 @@ impl Feed {
     pub fn program(&self, ifindex: u32, mac: Mac, what: &str) -> SysResult<Option<Program>> {
         use crate::bpf::{Object, ROUTE, SERVE};
         Ok(match self {
-            Feed::All | Feed::Copy => None,
+            Feed::All | Feed::Copy { .. } => None,
             Feed::Route {
                 kernel_hops,
                 local,

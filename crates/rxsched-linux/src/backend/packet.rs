@@ -142,7 +142,7 @@ impl PacketRing {
     /// handles alone. Every frame is a copy of the kernel's. Taking every
     /// frame ([`Feed::All`]), the socket sees each before tc ingress, where
     /// a program (`bpf/monitor.bpf.c`'s `tc_take`) drops it; a copy of
-    /// every frame ([`Feed::Copy`]) needs no program.
+    /// every frame ([`Feed::Copy`], whose filter then runs in user space) needs no program.
     pub fn open_fed(iface: &str, cfg: RingConfig, feed: &Feed) -> SysResult<PacketRing> {
         let idx = crate::sys::ifindex(iface)? as u32;
         if *feed == Feed::All {

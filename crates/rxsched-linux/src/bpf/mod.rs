@@ -45,6 +45,8 @@ pub enum CopyOutcome {
     /// Taken at tc ingress (the packet backend's `--take`): the stack
     /// never sees it.
     Taken,
+    /// Passed on uncopied: the capture filter refused it.
+    Filtered,
 }
 
 /// What `bpf/route.bpf.c` did with a frame, in the order of its counters.
@@ -499,6 +501,14 @@ impl Object {
     /// [`CopyOutcome`]'s order.
     pub fn copy_counts(&mut self) -> SysResult<Vec<u64>> {
         self.counts("copy_stats", CopyOutcome::VARIANTS.len())
+    }
+
+    /// Sets `bpf/filter.h`'s capture filter (in `bpf/monitor.bpf.c`).
+    pub fn setup_filter(&mut self, p: &crate::pcap_filter::Program) -> SysResult<()> {
+        for (i, op) in p.ops().iter().enumerate() {
+            self.set("filter_ops", i as u32, *op)?;
+        }
+        self.set("filter_len", 0, p.ops().len() as u32)
     }
 
     /// Takes ring-buffer map `name` out of the object, for its reader.

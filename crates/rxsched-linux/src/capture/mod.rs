@@ -21,10 +21,14 @@
 //! flight; the drops before it (`nic_rx_ring`, `xsk_rx_ring`, and for
 //! copies `copy_ring`) are read back from the kernel.
 
+mod save;
 mod writer;
+
+pub use save::{files, CaptureFile, Format, Opener, Rotation, Stats};
 
 use crate::backend::{Feed, RxBackend, Wait};
 use crate::bpf::CopyOutcome;
+use crate::pcap_filter::{Filter, Node, Placement};
 use crate::rules::{Action, Flow, Rules};
 use crate::runtime::{App, Poller, RunConfig};
 use crate::stage::StageQueue;
@@ -32,11 +36,10 @@ use crate::sys::{self, SysError, SysResult};
 use rxsched_core::{Clock, DropPoint, InhibitCause, Nanos, PollLoop, QueueFeedback};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
-use writer::{create, spawn_writer};
+use writer::{spawn_writer, Shared};
 
 /// A monitor's configuration.
 #[derive(Debug, Clone)]
@@ -45,12 +48,22 @@ pub struct CaptureConfig {
     pub run: RunConfig,
     /// The interface watched.
     pub iface: String,
-    /// The pcap file (`/dev/null` works).
+    /// The capture file (`/dev/null` works), or the first of a rotation.
     pub out: PathBuf,
+    /// pcap or pcapng.
+    pub format: Format,
+    /// tcpdump's `-C`, `-G`, `-W`.
+    pub rotation: Rotation,
+    /// `-c`: stop once this many frames are written.
+    pub count: Option<u64>,
     /// Bytes of each frame kept (like tcpdump's `-s`).
     pub snaplen: u32,
     /// Frames the rules deny are not captured.
     pub filter: Option<Rules>,
+    /// tcpdump's filter expression: frames it refuses are not captured.
+    /// On XDP copies, what fits runs in the XDP program (a refused frame
+    /// is never copied); the rest runs in the polling thread.
+    pub expression: Option<Filter>,
     /// The packet-filter queue's length.
     pub queue: usize,
     /// M3: inhibit input while fewer than this many slots are free; `None`: off.
@@ -70,8 +83,11 @@ pub struct CaptureConfig {
 /// What a capture did, printed as JSON at the end.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaptureReport {
-    /// The file written.
+    /// The file written (the `-w` name).
     pub file: String,
+    /// Every file written, in order (more than one when rotating).
+    #[serde(default)]
+    pub files: Vec<String>,
     /// `copy` (the host keeps its frames) or `take`.
     #[serde(default)]
     pub mode: String,
@@ -88,8 +104,13 @@ pub struct CaptureReport {
     /// Drops by point: `nic_rx_ring`, `xsk_rx_ring`, `copy_ring`,
     /// `filter_queue`.
     pub drops: BTreeMap<DropPoint, u64>,
-    /// Frames the filter refused, by the rule that refused them.
+    /// Frames the filter refused, by the rule that refused them, or by
+    /// where the expression refused them (`expression in xdp`,
+    /// `expression in polling thread`).
     pub filtered: BTreeMap<String, u64>,
+    /// The filter expression, and where each part of it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<ExpressionReport>,
     /// Frames neither written nor dropped when it stopped.
     pub in_flight: u64,
     /// Input-inhibit episodes by cause.
@@ -103,6 +124,31 @@ pub struct CaptureReport {
     pub fault: Option<String>,
 }
 
+/// A filter expression, and where each part of it ran.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExpressionReport {
+    /// The expression as given.
+    pub text: String,
+    /// The part the XDP program ran (a refused frame was never copied).
+    pub in_xdp: Option<String>,
+    /// The part the polling thread ran.
+    pub in_polling_thread: Option<String>,
+}
+
+/// What `filtered` counts the XDP program's refusals under.
+pub const FILTERED_IN_XDP: &str = "expression in xdp";
+/// What `filtered` counts the polling thread's refusals under.
+pub const FILTERED_IN_POLLING: &str = "expression in polling thread";
+
+impl CaptureConfig {
+    /// Where each part of the filter expression runs: what fits in the
+    /// XDP program when it copies frames, the rest in the polling thread.
+    pub fn placement(&self) -> Option<Placement> {
+        let in_xdp = self.run.backend == crate::runtime::Backend::Xdp && !self.take;
+        self.expression.as_ref().map(|f| f.place(in_xdp))
+    }
+}
+
 /// Writer counter: frames written.
 pub(crate) const WRITTEN: usize = 0;
 /// Writer counter: bytes of frame data written.
@@ -112,6 +158,8 @@ pub(crate) const BYTES: usize = 1;
 pub struct CaptureStage {
     queue: Arc<StageQueue>,
     filter: Option<Rules>,
+    /// The part of the filter expression the polling thread runs.
+    expression: Option<Node>,
     filtered: BTreeMap<String, u64>,
     snaplen: usize,
     queue_drops: u64,
@@ -120,6 +168,12 @@ pub struct CaptureStage {
 
 impl App for CaptureStage {
     fn frame(&mut self, _port: usize, f: &[u8], _lp: &mut PollLoop, _now: Nanos) {
+        if let Some(e) = &self.expression {
+            if !e.accepts(f, f.len() as u32) {
+                *self.filtered.entry(FILTERED_IN_POLLING.into()).or_default() += 1;
+                return;
+            }
+        }
         if let Some(rules) = &self.filter {
             let (action, by) = rules.verdict(&Flow::of_frame(f));
             if action == Action::Deny {
@@ -145,20 +199,44 @@ impl App for CaptureStage {
 /// `W`: its polling thread and its writer thread.
 pub struct Capture<R, C, W> {
     poll: Poller<R, C, W, CaptureStage>,
-    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<save::Saver>>>,
+    shared: Arc<Shared>,
+    start_ns: u64,
+}
+
+fn epoch_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64
 }
 
 impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
-    /// A monitor reading `rx` (a device's receive queues) and writing pcap
-    /// to `out` from a writer
-    /// thread (pinned to `cfg.cpu`, normal priority).
+    /// A monitor reading `rx` (a device's receive queues) and writing
+    /// the files `open` opens from a writer thread (pinned to `cfg.cpu`,
+    /// normal priority). The first file is opened here.
     pub fn new(
         rx: Vec<R>,
-        out: impl Write + Send + 'static,
+        open: Opener,
         cfg: &CaptureConfig,
         clock: C,
         wait: W,
     ) -> SysResult<Self> {
+        let start_ns = epoch_ns();
+        let saver = save::Saver::new(
+            &cfg.out,
+            cfg.format,
+            cfg.snaplen,
+            &cfg.iface,
+            cfg.rotation,
+            open,
+            start_ns / 1_000_000_000,
+        )
+        .map_err(|e| SysError {
+            what: cfg.out.display().to_string(),
+            syscall: "open",
+            source: e,
+        })?;
         let mut fac = cfg.run.facility(1)?;
         let cap = cfg.queue.clamp(1, 1 << 20) as u32;
         if let Some(free) = cfg.min_free {
@@ -169,10 +247,12 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
             fac = fac.with_feedback(fb);
         }
         let queue = Arc::new(StageQueue::create("rxsched-capture", cap, 2)?);
-        let writer = spawn_writer(queue.clone(), out, cfg)?;
+        let shared = Arc::new(Shared::default());
+        let writer = spawn_writer(queue.clone(), saver, shared.clone(), cfg.count, cfg.run.cpu)?;
         let stage = CaptureStage {
             queue,
             filter: cfg.filter.clone(),
+            expression: cfg.placement().and_then(|p| p.polling).map(|(n, _)| n),
             filtered: BTreeMap::new(),
             snaplen: cfg.snaplen.max(1) as usize,
             queue_drops: 0,
@@ -182,6 +262,8 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         Ok(Capture {
             poll,
             writer: Some(writer),
+            shared,
+            start_ns,
         })
     }
 
@@ -225,16 +307,28 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         // A writer that stopped early (a write error) ends the run;
         // `finish` reports its error.
         let gone = || writer.as_ref().is_some_and(|w| w.is_finished());
-        let mut cadence =
-            crate::metrics::Cadence::new(cfg.run.stats_every_s, cfg.metrics.is_some(), prev.2);
+        // pcapng's statistics blocks need the counts as they go.
+        let ng = cfg.format == Format::Pcapng;
+        let mut cadence = crate::metrics::Cadence::new(
+            cfg.run.stats_every_s,
+            cfg.metrics.is_some() || ng,
+            prev.2,
+        );
+        let (shared, start_ns) = (self.shared.clone(), self.start_ns);
         let (duration_s, cpu_s) = self.poll.run_for(
             cfg.run.duration_s,
             cadence.every_s(),
             &mut |p, now| {
-                if let Some(m) = &cfg.metrics {
+                if cfg.metrics.is_some() || ng {
                     let cpu_s = sys::thread_cpu_ns() as f64 / 1e9;
                     if let Ok(r) = report_of(p, cfg, 0.0, cpu_s) {
-                        m.publish(crate::metrics::capture_page(&r, &cfg.iface));
+                        if let Some(m) = &cfg.metrics {
+                            m.publish(crate::metrics::capture_page(&r, &cfg.iface));
+                        }
+                        if ng {
+                            let s = stats_of(&r, start_ns);
+                            *shared.stats.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+                        }
                     }
                 }
                 if cadence.line_due(now) {
@@ -255,22 +349,47 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         duration_s: f64,
         cpu_s: f64,
     ) -> SysResult<CaptureReport> {
-        let written_ok = {
-            let queue = &self.poll.app.queue;
-            queue.stop();
-            match self.writer.take() {
-                Some(h) => h.join().unwrap_or_else(|_| {
-                    Err(std::io::Error::other("the pcap writer thread panicked"))
-                }),
-                None => Ok(()),
-            }
+        self.poll.app.queue.stop();
+        let saver = match self.writer.take() {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the pcap writer thread panicked"))),
+            None => Err(std::io::Error::other("the pcap writer was already joined")),
         };
-        written_ok.map_err(|e| SysError {
+        let failed = |e| SysError {
             what: cfg.out.display().to_string(),
             syscall: "write",
             source: e,
-        })?;
-        report_of(&mut self.poll, cfg, duration_s, cpu_s)
+        };
+        let saver = saver.map_err(failed)?;
+        let mut r = report_of(&mut self.poll, cfg, duration_s, cpu_s)?;
+        let names = saver
+            .finish(Some(&stats_of(&r, self.start_ns)))
+            .map_err(failed)?;
+        r.files = names.iter().map(|p| p.display().to_string()).collect();
+        Ok(r)
+    }
+}
+
+/// A statistics block's counts from a report.
+fn stats_of(r: &CaptureReport, start_ns: u64) -> Stats {
+    let if_drop = r.drops.get(&DropPoint::NicRxRing).copied().unwrap_or(0);
+    let all: u64 = r.drops.values().sum();
+    Stats {
+        start_ns,
+        now_ns: epoch_ns(),
+        received: r.arrived,
+        if_drop,
+        os_drop: all - if_drop,
+        filter_accept: r
+            .arrived
+            .saturating_sub(if_drop + r.filtered.values().sum::<u64>()),
+        delivered: r.written,
+        by_point: r
+            .drops
+            .iter()
+            .map(|(p, n)| (p.name().to_string(), *n))
+            .collect(),
     }
 }
 
@@ -290,6 +409,7 @@ fn report_of<R: RxBackend, C: Clock, W: Wait>(
     }
     // Copies: those that went uncopied, and those still in the ring.
     let (mut uncopied, mut left) = (0, 0);
+    let mut filtered = p.app.filtered.clone();
     if !cfg.take {
         let c = p.program_counts()?;
         left = c
@@ -299,11 +419,16 @@ fn report_of<R: RxBackend, C: Clock, W: Wait>(
             drops.insert(DropPoint::CopyRing, n);
             uncopied += n;
         }
+        if let Some(&n) = c.get(CopyOutcome::Filtered as usize).filter(|&&n| n > 0) {
+            filtered.insert(FILTERED_IN_XDP.into(), n);
+            uncopied += n;
+        }
     }
     drops.insert(DropPoint::FilterQueue, p.app.queue_drops);
     let inhibits = p.lp.inhibits().into_iter().collect();
     Ok(CaptureReport {
         file: cfg.out.display().to_string(),
+        files: vec![],
         mode: if cfg.take { "take" } else { "copy" }.to_string(),
         duration_s,
         arrived: p.taken + ring + sock + uncopied + left,
@@ -311,7 +436,15 @@ fn report_of<R: RxBackend, C: Clock, W: Wait>(
         written,
         bytes_written: p.app.queue.counter(BYTES),
         drops,
-        filtered: p.app.filtered.clone(),
+        filtered,
+        expression: cfg.placement().map(|pl| ExpressionReport {
+            text: cfg
+                .expression
+                .as_ref()
+                .map_or(String::new(), |f| f.text().to_string()),
+            in_xdp: pl.xdp.map(|(_, t)| t),
+            in_polling_thread: pl.polling.map(|(_, t)| t),
+        }),
         in_flight: p.app.queue.len() as u64 + left,
         inhibits,
         mode_switches: p.lp.mode_switches(),
@@ -347,15 +480,20 @@ where
 /// Runs the monitor on a real interface until its duration is over, a
 /// stop signal arrives or the interface disappears.
 pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
-    let out = create(&cfg.out)?;
     let cfg = &CaptureConfig {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
-    let feed = if cfg.take { Feed::All } else { Feed::Copy };
+    let feed = if cfg.take {
+        Feed::All
+    } else {
+        Feed::Copy {
+            filter: cfg.placement().and_then(|p| p.xdp).map(|(prog, _)| prog),
+        }
+    };
     let dev = cfg.run.open_one("capture", &cfg.iface, &feed)?;
     // The writer thread starts in `new`, before this thread's priority.
-    let mut cap = Capture::new(dev.rx, out, cfg, sys::MonoClock, dev.wait)?;
+    let mut cap = Capture::new(dev.rx, files(), cfg, sys::MonoClock, dev.wait)?;
     cap.poller_mut().attach(dev.gate, dev.links)?;
     crate::runtime::take_priority(dev.prio)?;
     let how = if cfg.take {

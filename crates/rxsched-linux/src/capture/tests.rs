@@ -5,6 +5,7 @@ use super::*;
 use crate::backend::mem::{self, FakeClock, FakeWait};
 use crate::wire::UdpProbe;
 use rxsched_core::MS;
+use std::io::Write;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,21 @@ use std::time::Duration;
 #[derive(Clone, Default)]
 struct MemFile {
     data: Arc<Mutex<Vec<u8>>>,
+    pos: Arc<Mutex<usize>>,
     hold: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl std::io::Seek for MemFile {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let len = self.data.lock().unwrap().len() as i64;
+        let mut pos = self.pos.lock().unwrap();
+        *pos = match to {
+            std::io::SeekFrom::Start(n) => n as i64,
+            std::io::SeekFrom::End(d) => len + d,
+            std::io::SeekFrom::Current(d) => *pos as i64 + d,
+        } as usize;
+        Ok(*pos as u64)
+    }
 }
 
 impl MemFile {
@@ -31,12 +46,25 @@ impl Write for MemFile {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         let (m, cv) = &*self.hold;
         let _g = cv.wait_while(m.lock().unwrap(), |held| *held).unwrap();
-        self.data.lock().unwrap().extend_from_slice(b);
+        let mut d = self.data.lock().unwrap();
+        let mut pos = self.pos.lock().unwrap();
+        let end = *pos + b.len();
+        if d.len() < end {
+            d.resize(end, 0);
+        }
+        d[*pos..end].copy_from_slice(b);
+        *pos = end;
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Opens `f` for every file.
+fn opener(f: &MemFile) -> Opener {
+    let f = f.clone();
+    Box::new(move |_| Ok(Box::new(f.clone()) as Box<dyn save::CaptureFile>))
 }
 
 fn frame(size: usize, dport: u16, seq: u64) -> Vec<u8> {
@@ -59,8 +87,12 @@ fn cfg(queue: usize, min_free: Option<u32>, filter: Option<Rules>) -> CaptureCon
         },
         iface: "mem0".into(),
         out: "mem.pcap".into(),
+        format: Format::Pcap,
+        rotation: Rotation::default(),
+        count: None,
         snaplen: 96,
         filter,
+        expression: None,
         queue,
         min_free,
         resume_at: None,
@@ -123,7 +155,7 @@ fn writes_every_accepted_frame_and_counts_denials_by_rule() {
     let clock = FakeClock::default();
     let mut c = Capture::new(
         vec![rx],
-        file.clone(),
+        opener(&file),
         &cfg(1024, None, Some(rules)),
         clock.clone(),
         FakeWait(clock.clone()),
@@ -171,7 +203,7 @@ fn a_full_filter_queue_drops_there_unless_feedback_stops_input() {
         };
         let mut c = Capture::new(
             vec![rx],
-            file.clone(),
+            opener(&file),
             &cfg,
             clock.clone(),
             FakeWait(clock.clone()),
@@ -234,7 +266,7 @@ fn the_writer_kick_resumes_input_before_the_timeout() {
     };
     let mut c = Capture::new(
         vec![rx],
-        file.clone(),
+        opener(&file),
         &cfg,
         clock.clone(),
         FakeWait(clock.clone()),
@@ -267,4 +299,181 @@ fn the_writer_kick_resumes_input_before_the_timeout() {
         "resumed only by the timeout, after {} ns",
         clock.now() - t0
     );
+}
+
+/// Files in memory, by name, for rotation.
+#[derive(Clone, Default)]
+struct MemDir(Arc<Mutex<BTreeMap<PathBuf, MemFile>>>);
+
+impl MemDir {
+    fn opener(&self) -> Opener {
+        let d = self.clone();
+        Box::new(move |p| {
+            let f = MemFile::default();
+            d.0.lock().unwrap().insert(p.to_path_buf(), f.clone());
+            Ok(Box::new(f) as Box<dyn save::CaptureFile>)
+        })
+    }
+    fn file(&self, p: &str) -> MemFile {
+        self.0.lock().unwrap()[&PathBuf::from(p)].clone()
+    }
+}
+
+/// Runs a monitor over `frames` with `cfg` until it has taken them all
+/// (or the writer stopped), and reports.
+fn capture_all(frames: Vec<Vec<u8>>, open: Opener, cfg: &CaptureConfig) -> CaptureReport {
+    let (rx, feed) = mem::ring(frames.len() + 1);
+    let n = frames.len() as u64;
+    for f in frames {
+        assert!(feed.push(f));
+    }
+    let clock = FakeClock::default();
+    let mut c = Capture::new(vec![rx], open, cfg, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let wait = std::time::Instant::now();
+    while c.taken() < n && wait.elapsed() < Duration::from_secs(10) {
+        turns(&mut c, &clock, 10);
+        let refused = |c: &Cap| c.poll.app.filtered.values().sum::<u64>();
+        while c.written() + c.queue_drops() + refused(&c) < c.taken()
+            && wait.elapsed() < Duration::from_secs(10)
+        {
+            if c.writer.as_ref().is_some_and(|w| w.is_finished()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if c.writer.as_ref().is_some_and(|w| w.is_finished()) {
+            break;
+        }
+    }
+    c.finish(cfg, 1.0, 0.0).unwrap()
+}
+
+/// A tcpdump expression on the packet backend runs in the polling
+/// thread, says so, and counts what it refused there.
+#[test]
+fn an_expression_runs_in_the_polling_thread_where_xdp_cannot() {
+    let frames: Vec<Vec<u8>> = (0..100)
+        .map(|i| frame(64, if i % 4 == 0 { 53 } else { 9000 }, i))
+        .collect();
+    let file = MemFile::default();
+    let cfg = CaptureConfig {
+        expression: Some(crate::pcap_filter::Filter::parse("udp and dst port 53").unwrap()),
+        ..cfg(1024, None, None)
+    };
+    let r = capture_all(frames, opener(&file), &cfg);
+    assert_eq!(r.written, 25);
+    assert_eq!(r.filtered.get(FILTERED_IN_POLLING), Some(&75));
+    let e = r.expression.expect("the report names the expression");
+    assert_eq!(e.in_xdp, None);
+    assert_eq!(e.in_polling_thread.as_deref(), Some("udp and dst port 53"));
+    assert_eq!(read_back(&file).1.len(), 25);
+}
+
+/// `-c`: exactly COUNT frames are written; the rest are accounted.
+#[test]
+fn count_stops_after_that_many_frames() {
+    let frames: Vec<Vec<u8>> = (0..500).map(|i| frame(64, 9000, i)).collect();
+    let file = MemFile::default();
+    let cfg = CaptureConfig {
+        count: Some(37),
+        ..cfg(1024, None, None)
+    };
+    let r = capture_all(frames, opener(&file), &cfg);
+    assert_eq!(r.written, 37);
+    assert_eq!(read_back(&file).1.len(), 37);
+    let drops: u64 = r.drops.values().sum();
+    assert_eq!(r.arrived, r.written + drops + r.in_flight);
+}
+
+/// `-C` with `-W`: the files follow tcpdump's names, and the sequence
+/// numbers run on from one file to the next with none missing.
+#[test]
+fn rotation_loses_no_frame() {
+    let frames: Vec<Vec<u8>> = (0..400).map(|i| frame(200, 9000, i)).collect();
+    let dir = MemDir::default();
+    let cfg = CaptureConfig {
+        snaplen: 65_535,
+        rotation: Rotation {
+            size_bytes: Some(10_000),
+            every_s: None,
+            files: Some(100),
+        },
+        ..cfg(1024, None, None)
+    };
+    let r = capture_all(frames, dir.opener(), &cfg);
+    assert_eq!(r.written, 400);
+    assert!(r.files.len() >= 8, "{:?}", r.files);
+    assert_eq!(r.files[0], "mem.pcap00");
+    assert_eq!(r.files[1], "mem.pcap01");
+    let mut seqs = vec![];
+    for name in &r.files {
+        let (_, recs) = read_back(&dir.file(name));
+        assert!(!recs.is_empty(), "{name} is empty");
+        seqs.extend(
+            recs.iter()
+                .map(|(_, d)| crate::wire::parse_probe(d).unwrap().0),
+        );
+    }
+    assert_eq!(seqs, (0..400).collect::<Vec<u64>>());
+}
+
+/// pcapng: the interface's name and nanosecond resolution, every frame,
+/// and a last statistics block with the counts of the report.
+#[test]
+fn pcapng_carries_the_interface_and_its_drops() {
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption as Idb;
+    use pcap_file::pcapng::blocks::interface_statistics::InterfaceStatisticsOption as Isb;
+    use pcap_file::pcapng::Block;
+    let frames: Vec<Vec<u8>> = (0..200).map(|i| frame(64, 9000, i)).collect();
+    let file = MemFile::held();
+    let cfg = CaptureConfig {
+        format: Format::Pcapng,
+        ..cfg(16, None, None)
+    };
+    // The writer is stuck at first: the 16-frame queue overflows.
+    let f2 = file.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        f2.release();
+    });
+    let r = capture_all(frames, opener(&file), &cfg);
+    let qd = r.drops[&DropPoint::FilterQueue];
+    assert!(qd > 0, "no queue drops: {r:?}");
+    let data = file.data.lock().unwrap().clone();
+    let mut rd = pcap_file::pcapng::PcapNgReader::new(&data[..]).unwrap();
+    // The section's comment, written in place at the end, has the counts.
+    use pcap_file::pcapng::blocks::section_header::SectionHeaderOption as Shb;
+    let said = rd.section().options.iter().find_map(|o| match o {
+        Shb::Comment(c) => Some(c.trim().to_string()),
+        _ => None,
+    });
+    let said = said.expect("a section comment");
+    assert!(
+        said.contains(&format!(
+            "{} packets written of {} received",
+            r.written, r.arrived
+        )) && said.contains(&format!("filter_queue {qd}")),
+        "{said}"
+    );
+    let (mut packets, mut last_isb) = (0, None);
+    let mut idb = None;
+    while let Some(b) = rd.next_block() {
+        match b.unwrap() {
+            Block::InterfaceDescription(d) => idb = Some(d.into_owned()),
+            Block::EnhancedPacket(_) => packets += 1,
+            Block::InterfaceStatistics(s) => last_isb = Some(s.into_owned()),
+            _ => {}
+        }
+    }
+    let idb = idb.expect("an interface description");
+    assert!(idb.options.contains(&Idb::IfName("mem0".into())));
+    assert!(idb.options.contains(&Idb::IfTsResol(9)));
+    assert_eq!(packets, r.written);
+    let isb = last_isb.expect("a statistics block at the end");
+    assert!(isb.options.contains(&Isb::IsbIfRecv(r.arrived)));
+    assert!(isb.options.contains(&Isb::IsbUsrDeliv(r.written)));
+    assert!(isb.options.contains(&Isb::IsbOsDrop(qd)));
+    assert!(isb.options.contains(&Isb::Comment(
+        format!("dropped at filter_queue: {qd}").into()
+    )));
 }

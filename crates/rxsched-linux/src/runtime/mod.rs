@@ -41,7 +41,12 @@ impl Backend {
     /// their receive work as `how` says.
     pub fn open(self, ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
         match self {
-            Backend::Xdp if *feed == Feed::Copy => crate::backend::copy::open_all(ifaces, how),
+            Backend::Xdp if matches!(feed, Feed::Copy { .. }) => {
+                let Feed::Copy { filter } = feed else {
+                    unreachable!("matched above")
+                };
+                crate::backend::copy::open_all(ifaces, how, filter.as_ref())
+            }
             Backend::Xdp if matches!(feed, Feed::Route { in_xdp: true, .. }) => {
                 crate::backend::in_xdp::open_all(ifaces, how, feed)
             }

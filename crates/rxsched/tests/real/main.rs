@@ -192,6 +192,7 @@ fn trials(n: usize, what: &str, mut trial: impl FnMut() -> Result<String, String
 }
 
 mod capture;
+mod capture_tcpdump;
 mod clients;
 mod guard;
 mod metrics;

@@ -3,20 +3,56 @@
 use super::{faulted, interfaces_exist, json, timeout_ms, RunArgs};
 use clap::Args;
 use rxsched::error::{Error, Result};
+use rxsched_linux::capture::{CaptureReport, Format, Rotation};
+use rxsched_linux::pcap_filter::Filter;
 use rxsched_linux::rules::Rules;
 
 /// `rxsched capture`
 #[derive(Args)]
 pub struct CaptureArgs {
-    /// The interface to watch.
+    /// A filter in tcpdump's language (pcap-filter), e.g. `udp and dst
+    /// port 53`: frames it refuses are not captured. What fits runs in the
+    /// XDP program, so a refused frame never reaches user space; the
+    /// report says where each part ran.
+    #[arg(value_name = "EXPRESSION", trailing_var_arg = true)]
+    pub expression: Vec<String>,
+    /// Read the filter expression from this file (as tcpdump's `-F`).
+    #[arg(short = 'F', value_name = "FILE")]
+    pub expression_file: Option<std::path::PathBuf>,
+    /// The interface to watch (every receive queue of it).
     #[arg(short = 'i', long = "interface")]
-    pub iface: String,
-    /// The pcap file to write (`/dev/null` to discard).
+    pub iface: Option<String>,
+    /// The file to write (`/dev/null` to discard): pcapng if it ends in
+    /// `.pcapng`, else pcap (see `--format`).
     #[arg(short = 'w', long = "write")]
-    pub out: std::path::PathBuf,
-    /// Bytes kept of each frame, like tcpdump's `-s`.
+    pub out: Option<std::path::PathBuf>,
+    /// The file format, instead of the one the name implies.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Bytes kept of each frame, like tcpdump's `-s` (0: the whole frame).
     #[arg(short = 's', long, default_value_t = 262_144)]
     pub snaplen: u32,
+    /// Stop once this many frames are written (tcpdump's `-c`).
+    #[arg(short = 'c', value_name = "COUNT")]
+    pub count: Option<u64>,
+    /// Start a new file once this one is larger than this many millions
+    /// of bytes (tcpdump's `-C`): `x.pcap`, `x.pcap1`, `x.pcap2`, ...
+    #[arg(short = 'C', value_name = "MB")]
+    pub file_size: Option<f64>,
+    /// Start a new file every this many seconds (tcpdump's `-G`), named by
+    /// `strftime` of the `-w` name (`cap-%H%M%S.pcap`).
+    #[arg(short = 'G', value_name = "SECONDS")]
+    pub rotate_seconds: Option<u64>,
+    /// With `-C`: at most this many files, reused in a ring and numbered
+    /// with leading zeros; with `-G`: stop after this many (tcpdump's `-W`).
+    #[arg(short = 'W', value_name = "FILES")]
+    pub file_count: Option<u32>,
+    /// List the interfaces a capture can watch, and stop (tcpdump's `-D`).
+    #[arg(short = 'D', long = "list-interfaces")]
+    pub list: bool,
+    /// No summary on standard error at the end (the JSON report stays).
+    #[arg(short = 'q')]
+    pub quiet: bool,
     /// A rule file (the `route --screen` language): frames it denies are
     /// not captured, and are counted by rule.
     #[arg(long)]
@@ -56,9 +92,86 @@ pub struct CaptureArgs {
     pub run: RunArgs,
 }
 
+/// `--format`
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// Classic pcap, microsecond timestamps.
+    Pcap,
+    /// pcapng: nanosecond timestamps, the interface, and its drops.
+    Pcapng,
+}
+
+/// The filter expression from the words after the flags or from `-F`.
+fn expression(a: &CaptureArgs) -> Result<Option<Filter>> {
+    let text = match (&a.expression_file, a.expression.is_empty()) {
+        (Some(_), false) => {
+            return Err(Error::Input(
+                "give the filter expression either after the flags or in -F FILE, not both".into(),
+            ))
+        }
+        (Some(f), true) => std::fs::read_to_string(f)
+            .map_err(|e| Error::Input(format!("-F {}: {e}", f.display())))?
+            .lines()
+            .map(|l| l.split('#').next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, _) => a.expression.join(" "),
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    Filter::parse(&text)
+        .map(Some)
+        .map_err(|e| Error::Input(e.to_string()))
+}
+
 /// The monitor's configuration from its flags.
 pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::CaptureConfig> {
     let run = a.run.config()?;
+    let Some(iface) = a.iface.clone() else {
+        return Err(Error::Input(
+            "capture needs -i INTERFACE (rxsched capture -D lists them)".into(),
+        ));
+    };
+    if iface == "any" {
+        return Err(Error::flag(
+            "interface",
+            "`any` is not supported: a monitor binds one device's receive queues; \
+             name one interface (rxsched capture -D lists them), or run one capture per interface",
+        ));
+    }
+    let Some(out) = a.out.clone() else {
+        return Err(Error::Input(
+            "capture needs -w FILE (a .pcap or .pcapng file, or /dev/null): it does not print frames".into(),
+        ));
+    };
+    let format = match a.format {
+        Some(FormatArg::Pcap) => Format::Pcap,
+        Some(FormatArg::Pcapng) => Format::Pcapng,
+        None => Format::of_path(&out),
+    };
+    let size_bytes = match a.file_size {
+        None => None,
+        Some(mb) if mb.is_finite() && mb > 0.0 => Some((mb * 1e6) as u64),
+        Some(_) => {
+            return Err(Error::Input(
+                "-C: must be a positive size in millions of bytes".into(),
+            ))
+        }
+    };
+    if a.rotate_seconds == Some(0) {
+        return Err(Error::Input("-G: must be at least 1 second".into()));
+    }
+    if let Some(w) = a.file_count {
+        if w == 0 || (size_bytes.is_none() && a.rotate_seconds.is_none()) {
+            return Err(Error::Input(
+                "-W: a count of 1 or more files, with -C or -G".into(),
+            ));
+        }
+    }
+    if a.count == Some(0) {
+        return Err(Error::Input("-c: must be at least 1 frame".into()));
+    }
     if !(1..=1 << 20).contains(&a.queue) {
         return Err(Error::flag("queue", "must be from 1 to 1048576 frames"));
     }
@@ -85,19 +198,26 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
             }
         },
     };
-    if a.snaplen == 0 {
-        return Err(Error::flag("snaplen", "must be at least 1"));
-    }
+    // tcpdump's `-s 0`: the whole frame.
+    let snaplen = if a.snaplen == 0 { 262_144 } else { a.snaplen };
     let filter = match &a.filter {
         None => None,
         Some(f) => Some(Rules::load(f).map_err(|e| Error::Input(e.to_string()))?),
     };
     Ok(rxsched_linux::capture::CaptureConfig {
         run,
-        iface: a.iface.clone(),
-        out: a.out.clone(),
-        snaplen: a.snaplen,
+        iface,
+        out,
+        format,
+        rotation: Rotation {
+            size_bytes,
+            every_s: a.rotate_seconds,
+            files: a.file_count,
+        },
+        count: a.count,
+        snaplen,
         filter,
+        expression: expression(a)?,
         queue: a.queue,
         min_free: (!a.no_feedback).then_some(a.min_free),
         resume_at,
@@ -109,12 +229,111 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
 
 /// `rxsched capture`
 pub fn capture(a: CaptureArgs) -> Result<()> {
+    if a.list {
+        print!("{}", list_interfaces()?);
+        return Ok(());
+    }
     let mut cfg = capture_config(&a)?;
     interfaces_exist("interface", std::slice::from_ref(&cfg.iface))?;
     let exporter = super::metrics("capture", a.metrics)?;
     cfg.metrics = exporter.as_ref().map(|e| e.publisher());
     let r = rxsched_linux::capture::run(&cfg)?;
     drop(exporter);
+    if !a.quiet {
+        eprint!("{}", summary(&r));
+    }
     json(&r)?;
     faulted(r.fault)
+}
+
+/// The exit summary, in tcpdump's words, with a line for each place
+/// frames were lost.
+pub fn summary(r: &CaptureReport) -> String {
+    use rxsched_core::DropPoint;
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let mut s = format!("{} packet{} captured\n", r.written, plural(r.written));
+    let refused: u64 = r.filtered.values().sum();
+    let ring = r.drops.get(&DropPoint::NicRxRing).copied().unwrap_or(0);
+    let seen = r.arrived.saturating_sub(ring);
+    s += &format!("{seen} packet{} received by filter\n", plural(seen));
+    if refused > 0 {
+        s += &format!(
+            "{refused} packet{} refused by the filter\n",
+            plural(refused)
+        );
+    }
+    for (p, n) in &r.drops {
+        let place = match p {
+            DropPoint::NicRxRing => "the interface ring".to_string(),
+            DropPoint::CopyRing => "the copy ring (before the copy)".to_string(),
+            DropPoint::XskRxRing => "the socket ring".to_string(),
+            DropPoint::FilterQueue => "the packet-filter queue (before the writer)".to_string(),
+            p => p.name().to_string(),
+        };
+        s += &format!("{n} packet{} dropped by {place}\n", plural(*n));
+    }
+    if r.in_flight > 0 {
+        s += &format!(
+            "{} packet{} not written when it stopped\n",
+            r.in_flight,
+            plural(r.in_flight)
+        );
+    }
+    if r.files.len() > 1 {
+        s += &format!(
+            "{} files: {} .. {}\n",
+            r.files.len(),
+            r.files[0],
+            r.files[r.files.len() - 1]
+        );
+    }
+    s
+}
+
+/// tcpdump's `-D`: the interfaces, numbered, with their state and
+/// receive queues.
+fn list_interfaces() -> Result<String> {
+    let dir = std::path::Path::new("/sys/class/net");
+    let mut names: Vec<(u32, String)> = std::fs::read_dir(dir)
+        .map_err(|e| Error::Run(format!("{}: {e}", dir.display())))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let idx = std::fs::read_to_string(e.path().join("ifindex")).ok()?;
+            Some((idx.trim().parse().ok()?, name))
+        })
+        .collect();
+    names.sort();
+    let mut out = String::new();
+    for (i, (_, name)) in names.iter().enumerate() {
+        let p = dir.join(name);
+        let flags = std::fs::read_to_string(p.join("flags"))
+            .ok()
+            .and_then(|f| u32::from_str_radix(f.trim().trim_start_matches("0x"), 16).ok())
+            .unwrap_or(0);
+        let mut tags = vec![];
+        if flags & libc::IFF_UP as u32 != 0 {
+            tags.push("Up");
+        }
+        if flags & libc::IFF_RUNNING as u32 != 0 {
+            tags.push("Running");
+        }
+        if flags & libc::IFF_LOOPBACK as u32 != 0 {
+            tags.push("Loopback");
+        }
+        let queues = std::fs::read_dir(p.join("queues"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                    .count()
+            })
+            .unwrap_or(0);
+        out += &format!(
+            "{}.{name} [{}] ({queues} receive queue{})\n",
+            i + 1,
+            tags.join(", "),
+            if queues == 1 { "" } else { "s" }
+        );
+    }
+    Ok(out)
 }
