@@ -22,9 +22,11 @@
  * tc_take is the packet backend's taking mode (`--take`, for a dedicated
  * monitor port): an AF_PACKET socket sees a frame before tc ingress, which
  * then drops it, so that the kernel spends nothing more on it. (The xdp
- * backend takes frames with bpf/xsk.bpf.c.) */
+ * backend takes frames with bpf/xsk.bpf.c, or with xdp_take here when a
+ * capture filter decides which.) */
 #include "common.h"
 #include "filter.h"
+#include "xsks.h"
 #include <linux/pkt_cls.h>
 
 /* Counters, in the order of CopyOutcome in src/bpf.rs. */
@@ -71,11 +73,12 @@ static __always_inline __u64 wake_flags(__u64 rec)
 	return BPF_RB_NO_WAKEUP;
 }
 
-/* A copy: the frame's length, then its bytes (the record is as long as
- * the smallest size class that holds them). */
+/* A copy: the frame's length, the receive queue it came in on, then its
+ * bytes (the record is as long as the smallest size class that holds
+ * them). One ring takes every queue's copies. */
 struct copy {
 	__u32 len;
-	__u32 pad;
+	__u32 queue;
 	__u8 data[];
 };
 
@@ -94,7 +97,7 @@ static __always_inline int copy_in(struct xdp_md *ctx, __u32 len, const __u32 cl
 	if (n > cls)
 		n = cls;
 	c->len = n;
-	c->pad = 0;
+	c->queue = ctx->rx_queue_index;
 	if (n == 0 || bpf_xdp_load_bytes(ctx, 0, c->data, n) < 0) {
 		bpf_ringbuf_discard(c, 0);
 		return 0;
@@ -134,6 +137,19 @@ int xdp_copy(struct xdp_md *ctx)
 done:
 	BUMP(copy_stats, full ? C_RING_FULL : C_COPIED, 1);
 	return XDP_PASS;
+}
+
+/* Taking (`capture --take` with a filter, on AF_XDP): a frame the filter
+ * accepts goes to the socket of its queue; one it refuses goes on to the
+ * kernel's stack, untaken, and is counted. */
+SEC("xdp")
+int xdp_take(struct xdp_md *ctx)
+{
+	if (!filter_accepts(ctx)) {
+		BUMP(copy_stats, C_FILTERED, 1);
+		return XDP_PASS;
+	}
+	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 
 /* The capture filter's verdict alone: XDP_PASS if it accepts the frame,

@@ -28,7 +28,8 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Bytes before a copy's frame in its record: its length, and padding.
+/// Bytes before a copy's frame in its record: its length, and the receive
+/// queue it came in on.
 const HEADER: usize = 8;
 /// The ring buffer's size (`copy_ring`'s `max_entries` in the program).
 pub const RING_BYTES: u64 = 1 << 21;
@@ -83,14 +84,20 @@ impl RxBackend for CopyRx {
     }
 
     fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
+        self.recv_tagged(max, &mut |frame, _| f(frame))
+    }
+
+    fn recv_tagged(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Option<u32>) -> bool) -> usize {
         let mut n = 0;
         while n < max {
             let Some(rec) = self.ring.next() else { break };
-            let len = rec
-                .get(..4)
-                .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize);
+            let word = |at: usize| {
+                rec.get(at..at + 4)
+                    .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            };
+            let (len, queue) = (word(0) as usize, word(4));
             let frame = rec.get(HEADER..).unwrap_or_default();
-            let go = f(&frame[..len.min(frame.len())]);
+            let go = f(&frame[..len.min(frame.len())], Some(queue));
             n += 1;
             if !go {
                 break;

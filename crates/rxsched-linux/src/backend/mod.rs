@@ -169,6 +169,12 @@ pub enum Feed {
     /// program drops each frame once the socket has its copy.
     #[default]
     All,
+    /// The frames a capture filter accepts, taken (`capture --take` with
+    /// a filter, on AF_XDP); the others go on to the kernel's stack.
+    Take {
+        /// The filter (`bpf/monitor.bpf.c`'s `xdp_take`).
+        filter: crate::pcap_filter::Program,
+    },
     /// A copy of every frame, the kernel's stack keeping them all (a
     /// passive monitor, `capture`'s default: [`copy`] on XDP, a plain
     /// socket on AF_PACKET).
@@ -239,6 +245,16 @@ impl Feed {
         use crate::bpf::{Object, ROUTE, SERVE};
         Ok(match self {
             Feed::All | Feed::Copy { .. } => None,
+            Feed::Take { filter } => {
+                let mut o = Object::load(crate::bpf::MONITOR, what)?;
+                o.setup_filter(filter)?;
+                Some(Program {
+                    object: o,
+                    xdp: "xdp_take",
+                    tc: "tc_take",
+                    counts: Object::copy_counts,
+                })
+            }
             Feed::Route {
                 kernel_hops,
                 local,
@@ -336,6 +352,12 @@ pub trait RxBackend {
     /// the batch, stopping early once `f` returns false (the frame it was
     /// given is taken); returns how many it handed over.
     fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize;
+    /// [`RxBackend::recv_while`], with the receive queue each frame came
+    /// in on where one ring holds several queues' frames (`None`: the
+    /// port's own queue).
+    fn recv_tagged(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Option<u32>) -> bool) -> usize {
+        self.recv_while(max, &mut |frame| f(frame, None))
+    }
     /// Hands at most `max` waiting frames to `f`; returns how many.
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> usize {
         self.recv_while(max, &mut |frame| {
@@ -427,6 +449,9 @@ impl<B: RxBackend + ?Sized> RxBackend for Box<B> {
     }
     fn recv_while(&mut self, max: usize, f: &mut dyn FnMut(&[u8]) -> bool) -> usize {
         (**self).recv_while(max, f)
+    }
+    fn recv_tagged(&mut self, max: usize, f: &mut dyn FnMut(&[u8], Option<u32>) -> bool) -> usize {
+        (**self).recv_tagged(max, f)
     }
     fn pending(&self) -> bool {
         (**self).pending()

@@ -56,6 +56,9 @@ pub struct CaptureConfig {
     pub rotation: Rotation,
     /// `-c`: stop once this many frames are written.
     pub count: Option<u64>,
+    /// `--per-queue`: one file per receive queue (`x-q0.pcap`, ...)
+    /// instead of one with every queue's frames in time order.
+    pub per_queue: bool,
     /// Bytes of each frame kept (like tcpdump's `-s`).
     pub snaplen: u32,
     /// Frames the rules deny are not captured.
@@ -144,7 +147,7 @@ impl CaptureConfig {
     /// Where each part of the filter expression runs: what fits in the
     /// XDP program when it copies frames, the rest in the polling thread.
     pub fn placement(&self) -> Option<Placement> {
-        let in_xdp = self.run.backend == crate::runtime::Backend::Xdp && !self.take;
+        let in_xdp = self.run.backend == crate::runtime::Backend::Xdp;
         self.expression.as_ref().map(|f| f.place(in_xdp))
     }
 }
@@ -167,7 +170,20 @@ pub struct CaptureStage {
 }
 
 impl App for CaptureStage {
-    fn frame(&mut self, _port: usize, f: &[u8], _lp: &mut PollLoop, _now: Nanos) {
+    fn frame(&mut self, port: usize, f: &[u8], lp: &mut PollLoop, now: Nanos) {
+        self.frame_on(port, None, f, lp, now)
+    }
+
+    /// A frame of receive queue `queue` (one copy ring holds every
+    /// queue's), or of the queue of port `port` (a socket per queue).
+    fn frame_on(
+        &mut self,
+        port: usize,
+        queue: Option<u32>,
+        f: &[u8],
+        _lp: &mut PollLoop,
+        _now: Nanos,
+    ) {
         if let Some(e) = &self.expression {
             if !e.accepts(f, f.len() as u32) {
                 *self.filtered.entry(FILTERED_IN_POLLING.into()).or_default() += 1;
@@ -185,7 +201,8 @@ impl App for CaptureStage {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos() as u64;
-        if !self.queue.push(f, self.snaplen, 0, ts) {
+        let q = queue.unwrap_or(port as u32);
+        if !self.queue.push(f, self.snaplen, q, ts) {
             self.queue_drops += 1;
         }
     }
@@ -199,7 +216,7 @@ impl App for CaptureStage {
 /// `W`: its polling thread and its writer thread.
 pub struct Capture<R, C, W> {
     poll: Poller<R, C, W, CaptureStage>,
-    writer: Option<std::thread::JoinHandle<std::io::Result<save::Saver>>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<save::Savers>>>,
     shared: Arc<Shared>,
     start_ns: u64,
 }
@@ -223,11 +240,12 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         wait: W,
     ) -> SysResult<Self> {
         let start_ns = epoch_ns();
-        let saver = save::Saver::new(
+        let saver = save::Savers::new(
             &cfg.out,
             cfg.format,
             cfg.snaplen,
             &cfg.iface,
+            cfg.per_queue,
             cfg.rotation,
             open,
             start_ns / 1_000_000_000,
@@ -410,7 +428,14 @@ fn report_of<R: RxBackend, C: Clock, W: Wait>(
     // Copies: those that went uncopied, and those still in the ring.
     let (mut uncopied, mut left) = (0, 0);
     let mut filtered = p.app.filtered.clone();
-    if !cfg.take {
+    if cfg.take {
+        // Refused by the filter in XDP: left to the stack, untaken.
+        let c = p.program_counts()?;
+        if let Some(&n) = c.get(CopyOutcome::Filtered as usize).filter(|&&n| n > 0) {
+            filtered.insert(FILTERED_IN_XDP.into(), n);
+            uncopied += n;
+        }
+    } else {
         let c = p.program_counts()?;
         left = c
             .get(CopyOutcome::Copied as usize)
@@ -484,22 +509,21 @@ pub fn run(cfg: &CaptureConfig) -> SysResult<CaptureReport> {
         run: cfg.run.launch()?,
         ..cfg.clone()
     };
-    let feed = if cfg.take {
-        Feed::All
-    } else {
-        Feed::Copy {
-            filter: cfg.placement().and_then(|p| p.xdp).map(|(prog, _)| prog),
-        }
+    let filter = cfg.placement().and_then(|p| p.xdp).map(|(prog, _)| prog);
+    let feed = match (cfg.take, filter) {
+        (true, Some(filter)) => Feed::Take { filter },
+        (true, None) => Feed::All,
+        (false, filter) => Feed::Copy { filter },
     };
     let dev = cfg.run.open_one("capture", &cfg.iface, &feed)?;
     // The writer thread starts in `new`, before this thread's priority.
     let mut cap = Capture::new(dev.rx, files(), cfg, sys::MonoClock, dev.wait)?;
     cap.poller_mut().attach(dev.gate, dev.links)?;
     crate::runtime::take_priority(dev.prio)?;
-    let how = if cfg.take {
-        "taking every frame"
-    } else {
-        "copies"
+    let how = match (cfg.take, cfg.expression.is_some()) {
+        (true, true) => "taking the frames the filter accepts",
+        (true, false) => "taking every frame",
+        (false, _) => "copies",
     };
     let how = format!("{how}, {}", cfg.run.backend.sockets());
     crate::runtime::listening("capture", std::slice::from_ref(&cfg.iface), &how);

@@ -73,11 +73,11 @@ pub trait CaptureFile: Write + Seek + Send {}
 impl<T: Write + Seek + Send> CaptureFile for T {}
 
 /// Opens a capture file for writing.
-pub type Opener = Box<dyn FnMut(&Path) -> io::Result<Box<dyn CaptureFile>> + Send>;
+pub type Opener = std::sync::Arc<dyn Fn(&Path) -> io::Result<Box<dyn CaptureFile>> + Send + Sync>;
 
 /// Creates files on disk.
 pub fn files() -> Opener {
-    Box::new(|p: &Path| Ok(Box::new(std::fs::File::create(p)?) as Box<dyn CaptureFile>))
+    std::sync::Arc::new(|p: &Path| Ok(Box::new(std::fs::File::create(p)?) as Box<dyn CaptureFile>))
 }
 
 type Sink = BufWriter<Box<dyn CaptureFile>>;
@@ -136,6 +136,8 @@ pub struct Saver {
     format: Format,
     snaplen: u32,
     iface: String,
+    /// The receive queue whose frames it holds (`--per-queue`).
+    queue: Option<u32>,
     rot: Rotation,
     open: Opener,
     out: Option<Out>,
@@ -183,21 +185,29 @@ fn strftime(fmt: &str, secs: u64) -> String {
 }
 
 impl Saver {
-    /// Opens the first file (so that a bad name fails at once).
-    pub fn new(
+    /// Opens the first file (so that a bad name fails at once); for one
+    /// receive queue's frames (`queue`), named `x-qN.pcap` for `x.pcap`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
         base: &Path,
         format: Format,
         snaplen: u32,
         iface: &str,
+        queue: Option<u32>,
         rot: Rotation,
         open: Opener,
         now_s: u64,
     ) -> io::Result<Saver> {
+        let base = match queue {
+            Some(q) => queue_name(base, q),
+            None => base.to_path_buf(),
+        };
         let mut s = Saver {
-            base: base.to_path_buf(),
+            base,
             format,
             snaplen,
             iface: iface.to_string(),
+            queue,
             rot,
             open,
             out: None,
@@ -261,13 +271,19 @@ impl Saver {
                 };
                 let mut w = pcap_file::pcapng::PcapNgWriter::with_section_header(sink, shb)
                     .map_err(io_err)?;
+                let mut options = vec![
+                    InterfaceDescriptionOption::IfName(self.iface.clone().into()),
+                    InterfaceDescriptionOption::IfTsResol(9),
+                ];
+                if let Some(q) = self.queue {
+                    options.push(InterfaceDescriptionOption::IfDescription(
+                        format!("receive queue {q}").into(),
+                    ));
+                }
                 let idb = InterfaceDescriptionBlock {
                     linktype: pcap_file::DataLink::ETHERNET,
                     snaplen: self.snaplen,
-                    options: vec![
-                        InterfaceDescriptionOption::IfName(self.iface.clone().into()),
-                        InterfaceDescriptionOption::IfTsResol(9),
-                    ],
+                    options,
                 };
                 self.bytes = 28 + w.write_pcapng_block(idb).map_err(io_err)? as u64;
                 Out::Ng(w)
@@ -291,7 +307,11 @@ impl Saver {
                 // that cannot seek (a pipe) keeps its statistics blocks.
                 if let Some(s) = stats {
                     if f.seek(SeekFrom::Start(COMMENT_AT)).is_ok() {
-                        f.write_all(comment(&s.words(&self.iface)).as_bytes())?;
+                        let on = match self.queue {
+                            Some(q) => format!("{} queue {q}", self.iface),
+                            None => self.iface.clone(),
+                        };
+                        f.write_all(comment(&s.words(&on)).as_bytes())?;
                         f.seek(SeekFrom::End(0))?;
                     }
                 }
@@ -392,6 +412,94 @@ impl Saver {
     }
 }
 
+/// `x.pcap` as queue `q`'s file: `x-qQ.pcap`.
+fn queue_name(base: &Path, q: u32) -> PathBuf {
+    let name = base
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let named = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}-q{q}.{ext}"),
+        _ => format!("{name}-q{q}"),
+    };
+    base.with_file_name(named)
+}
+
+/// What the monitor writes into: one saver for every frame, or one per
+/// receive queue (`--per-queue`), each opened when its queue's first frame
+/// comes.
+pub struct Savers {
+    per_queue: bool,
+    savers: std::collections::BTreeMap<u32, Saver>,
+    format: Format,
+    snaplen: u32,
+    iface: String,
+    rot: Rotation,
+    open: Opener,
+    base: PathBuf,
+}
+
+impl Savers {
+    /// Opens the first file: the capture's, or queue 0's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        base: &Path,
+        format: Format,
+        snaplen: u32,
+        iface: &str,
+        per_queue: bool,
+        rot: Rotation,
+        open: Opener,
+        now_s: u64,
+    ) -> io::Result<Savers> {
+        let mut s = Savers {
+            per_queue,
+            savers: Default::default(),
+            format,
+            snaplen,
+            iface: iface.to_string(),
+            rot,
+            open,
+            base: base.to_path_buf(),
+        };
+        s.get(0, now_s)?;
+        Ok(s)
+    }
+
+    /// The saver for frames of `queue`.
+    pub fn get(&mut self, queue: u32, now_s: u64) -> io::Result<&mut Saver> {
+        let k = if self.per_queue { queue } else { 0 };
+        if !self.savers.contains_key(&k) {
+            let s = Saver::new(
+                &self.base,
+                self.format,
+                self.snaplen,
+                &self.iface,
+                self.per_queue.then_some(k),
+                self.rot,
+                self.open.clone(),
+                now_s,
+            )?;
+            self.savers.insert(k, s);
+        }
+        Ok(self.savers.get_mut(&k).expect("inserted above"))
+    }
+
+    /// A statistics block into every file.
+    pub fn stats(&mut self, s: &Stats) -> io::Result<()> {
+        self.savers.values_mut().try_for_each(|v| v.stats(s))
+    }
+
+    /// Finishes every file; all their names, by queue.
+    pub fn finish(self, stats: Option<&Stats>) -> io::Result<Vec<PathBuf>> {
+        let mut names = vec![];
+        for s in self.savers.into_values() {
+            names.extend(s.finish(stats)?);
+        }
+        Ok(names)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,7 +512,9 @@ mod tests {
             files,
         };
         let opener = || -> Opener {
-            Box::new(|_: &Path| Ok(Box::new(io::Cursor::new(vec![])) as Box<dyn CaptureFile>))
+            std::sync::Arc::new(|_: &Path| {
+                Ok(Box::new(io::Cursor::new(vec![])) as Box<dyn CaptureFile>)
+            })
         };
         let names = |r: Rotation, frames: usize| {
             let mut s = Saver::new(
@@ -412,6 +522,7 @@ mod tests {
                 Format::Pcap,
                 100,
                 "eth0",
+                None,
                 r,
                 opener(),
                 0,
@@ -446,6 +557,7 @@ mod tests {
             Format::Pcap,
             100,
             "eth0",
+            None,
             Rotation {
                 every_s: Some(10),
                 files: Some(2),
@@ -466,5 +578,10 @@ mod tests {
                 PathBuf::from("cap-1010.pcap")
             ]
         );
+        assert_eq!(
+            queue_name(Path::new("/t/x.pcap"), 3),
+            Path::new("/t/x-q3.pcap")
+        );
+        assert_eq!(queue_name(Path::new("cap"), 1), Path::new("cap-q1"));
     }
 }

@@ -64,7 +64,7 @@ impl Write for MemFile {
 /// Opens `f` for every file.
 fn opener(f: &MemFile) -> Opener {
     let f = f.clone();
-    Box::new(move |_| Ok(Box::new(f.clone()) as Box<dyn save::CaptureFile>))
+    Arc::new(move |_| Ok(Box::new(f.clone()) as Box<dyn save::CaptureFile>))
 }
 
 fn frame(size: usize, dport: u16, seq: u64) -> Vec<u8> {
@@ -90,6 +90,7 @@ fn cfg(queue: usize, min_free: Option<u32>, filter: Option<Rules>) -> CaptureCon
         format: Format::Pcap,
         rotation: Rotation::default(),
         count: None,
+        per_queue: false,
         snaplen: 96,
         filter,
         expression: None,
@@ -308,7 +309,7 @@ struct MemDir(Arc<Mutex<BTreeMap<PathBuf, MemFile>>>);
 impl MemDir {
     fn opener(&self) -> Opener {
         let d = self.clone();
-        Box::new(move |p| {
+        Arc::new(move |p| {
             let f = MemFile::default();
             d.0.lock().unwrap().insert(p.to_path_buf(), f.clone());
             Ok(Box::new(f) as Box<dyn save::CaptureFile>)
@@ -322,13 +323,24 @@ impl MemDir {
 /// Runs a monitor over `frames` with `cfg` until it has taken them all
 /// (or the writer stopped), and reports.
 fn capture_all(frames: Vec<Vec<u8>>, open: Opener, cfg: &CaptureConfig) -> CaptureReport {
-    let (rx, feed) = mem::ring(frames.len() + 1);
-    let n = frames.len() as u64;
-    for f in frames {
-        assert!(feed.push(f));
-    }
+    capture_queues(vec![frames], open, cfg)
+}
+
+/// [`capture_all`] over one ring per receive queue.
+fn capture_queues(queues: Vec<Vec<Vec<u8>>>, open: Opener, cfg: &CaptureConfig) -> CaptureReport {
+    let n: u64 = queues.iter().map(|q| q.len() as u64).sum();
+    let rxs = queues
+        .into_iter()
+        .map(|frames| {
+            let (rx, feed) = mem::ring(frames.len() + 1);
+            for f in frames {
+                assert!(feed.push(f));
+            }
+            rx
+        })
+        .collect();
     let clock = FakeClock::default();
-    let mut c = Capture::new(vec![rx], open, cfg, clock.clone(), FakeWait(clock.clone())).unwrap();
+    let mut c = Capture::new(rxs, open, cfg, clock.clone(), FakeWait(clock.clone())).unwrap();
     let wait = std::time::Instant::now();
     while c.taken() < n && wait.elapsed() < Duration::from_secs(10) {
         turns(&mut c, &clock, 10);
@@ -476,4 +488,32 @@ fn pcapng_carries_the_interface_and_its_drops() {
     assert!(isb.options.contains(&Isb::Comment(
         format!("dropped at filter_queue: {qd}").into()
     )));
+}
+
+/// `--per-queue`: each receive queue's frames in a file of its own, named
+/// after the queue; without it, one file holds both queues' frames.
+#[test]
+fn per_queue_writes_a_file_for_each_queue() {
+    let q0: Vec<Vec<u8>> = (0..50).map(|i| frame(64, 9000, i)).collect();
+    let q1: Vec<Vec<u8>> = (100..130).map(|i| frame(64, 9000, i)).collect();
+    let dir = MemDir::default();
+    let pq = CaptureConfig {
+        per_queue: true,
+        ..cfg(1024, None, None)
+    };
+    let r = capture_queues(vec![q0.clone(), q1.clone()], dir.opener(), &pq);
+    assert_eq!(r.files, ["mem-q0.pcap", "mem-q1.pcap"]);
+    let seqs = |name: &str| -> Vec<u64> {
+        read_back(&dir.file(name))
+            .1
+            .iter()
+            .map(|(_, d)| crate::wire::parse_probe(d).unwrap().0)
+            .collect()
+    };
+    assert_eq!(seqs("mem-q0.pcap"), (0..50).collect::<Vec<_>>());
+    assert_eq!(seqs("mem-q1.pcap"), (100..130).collect::<Vec<_>>());
+    let dir = MemDir::default();
+    let r = capture_queues(vec![q0, q1], dir.opener(), &cfg(1024, None, None));
+    assert_eq!(r.files, ["mem.pcap"]);
+    assert_eq!(read_back(&dir.file("mem.pcap")).1.len(), 80);
 }

@@ -1,7 +1,7 @@
 //! The monitor's writer: a thread that drains the packet-filter queue into
 //! the capture files.
 
-use super::save::{Saver, Stats};
+use super::save::{Savers, Stats};
 use super::{BYTES, WRITTEN};
 use crate::stage::StageQueue;
 use crate::sys::{self, SysError, SysResult};
@@ -25,17 +25,17 @@ fn now_s() -> u64 {
         .as_secs()
 }
 
-/// The writer thread: every queued frame into `saver`, until the polling
-/// thread says stop (it then writes what is queued), `count` frames are
-/// written (`-c`), or the rotation has made its last file. It returns the
-/// saver, for the last statistics block.
+/// The writer thread: every queued frame into its queue's saver, until
+/// the polling thread says stop (it then writes what is queued), `count`
+/// frames are written (`-c`), or the rotation has made its last file. It
+/// returns the savers, for the last statistics blocks.
 pub(super) fn spawn_writer(
     queue: Arc<StageQueue>,
-    mut saver: Saver,
+    mut saver: Savers,
     shared: Arc<Shared>,
     count: Option<u64>,
     cpu: Option<usize>,
-) -> SysResult<std::thread::JoinHandle<std::io::Result<Saver>>> {
+) -> SysResult<std::thread::JoinHandle<std::io::Result<Savers>>> {
     std::thread::Builder::new()
         .name("rxsched-pcap".into())
         .spawn(move || {
@@ -78,7 +78,8 @@ pub(super) fn spawn_writer(
                 let mut more = true;
                 for k in 0..n {
                     let Some(f) = queue.peek_at(k) else { break };
-                    if !saver.write(f.ts_ns, f.orig_len, f.data, now, stats.as_ref())? {
+                    let s = saver.get(f.port, now)?;
+                    if !s.write(f.ts_ns, f.orig_len, f.data, now, stats.as_ref())? {
                         more = false;
                         break;
                     }

@@ -32,6 +32,20 @@ pub trait App {
     /// may report a queue's level to M3 or raise transmit work through `lp`.
     fn frame(&mut self, port: usize, f: &[u8], lp: &mut PollLoop, now: Nanos);
 
+    /// [`App::frame`], told the receive queue the frame came in on where
+    /// the port's ring holds several queues' frames (`None`: the port's
+    /// own).
+    fn frame_on(
+        &mut self,
+        port: usize,
+        _queue: Option<u32>,
+        f: &[u8],
+        lp: &mut PollLoop,
+        now: Nanos,
+    ) {
+        self.frame(port, f, lp, now)
+    }
+
     /// Whether port `port` has transmit work waiting.
     fn tx_pending(&self, _port: usize) -> bool {
         false
@@ -318,9 +332,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             return 0;
         }
         let mut n = 0;
-        self.rx[d].recv_while(budget as usize, &mut |f| {
+        self.rx[d].recv_tagged(budget as usize, &mut |f, queue| {
             n += 1;
-            app.frame(d, f, lp, now);
+            app.frame_on(d, queue, f, lp, now);
             report_level(lp, app.watched(), now);
             lp.proceed(now)
         });

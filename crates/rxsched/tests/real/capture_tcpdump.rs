@@ -210,3 +210,106 @@ fn rotation_and_count_as_tcpdump_has_them() {
     assert_eq!(r.written, 100, "{r:?}");
     assert_eq!(probe_seqs(&file).len(), 100);
 }
+
+/// The DUT kernel's count of IPv4 datagrams it received (`Ip:
+/// InReceives`): what reached its stack.
+fn stack_received(l: &Lab) -> u64 {
+    let snmp = l.exec(Role::Dut, "cat", &["/proc/net/snmp"]).unwrap();
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Ip:"));
+    let (names, values) = (lines.next().unwrap(), lines.next().unwrap());
+    let at = names
+        .split_whitespace()
+        .position(|n| n == "InReceives")
+        .unwrap();
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
+}
+
+/// A port with two receive queues: with `--per-queue` each queue's frames
+/// go to a file of their own (the generator on CPU q fills queue q); with
+/// `--take` and a filter, the XDP program takes only what the filter
+/// accepts, and the host's stack still gets the rest.
+#[test]
+fn every_queue_is_captured_and_take_leaves_the_rest_to_the_host() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::with_queues("m", 2) else {
+        return;
+    };
+    let l = &t.0;
+    let dir = Scratch::new("queues");
+    let base = dir.path("q.pcap");
+    let two_streams = |l: &Lab| {
+        send(l, 1000, &["--cpu", "0", "--dport", "9001"]);
+        send(l, 700, &["--cpu", "1", "--dport", "9002"]);
+    };
+    trials(3, "each queue's frames in its own file", || {
+        let cap = start(
+            l,
+            Role::Dut,
+            &[
+                "capture",
+                "-i",
+                "d0",
+                "-w",
+                &base,
+                "--per-queue",
+                "--duration",
+                "20",
+                "udp",
+            ],
+        );
+        two_streams(l);
+        std::thread::sleep(Duration::from_millis(500));
+        stop(&cap);
+        let r: CaptureReport = report(cap);
+        let (q0, q1) = (dir.path("q-q0.pcap"), dir.path("q-q1.pcap"));
+        assert_eq!(r.files, [q0.clone(), q1.clone()], "{r:?}");
+        let (a, b) = (probe_seqs(&q0), probe_seqs(&q1));
+        let saw = format!(
+            "queue 0: {} probes, queue 1: {}; drops {:?}",
+            a.len(),
+            b.len(),
+            r.drops
+        );
+        if a == (0..1000).collect::<Vec<u64>>() && b == (0..700).collect::<Vec<u64>>() {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+    trials(3, "take the filter's frames, leave the rest", || {
+        let before = stack_received(l);
+        let file = dir.path("take.pcap");
+        let cap = start(
+            l,
+            Role::Dut,
+            &[
+                "capture",
+                "--take",
+                "-i",
+                "d0",
+                "-w",
+                &file,
+                "--duration",
+                "20",
+                "udp dst port 9001",
+            ],
+        );
+        two_streams(l);
+        std::thread::sleep(Duration::from_millis(500));
+        stop(&cap);
+        let r: CaptureReport = report(cap);
+        let stack = stack_received(l) - before;
+        let in_xdp = r.filtered.get("expression in xdp").copied().unwrap_or(0);
+        let seqs = probe_seqs(&file);
+        let saw = format!(
+            "{} probes taken, {in_xdp} left to the stack by XDP, the stack received {stack}",
+            seqs.len()
+        );
+        if seqs == (0..1000).collect::<Vec<u64>>() && in_xdp >= 700 && (700..1000).contains(&stack)
+        {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}

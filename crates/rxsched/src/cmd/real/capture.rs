@@ -47,6 +47,10 @@ pub struct CaptureArgs {
     /// with leading zeros; with `-G`: stop after this many (tcpdump's `-W`).
     #[arg(short = 'W', value_name = "FILES")]
     pub file_count: Option<u32>,
+    /// One file per receive queue (`x-q0.pcap`, `x-q1.pcap`, ...) instead
+    /// of one file with every queue's frames in time order.
+    #[arg(long)]
+    pub per_queue: bool,
     /// List the interfaces a capture can watch, and stop (tcpdump's `-D`).
     #[arg(short = 'D', long = "list-interfaces")]
     pub list: bool,
@@ -215,6 +219,7 @@ pub fn capture_config(a: &CaptureArgs) -> Result<rxsched_linux::capture::Capture
             files: a.file_count,
         },
         count: a.count,
+        per_queue: a.per_queue,
         snaplen,
         filter,
         expression: expression(a)?,
@@ -315,7 +320,8 @@ fn list_interfaces() -> Result<String> {
         if flags & libc::IFF_UP as u32 != 0 {
             tags.push("Up");
         }
-        if flags & libc::IFF_RUNNING as u32 != 0 {
+        let oper = std::fs::read_to_string(p.join("operstate")).unwrap_or_default();
+        if oper.trim() == "up" || flags & libc::IFF_RUNNING as u32 != 0 {
             tags.push("Running");
         }
         if flags & libc::IFF_LOOPBACK as u32 != 0 {
