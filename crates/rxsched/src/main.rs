@@ -305,8 +305,8 @@ struct RealBenchArgs {
 enum RealBench {
     /// Kernel, interrupt-driven and polling forwarding, swept over offered load.
     Router(RealBenchArgs),
-    /// The monitor against tcpdump and tshark, to /dev/null and to a file,
-    /// swept over offered load.
+    /// The monitor against tcpdump, tshark, xdpdump and netsniff-ng, to
+    /// /dev/null and to a file, swept over offered load.
     Capture(RealBenchArgs),
     /// Forwarding through a screening process against the kernel with nftables.
     Screen(RealBenchArgs),

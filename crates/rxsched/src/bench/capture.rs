@@ -1,5 +1,7 @@
 //! `rxsched bench real capture`: the monitor (`rxsched capture`, with and
-//! without queue feedback) against `tcpdump -w` and `tshark -w` on the DUT,
+//! without queue feedback) against `tcpdump -w`, `tshark -w`, `xdpdump -w`
+//! (xdp-tools: an XDP program of its own, frames copied out at its entry
+//! through a perf ring) and `netsniff-ng` (a TPACKET_V3 ring) on the DUT,
 //! each pinned to the DUT CPU beside the compute process, each writing to
 //! /dev/null and to a file on disk, swept over offered load.
 //!
@@ -41,6 +43,10 @@ enum Tool {
     Tcpdump,
     /// `tshark -w`.
     Tshark,
+    /// `xdpdump -w`.
+    Xdpdump,
+    /// `netsniff-ng --out`.
+    Netsniff,
 }
 
 impl Tool {
@@ -60,6 +66,8 @@ impl Tool {
             }),
             Tool::Tcpdump => Proc::Peer(Peer::Tcpdump { out }),
             Tool::Tshark => Proc::Peer(Peer::Tshark { out }),
+            Tool::Xdpdump => Proc::Peer(Peer::Xdpdump { out }),
+            Tool::Netsniff => Proc::Peer(Peer::Netsniff { out }),
         }
     }
 
@@ -67,7 +75,7 @@ impl Tool {
     fn settle(self) -> Duration {
         Duration::from_millis(match self {
             Tool::Ours { .. } => 500,
-            Tool::Tcpdump => 1000,
+            Tool::Tcpdump | Tool::Xdpdump | Tool::Netsniff => 1000,
             Tool::Tshark => 3000,
         })
     }
@@ -88,9 +96,14 @@ impl Tool {
             });
         }
         let o = c.output()?;
-        let err = String::from_utf8_lossy(&o.stderr);
-        let n = captured(&err).ok_or_else(|| {
-            BenchError(format!("{label} printed no capture count: {}", err.trim()))
+        // netsniff-ng says it on standard output, the others on error.
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let n = captured(&said).ok_or_else(|| {
+            BenchError(format!("{label} printed no capture count: {}", said.trim()))
         })?;
         Ok(Captured {
             written: n as f64,
@@ -126,6 +139,8 @@ fn variants() -> Vec<Variant> {
             ),
             ("tcpdump-w", Tool::Tcpdump),
             ("tshark-w", Tool::Tshark),
+            ("xdpdump-w", Tool::Xdpdump),
+            ("netsniff-ng", Tool::Netsniff),
         ] {
             v.push(Variant {
                 label: format!("{name}{tail}"),
@@ -167,13 +182,28 @@ fn variants() -> Vec<Variant> {
     v
 }
 
-/// "N packets captured" from tcpdump's or tshark's closing lines.
-fn captured(stderr: &str) -> Option<u64> {
-    stderr.lines().find_map(|l| {
-        let l = l.trim();
-        let n = l.strip_suffix("packets captured")?;
-        n.trim().parse().ok()
-    })
+/// What a peer wrote, from its closing lines: "N packets captured"
+/// (tcpdump, tshark, xdpdump), or netsniff-ng's "N packets passed filter"
+/// less the "(U unread on exit)" of its incoming line.
+fn captured(said: &str) -> Option<u64> {
+    let num = |s: &str| s.trim().parse::<u64>().ok();
+    if let Some(n) = said
+        .lines()
+        .find_map(|l| num(l.trim().strip_suffix("packets captured")?))
+    {
+        return Some(n);
+    }
+    let passed = said
+        .lines()
+        .find_map(|l| num(l.trim().strip_suffix("packets passed filter")?))?;
+    let unread = said
+        .lines()
+        .find_map(|l| {
+            let (_, rest) = l.split_once("packets incoming (")?;
+            num(rest.strip_suffix("unread on exit)")?)
+        })
+        .unwrap_or(0);
+    Some(passed.saturating_sub(unread))
 }
 
 /// CPU time and runs of our monitor's threads and the DUT's receive
@@ -369,6 +399,10 @@ mod tests {
             Some(17)
         );
         assert_eq!(captured("nothing"), None);
+        let x = "listening on d0, ingress XDP program ID 7 func xdpdump\n\n2000 packets captured\n0 packets dropped by perf ring\n";
+        assert_eq!(captured(x), Some(2000));
+        let n = "Running! Hang up with ^C!\n\n        2006  packets incoming (6 unread on exit)\n        2006  packets passed filter\n           0  packets failed filter (out of space)\n";
+        assert_eq!(captured(n), Some(2000));
     }
 
     /// The check file names the series this bench measures, in its order.

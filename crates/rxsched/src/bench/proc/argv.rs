@@ -140,6 +140,22 @@ impl Proc {
             Proc::Peer(Peer::Tshark { out }) => {
                 a.flag("-i", D0.iface).words(&["-n", "-q"]).flag("-w", out)
             }
+            // With no XDP program on d0, xdpdump would fall back to a
+            // packet socket (libpcap): it loads its own, and captures at
+            // its entry.
+            Proc::Peer(Peer::Xdpdump { out }) => a
+                .flag("-i", D0.iface)
+                .words(&["--load-xdp-program"])
+                .flag("-w", out),
+            // -A: the lab's namespace cannot tune the host's socket
+            // memory; -Q: leave IRQ affinities alone; -S: its default ring
+            // on a veth is sized for the link's speed and takes 5 s to set
+            // up on the DUT CPU.
+            Proc::Peer(Peer::Netsniff { out }) => a
+                .flag("--in", D0.iface)
+                .flag("--out", out)
+                .words(&["--silent", "-A", "-Q"])
+                .flag("-S", "64MiB"),
         };
         a.0
     }
@@ -284,6 +300,18 @@ mod tests {
                 out: "/dev/null".into()
             }),
             "tshark -i d0 -n -q -w /dev/null"
+        );
+        assert_eq!(
+            argv(Peer::Xdpdump {
+                out: "/dev/null".into()
+            }),
+            "xdpdump -i d0 --load-xdp-program -w /dev/null"
+        );
+        assert_eq!(
+            argv(Peer::Netsniff {
+                out: "/o/n.pcap".into()
+            }),
+            "netsniff-ng --in d0 --out /o/n.pcap --silent -A -Q -S 64MiB"
         );
     }
 }

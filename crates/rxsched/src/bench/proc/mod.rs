@@ -221,6 +221,16 @@ pub enum Peer {
         /// The file written.
         out: String,
     },
+    /// `xdpdump -w` (xdp-tools), with its own XDP program on d0.
+    Xdpdump {
+        /// The file written.
+        out: String,
+    },
+    /// `netsniff-ng --out`.
+    Netsniff {
+        /// The file written.
+        out: String,
+    },
 }
 
 /// One process of a trial.
@@ -303,6 +313,8 @@ impl Proc {
             Proc::Onoff { .. } => "onoff",
             Proc::Peer(Peer::Tcpdump { .. }) => "tcpdump",
             Proc::Peer(Peer::Tshark { .. }) => "tshark",
+            Proc::Peer(Peer::Xdpdump { .. }) => "xdpdump",
+            Proc::Peer(Peer::Netsniff { .. }) => "netsniff-ng",
         }
     }
 

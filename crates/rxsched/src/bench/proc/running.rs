@@ -58,7 +58,7 @@ pub fn start(lab: &Lab, p: impl Into<Proc>) -> Result<Running, BenchError> {
         .spawn();
     let child = if peer {
         child.context(format_args!(
-            "{} (install it: apt-get install tcpdump tshark)",
+            "{} (install it: apt-get install tcpdump tshark xdp-tools netsniff-ng)",
             p.name()
         ))?
     } else {
