@@ -166,3 +166,49 @@ fn real_commands_name_the_bad_flag_or_interface() {
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// `capture` at tcpdump's edges, none of which needs root: `-i any` is
+/// refused, a bad expression points at its column, `-W` wants `-C` or
+/// `-G`, `-c 0` is refused, `-D` lists the interfaces.
+#[test]
+fn capture_at_tcpdumps_edges() {
+    for (args, says) in [
+        (
+            vec!["capture", "-i", "any", "-w", "/dev/null"],
+            "`any` is not supported",
+        ),
+        (
+            vec![
+                "capture",
+                "-i",
+                "lo",
+                "-w",
+                "/dev/null",
+                "udp",
+                "and",
+                "dst",
+                "prot",
+                "53",
+            ],
+            "column 13",
+        ),
+        (
+            vec!["capture", "-i", "lo", "-w", "/dev/null", "-W", "3"],
+            "-W",
+        ),
+        (
+            vec!["capture", "-i", "lo", "-w", "/dev/null", "-c", "0"],
+            "-c",
+        ),
+        (vec!["capture", "-w", "/dev/null"], "needs -i INTERFACE"),
+        (vec!["capture", "-i", "lo"], "needs -w FILE"),
+    ] {
+        let o = rxsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    let o = rxsched(&["capture", "-D"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().any(|l| l.starts_with("1.lo [Up")), "{out}");
+}

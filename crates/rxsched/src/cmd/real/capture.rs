@@ -343,3 +343,31 @@ fn list_interfaces() -> Result<String> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rxsched_core::DropPoint;
+
+    /// The exit summary reads as tcpdump's does, with a line for every
+    /// place frames were lost.
+    #[test]
+    fn the_summary_speaks_tcpdump() {
+        let r: CaptureReport = serde_json::from_value(serde_json::json!({
+            "file": "x.pcap", "files": ["x.pcap"], "mode": "copy", "duration_s": 1.0,
+            "arrived": 1000, "rx": 900, "written": 880,
+            "bytes_written": 0,
+            "drops": {"nic_rx_ring": 100, "filter_queue": 10},
+            "filtered": {"expression in xdp": 0, "expression in polling thread": 10},
+            "in_flight": 0, "inhibits": {}, "mode_switches": 0, "cpu_s": 0.1
+        }))
+        .unwrap();
+        assert_eq!(r.drops[&DropPoint::NicRxRing], 100);
+        assert_eq!(
+            summary(&r),
+            "880 packets captured\n900 packets received by filter\n10 packets refused by the filter\n\
+             100 packets dropped by the interface ring\n\
+             10 packets dropped by the packet-filter queue (before the writer)\n"
+        );
+    }
+}
