@@ -229,6 +229,8 @@ pub struct RouterExtras {
     /// frames its NIC ring (`nic_rx_ring`) and its socket's ring
     /// (`xsk_rx_ring`) dropped.
     pub rings: Vec<(String, String, u64, u64)>,
+    /// Frames and bytes taken off each receive side.
+    pub queues: Vec<crate::router::QueueTaken>,
     /// The quota given (frames per callback), if limited.
     pub quota: Option<u32>,
     /// M4's share given, if on.
@@ -286,6 +288,21 @@ pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
         r.forwarded,
     );
     dropped_by_side(g, &r.drops, &extra.rings);
+    let side = |q: &crate::router::QueueTaken| labels(&[("port", &q.port), ("queue", &q.queue)]);
+    let frames: Vec<_> = extra.queues.iter().map(|q| (side(q), q.frames)).collect();
+    let bytes: Vec<_> = extra.queues.iter().map(|q| (side(q), q.bytes)).collect();
+    counters(
+        g,
+        "rxsched_queue_frames_received",
+        "Frames the router took off each receive queue",
+        &frames,
+    );
+    counters(
+        g,
+        "rxsched_queue_bytes_received",
+        "Bytes of the frames the router took off each receive queue",
+        &bytes,
+    );
     let refused: Vec<_> = crate::router::REASONS
         .iter()
         .map(|p| {

@@ -19,8 +19,8 @@ pub use crate::runtime::{Backend, Port};
 pub use forward::{forward_in_place, forward_one, Egress, Onward, OutQueue, Refused, Route};
 pub use live::{live_line, Stats};
 pub use report::{
-    Counters, DeviceRefusals, Devices, ProtectedReport, RouterReport, ScreenAt, ScreenReport,
-    SloChange, SloReport, TwoLevelReport, REASONS,
+    Counters, DeviceRefusals, Devices, ProtectedReport, QueueTaken, RouterReport, ScreenAt,
+    ScreenReport, SloChange, SloReport, TwoLevelReport, REASONS,
 };
 
 use crate::backend::packet::EpollWait;

@@ -7,7 +7,7 @@
 //! and sends them with one kick.
 
 use super::{forward_one, Counters, Egress, Mode, Onward, OutQueue, Port, Route, RouterConfig};
-use super::{live_line, RouterReport, ScreenEnd};
+use super::{live_line, QueueTaken, RouterReport, ScreenEnd};
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::links::LinkWatch;
 use crate::runtime::{App, Gate, Poller, Polls};
@@ -274,6 +274,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         let mut cadence = crate::metrics::Cadence::new(stats_every_s, cfg.metrics.is_some(), t0);
         let sides = self.sides.clone();
         let extras = |p: &mut Poller<R, C, W, Forward<T>>| crate::metrics::RouterExtras {
+            queues: by_queue(&p.taken_by_side, &sides),
             rings: p
                 .ring_drops_by_side()
                 .unwrap_or_default()
@@ -350,8 +351,28 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
 
     /// The report so far.
     pub fn report(&mut self) -> SysResult<RouterReport> {
-        report_of(&mut self.poller, self.mode, self.in_xdp, self.protect_queue)
+        let mut r = report_of(&mut self.poller, self.mode, self.in_xdp, self.protect_queue)?;
+        r.received_by_queue = by_queue(&self.poller.taken_by_side, &self.sides);
+        Ok(r)
     }
+}
+
+/// What was taken off each receive side, named by its port and queue
+/// (`sides`, in the poller's order; nothing if the sides are unnamed).
+fn by_queue(taken: &[(u64, u64)], sides: &[(String, String)]) -> Vec<QueueTaken> {
+    sides
+        .iter()
+        .enumerate()
+        .map(|(i, (port, queue))| {
+            let (frames, bytes) = taken.get(i).copied().unwrap_or((0, 0));
+            QueueTaken {
+                port: port.clone(),
+                queue: queue.clone(),
+                frames,
+                bytes,
+            }
+        })
+        .collect()
 }
 
 /// The report of the router around `poller` so far.

@@ -134,11 +134,27 @@ impl Counters {
     }
 }
 
+/// What a router took off one receive side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueTaken {
+    /// The port.
+    pub port: String,
+    /// Its receive queue (`protected` for a queue's protected socket).
+    pub queue: String,
+    /// Frames taken off it.
+    pub frames: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
 /// What a router did, printed as JSON at the end.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RouterReport {
     /// How it scheduled receive work.
     pub mode: Mode,
+    /// Frames and bytes taken off each receive side (port and queue).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub received_by_queue: Vec<QueueTaken>,
     /// Seconds it ran.
     pub duration_s: f64,
     /// Frames taken off the rings.
@@ -447,6 +463,7 @@ impl RouterReport {
         }
         RouterReport {
             mode,
+            received_by_queue: Vec::new(),
             duration_s: 0.0,
             rx: c.rx.load(Relaxed),
             forwarded: c.forwarded.load(Relaxed),

@@ -103,6 +103,8 @@ pub struct Poller<R, C, W, A> {
     pub taken: u64,
     /// Of those, frames taken off protected queues.
     pub taken_protected: u64,
+    /// Frames and bytes taken off each receive side, in the poller's order.
+    pub taken_by_side: Vec<(u64, u64)>,
     /// With an objective: its settings when the thread began, and each
     /// change it made, as `(time, quota, cycle limit)`, up to
     /// [`SLO_LOG_MAX`] entries.
@@ -148,6 +150,7 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
             app,
             taken: 0,
             taken_protected: 0,
+            taken_by_side: Vec::new(),
             slo_log: Vec::new(),
             slo_seen: 0,
             served: Vec::new(),
@@ -331,9 +334,10 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         if !lp.proceed(now) {
             return 0;
         }
-        let mut n = 0;
+        let (mut n, mut bytes) = (0, 0u64);
         self.rx[d].recv_tagged(budget as usize, &mut |f, queue| {
             n += 1;
+            bytes += f.len() as u64;
             app.frame_on(d, queue, f, lp, now);
             report_level(lp, app.watched(), now);
             lp.proceed(now)
@@ -345,6 +349,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         if n > 0 {
             self.served.resize(self.rx.len(), false);
             self.served[d] = true;
+            self.taken_by_side.resize(self.rx.len(), (0, 0));
+            let side = &mut self.taken_by_side[d];
+            *side = (side.0 + u64::from(n), side.1 + bytes);
         }
         n
     }

@@ -136,6 +136,20 @@ fn route_serves_its_counters_to_a_prometheus_client() {
         };
         a.want("rxsched_frames_received_total", &[], r.rx);
         a.want("rxsched_frames_forwarded_total", &[], r.forwarded);
+        // Frames and bytes by port and queue: each as the report has it,
+        // and together every frame received.
+        for q in &r.received_by_queue {
+            let side = [("port", q.port.as_str()), ("queue", q.queue.as_str())];
+            a.want("rxsched_queue_frames_received_total", &side, q.frames);
+            a.want("rxsched_queue_bytes_received_total", &side, q.bytes);
+        }
+        let by_queue: u64 = r.received_by_queue.iter().map(|q| q.frames).sum();
+        if by_queue != r.rx || r.received_by_queue.is_empty() {
+            a.wrong.push(format!(
+                "by queue {:?} add up to {by_queue}, not the {} received",
+                r.received_by_queue, r.rx
+            ));
+        }
         // Each point's samples (the rings' one per port and queue) add up
         // to the report's count, and the rings' name d0's queue 0.
         for (p, n) in &r.drops {
