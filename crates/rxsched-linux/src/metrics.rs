@@ -235,6 +235,11 @@ pub struct RouterExtras {
     pub quota: Option<u32>,
     /// M4's share given, if on.
     pub cycle_limit: Option<f64>,
+    /// Input control now: held off, and by what (M3's queue feedback,
+    /// M4's cycle limit, ...), or `None` while input runs.
+    pub inhibited: Option<rxsched_core::InhibitCause>,
+    /// With M4: what is left of this period's share, in ns.
+    pub cycle_headroom_ns: Option<u64>,
 }
 
 /// One device's counters.
@@ -366,6 +371,28 @@ pub fn router_page(r: &RouterReport, extra: &RouterExtras) -> String {
             "rxsched_cycle_limit_share",
             "M4's share of each period (as an objective set it, if one did)",
             l,
+        );
+    }
+    let cause = extra.inhibited.map_or("none".to_string(), |c| {
+        serde_json::to_value(c)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "other".into())
+    });
+    let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    f.get_or_create(&labels(&[("cause", &cause)]))
+        .set(f64::from(u8::from(extra.inhibited.is_some())));
+    g.register(
+        "rxsched_input_inhibited",
+        "1 while input is held off (M3, M4), with the cause; 0 with cause none",
+        f,
+    );
+    if let Some(h) = extra.cycle_headroom_ns {
+        gauge(
+            g,
+            "rxsched_cycle_limit_headroom_seconds",
+            "M4: what is left of this period's share of the CPU",
+            h as f64 / 1e9,
         );
     }
     if let Some(t) = &r.two_level {
@@ -631,5 +658,43 @@ mod tests {
         assert_eq!(due, [1_000_000_000, 2_000_000_000]);
         assert_eq!(Cadence::new(0.0, true, 0).every_s(), 0.25);
         assert!(!Cadence::new(0.0, true, 0).line_due(u64::MAX - 1));
+    }
+
+    /// The page says where input control stands and what each queue took,
+    /// in Prometheus' text format.
+    #[test]
+    fn the_router_page_shows_input_control_and_queues() {
+        use super::{router_page, RouterExtras};
+        use crate::router::{Counters, Mode, QueueTaken, RouterReport};
+        let r = RouterReport::new(Mode::Polling, &Counters::default(), 0, 0);
+        let extra = RouterExtras {
+            queues: vec![QueueTaken {
+                port: "d0".into(),
+                queue: "1".into(),
+                frames: 7,
+                bytes: 448,
+            }],
+            cycle_limit: Some(0.5),
+            inhibited: Some(rxsched_core::InhibitCause::CycleLimit),
+            cycle_headroom_ns: Some(0),
+            ..RouterExtras::default()
+        };
+        let page = router_page(&r, &extra);
+        for line in [
+            "rxsched_input_inhibited{cause=\"cycle_limit\"} 1",
+            "rxsched_cycle_limit_headroom_seconds 0",
+            "rxsched_queue_frames_received_total{port=\"d0\",queue=\"1\"} 7",
+            "rxsched_queue_bytes_received_total{port=\"d0\",queue=\"1\"} 448",
+        ] {
+            assert!(
+                page.lines().any(|l| l.starts_with(line)),
+                "no {line} in\n{page}"
+            );
+        }
+        let running = router_page(&r, &RouterExtras::default());
+        assert!(
+            running.contains("rxsched_input_inhibited{cause=\"none\"} 0"),
+            "{running}"
+        );
     }
 }

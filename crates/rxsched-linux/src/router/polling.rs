@@ -292,6 +292,14 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                 rxsched_core::Quota::Unlimited => None,
             },
             cycle_limit: cfg.run.cycle_limit,
+            inhibited: {
+                let now = p.clock.now();
+                p.lp.input_inhibited(now)
+            },
+            cycle_headroom_ns: {
+                let now = p.clock.now();
+                p.lp.cycle_headroom(now)
+            },
         };
         if let Some(m) = &cfg.metrics {
             let r = report_of(&mut self.poller, mode, in_xdp, protect_queue)?;
