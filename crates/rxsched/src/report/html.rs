@@ -46,7 +46,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
          .pass{color:#1a7f37}.fail{color:#cf222e;font-weight:bold}\
          .wide{overflow-x:auto;max-width:100%}\
          table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:90%;text-align:left;vertical-align:top}\
-         img{max-width:100%;height:auto;border:1px solid #eee}.views img{max-width:49%}\
+         img{max-width:100%;height:auto;border:1px solid #eee}.views img{max-width:49%;vertical-align:top}\
          @media (max-width:700px){.views img{max-width:100%}}\
          code{overflow-wrap:anywhere}section{margin-bottom:3em}details{margin:.5em 0}</style></head><body>\n\
          <h1>rxsched: reproduced figures</h1>\n",

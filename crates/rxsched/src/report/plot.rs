@@ -46,9 +46,13 @@ fn extent(r: &ResultFile, curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64, f6
         x1 = x0 + 1.0;
     }
     // Headroom above the highest point for the legend, which sits at the
-    // top: a line per entry.
+    // top: a line per entry (none when it sits beside the plot).
     let entries = curves.len() + r.reference.len();
-    let room = 1.08 + 0.06 * entries as f64;
+    let room = if beside(curves.len()) {
+        1.08
+    } else {
+        1.08 + 0.06 * entries as f64
+    };
     let y1 = if y1 <= 0.0 { 1.0 } else { y1 * room.min(1.6) };
     let integral = curves
         .iter()
@@ -62,6 +66,25 @@ fn extent(r: &ResultFile, curves: &[(String, Vec<(f64, f64)>)]) -> (f64, f64, f6
     (x0, x1, y1, integral)
 }
 
+/// Whether a figure of `n` series gets its legend beside the plot: more
+/// than eight entries in the plot would cover the curves.
+fn beside(n: usize) -> bool {
+    n > 8
+}
+
+/// Width of the legend beside the plot.
+const LEGEND_W: u32 = 300;
+
+/// `t` cut to `n` characters, with an ellipsis if it was longer.
+fn fit(t: &str, n: usize) -> String {
+    if t.chars().count() <= n {
+        return t.to_string();
+    }
+    let mut s: String = t.chars().take(n.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
 /// A figure's drawing area, in our units.
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
@@ -73,16 +96,20 @@ type DrawResult = Result<(), Box<dyn std::error::Error>>;
 pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
-        root.fill(&WHITE)?;
         let curves: Vec<(String, Vec<(f64, f64)>)> = r
             .series
             .iter()
             .map(|s| (s.label.clone(), r.curve(&s.label)))
             .collect();
+        let side = beside(curves.len());
+        let width = if side { 900 + LEGEND_W } else { 900 };
+        let root = SVGBackend::with_string(&mut svg, (width, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (area, legend) = root.split_horizontally(900);
         let (x0, x1, y1, integral) = extent(r, &curves);
-        let title = format!("{}: {}", r.id, r.title);
-        let mut chart = ChartBuilder::on(&root)
+        // The page's heading has the whole title; the figure's must fit.
+        let title = fit(&format!("{}: {}", r.id, r.title), 78);
+        let mut chart = ChartBuilder::on(&area)
             .caption(title, ("sans-serif", 20))
             .margin(14)
             .x_label_area_size(55)
@@ -119,13 +146,26 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
                 draw_curve(&mut chart, r, label, c, col)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .label_font(("sans-serif", 15))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(legend_position(r.legend.as_deref()))
-            .draw()?;
+        if side {
+            for (i, (label, _)) in curves.iter().enumerate() {
+                let col = PALETTE[i % PALETTE.len()];
+                let y = 50 + 22 * i as i32;
+                legend.draw(&PathElement::new(
+                    vec![(8, y), (30, y)],
+                    col.stroke_width(2),
+                ))?;
+                legend.draw(&Circle::new((19, y), 3, col.filled()))?;
+                legend.draw(&Text::new(label.clone(), (38, y - 8), ("sans-serif", 15)))?;
+            }
+        } else {
+            chart
+                .configure_series_labels()
+                .label_font(("sans-serif", 15))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(legend_position(r.legend.as_deref()))
+                .draw()?;
+        }
         root.present()?;
     }
     Ok(svg)

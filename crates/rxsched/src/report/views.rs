@@ -13,6 +13,8 @@ use serde_json::Value;
 
 /// Delivered.
 const DELIVERED: RGBColor = RGBColor(44, 160, 44);
+/// Losses counted without a drop point (a peer's): grey.
+const UNNAMED: RGBColor = RGBColor(150, 150, 150);
 /// Drops before any work: blues and teals.
 const BEFORE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -118,22 +120,53 @@ fn drop_panels(r: &ResultFile) -> Vec<Panel> {
             .copied()
             .filter(|d| pts.iter().any(|(_, p)| count(p, "drops", d.name()) > 0.0))
             .collect();
+        // Losses a series counts without a drop point of ours (a peer's
+        // frames sent and not written): shown, but not as a drop point.
+        let mut unnamed: Vec<String> = Vec::new();
+        for (_, p) in &pts {
+            for k in
+                p.0.get("drops")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flat_map(|m| m.keys())
+            {
+                if DropPoint::ALL.iter().all(|d| d.name() != k) && !unnamed.contains(k) {
+                    unnamed.push(k.clone());
+                }
+            }
+        }
+        // What got through: delivered, or written (a monitor's).
+        let delivered = |p: &Point| {
+            p.get("delivered")
+                .or_else(|| p.get("written"))
+                .unwrap_or(0.0)
+        };
         let total = |p: &Point| {
-            let delivered = p.get("delivered").unwrap_or(0.0);
-            let drops: f64 = present.iter().map(|d| count(p, "drops", d.name())).sum();
+            let drops: f64 = present
+                .iter()
+                .map(|d| count(p, "drops", d.name()))
+                .sum::<f64>()
+                + unnamed.iter().map(|k| count(p, "drops", k)).sum::<f64>();
             p.get("arrived")
                 .unwrap_or(0.0)
-                .max(delivered + drops)
+                .max(delivered(p) + drops)
                 .max(1.0)
         };
         let mut layers = vec![Layer {
             name: "delivered".into(),
             colour: DELIVERED,
-            shares: pts
-                .iter()
-                .map(|(_, p)| p.get("delivered").unwrap_or(0.0) / total(p))
-                .collect(),
+            shares: pts.iter().map(|(_, p)| delivered(p) / total(p)).collect(),
         }];
+        for k in &unnamed {
+            layers.push(Layer {
+                name: format!("{k} (no drop point named)"),
+                colour: UNNAMED,
+                shares: pts
+                    .iter()
+                    .map(|(_, p)| count(p, "drops", k) / total(p))
+                    .collect(),
+            });
+        }
         // After work next to what was delivered, before work on top.
         let mut order = present.clone();
         order.sort_by_key(|d| d.before_work());
@@ -291,4 +324,70 @@ fn panel(
         below = above;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A capture bench's result: `n` series, the first ours (a named drop
+    /// point), the rest peers (what they did not write, unnamed).
+    fn capture_result(n: usize) -> ResultFile {
+        let series: Vec<Value> = (0..n)
+            .map(|i| {
+                let drops = if i == 0 {
+                    serde_json::json!({"nic_rx_ring": 300.0})
+                } else {
+                    serde_json::json!({"not_written": 300.0})
+                };
+                let pts: Vec<Value> = [1000.0, 2000.0]
+                    .iter()
+                    .map(|x| {
+                        serde_json::json!({"offered_pps": x, "delivered_pps": 700.0,
+                            "arrived": 1000.0, "written": 700.0, "drops": drops})
+                    })
+                    .collect();
+                serde_json::json!({"label": format!("s{i}"), "config": {}, "points": pts})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "schema": crate::result::SCHEMA, "id": "real-x", "title": "t", "source": "lab",
+            "profile": "p", "seed": 0,
+            "x": {"metric": "offered_pps", "label": "Offered"},
+            "y": {"metric": "delivered_pps", "label": "Written"},
+            "series": series, "reference": [], "checks": []
+        }))
+        .unwrap()
+    }
+
+    /// A monitor's frames written count as delivered, and a peer's losses
+    /// with no drop point of ours show as such, not as nothing.
+    #[test]
+    fn written_frames_and_unnamed_losses_are_drawn() {
+        let panels = drop_panels(&capture_result(2));
+        let layer = |p: &Panel, name: &str| {
+            p.layers
+                .iter()
+                .find(|l| l.name.starts_with(name))
+                .map(|l| l.shares.clone())
+        };
+        assert_eq!(layer(&panels[0], "delivered"), Some(vec![0.7, 0.7]));
+        assert_eq!(layer(&panels[0], "nic_rx_ring"), Some(vec![0.3, 0.3]));
+        assert_eq!(layer(&panels[1], "delivered"), Some(vec![0.7, 0.7]));
+        assert_eq!(
+            layer(&panels[1], "not_written (no drop point named)"),
+            Some(vec![0.3, 0.3])
+        );
+    }
+
+    /// Past eight series the legend goes beside the plot, wider, every
+    /// label in it; a long title is cut to fit.
+    #[test]
+    fn many_series_get_their_legend_beside_the_plot() {
+        let few = crate::report::plot::plot(&capture_result(3)).unwrap();
+        let many = crate::report::plot::plot(&capture_result(12)).unwrap();
+        assert!(few.starts_with("<svg width=\"900\""), "{}", &few[..60]);
+        assert!(many.starts_with("<svg width=\"1200\""), "{}", &many[..60]);
+        assert!((0..12).all(|i| many.contains(&format!(">\ns{i}\n<"))));
+    }
 }
