@@ -105,6 +105,9 @@ pub struct PollingRouter<R, T, C, W> {
     cycle_share: Option<f64>,
     /// Each receive side's port and queue, for `--metrics`'s labels.
     sides: Vec<(String, String)>,
+    /// With `--cpus` and `--metrics`: the page the threads share, and
+    /// this thread's place in it.
+    page: Option<(Arc<super::threads::SharedPage>, usize)>,
 }
 
 impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
@@ -167,6 +170,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             protect_queue: None,
             cycle_share: cfg.run.cycle_limit.or(cfg.run.slo.map(|o| o.cpu)),
             sides: Vec::new(),
+            page: None,
         })
     }
 
@@ -193,6 +197,12 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// `(port, queue)` in the poller's order (see [`Poller::order_receive_work`]).
     pub fn order_receive_work(&mut self, sides: &[(usize, u32)]) -> SysResult<()> {
         self.poller.order_receive_work(sides)
+    }
+
+    /// Publishes into the page the threads of a `--cpus` router share, as
+    /// thread `i` (instead of a page of its own).
+    pub(super) fn share_page(&mut self, page: Arc<super::threads::SharedPage>, i: usize) {
+        self.page = Some((page, i));
     }
 
     /// Names each receive side by its port and queue (for `--metrics`).
@@ -271,15 +281,22 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         let (mode, in_xdp, protect_queue) = (self.mode, self.in_xdp, self.protect_queue);
         let t0 = self.poller.clock.now();
         let mut prev = (0, 0, t0);
-        let mut cadence = crate::metrics::Cadence::new(stats_every_s, cfg.metrics.is_some(), t0);
+        let page = self.page.clone();
+        let publishing = cfg.metrics.is_some() || page.is_some();
+        let mut cadence = crate::metrics::Cadence::new(stats_every_s, publishing, t0);
         let sides = self.sides.clone();
         let extras = |p: &mut Poller<R, C, W, Forward<T>>| crate::metrics::RouterExtras {
-            queues: by_queue(&p.taken_by_side, &sides),
+            // A side named with no queue is another thread's (`--cpus`).
+            queues: by_queue(&p.taken_by_side, &sides)
+                .into_iter()
+                .filter(|q| !q.queue.is_empty())
+                .collect(),
             rings: p
                 .ring_drops_by_side()
                 .unwrap_or_default()
                 .into_iter()
                 .zip(&sides)
+                .filter(|(_, (_, queue))| !queue.is_empty())
                 .map(|((ring, sock), (port, queue))| (port.clone(), queue.clone(), ring, sock))
                 .collect(),
             ports: crate::metrics::RouterExtras::read_ports(&cfg.ports).unwrap_or_default(),
@@ -314,6 +331,12 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                         m.publish(crate::metrics::router_page(&r, &extras(p)));
                     }
                 }
+                if let Some((page, i)) = &page {
+                    if let Ok(part) = part_of(p) {
+                        let e = extras(p);
+                        page.publish(*i, part, e);
+                    }
+                }
                 if !cadence.line_due(now) {
                     return;
                 }
@@ -342,19 +365,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
     /// This thread's share of the report: its rings' drops, its devices'
     /// program counts, what it holds, its inhibits and its fault.
     pub fn part(&mut self) -> SysResult<Part> {
-        let (ring, sock) = self.poller.ring_drops()?;
-        let program = self.poller.program_counts()?;
-        let p = &self.poller;
-        Ok(Part {
-            ring,
-            sock,
-            program,
-            in_flight: self.in_flight(),
-            inhibits: p.lp.inhibits(),
-            taken: p.taken,
-            wake_cost_ns: p.wake_cost(),
-            fault: p.fault().map(str::to_string),
-        })
+        part_of(&mut self.poller)
     }
 
     /// The report so far.
@@ -363,6 +374,25 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         r.received_by_queue = by_queue(&self.poller.taken_by_side, &self.sides);
         Ok(r)
     }
+}
+
+/// The share of the report of the thread around `p` (see
+/// [`PollingRouter::part`]).
+fn part_of<R: RxBackend, T: TxBackend, C: Clock, W: Wait>(
+    p: &mut Poller<R, C, W, Forward<T>>,
+) -> SysResult<Part> {
+    let (ring, sock) = p.ring_drops()?;
+    let program = p.program_counts()?;
+    Ok(Part {
+        ring,
+        sock,
+        program,
+        in_flight: p.app.outq.iter().map(|q| q.len() as u64).sum(),
+        inhibits: p.lp.inhibits(),
+        taken: p.taken,
+        wake_cost_ns: p.wake_cost(),
+        fault: p.fault().map(str::to_string),
+    })
 }
 
 /// What was taken off each receive side, named by its port and queue

@@ -84,6 +84,100 @@ struct Share {
     ports: Vec<Port<AnyRx, AnyTx>>,
     queues: Vec<String>,
     napi: Vec<i32>,
+    /// Each receive side's port and queue, in `ports`' order (the queue
+    /// empty for a port whose queue 0 another thread serves).
+    sides: Vec<(String, String)>,
+}
+
+/// The metrics page the threads of a `--cpus` router share: each thread
+/// puts its share in, and the page is the router's whole.
+pub(crate) struct SharedPage {
+    publisher: crate::metrics::Publisher,
+    counters: Arc<Counters>,
+    mode: super::Mode,
+    slots: std::sync::Mutex<Vec<Option<(Part, crate::metrics::RouterExtras)>>>,
+}
+
+impl SharedPage {
+    /// Thread `i`'s share now; publishes the router's page.
+    pub(crate) fn publish(&self, i: usize, part: Part, extras: crate::metrics::RouterExtras) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slots.get_mut(i) {
+            *s = Some((part, extras));
+        }
+        let have: Vec<&(Part, crate::metrics::RouterExtras)> = slots.iter().flatten().collect();
+        let parts: Vec<&Part> = have.iter().map(|(p, _)| p).collect();
+        let r = merge(self.mode, &self.counters, &parts);
+        let mut all = crate::metrics::RouterExtras::default();
+        for (_, e) in &have {
+            all.rings.extend(e.rings.iter().cloned());
+            all.queues.extend(e.queues.iter().cloned());
+            for (name, s) in &e.cpu_s {
+                match all.cpu_s.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, t)) => *t += s,
+                    None => all.cpu_s.push((name, *s)),
+                }
+            }
+            all.inhibited = all.inhibited.or(e.inhibited);
+            all.cycle_headroom_ns = match (all.cycle_headroom_ns, e.cycle_headroom_ns) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+        }
+        if let Some((_, e)) = have.first() {
+            all.ports = e.ports.clone();
+            all.quota = e.quota;
+        }
+        // Each thread's M4 share is of its own CPU: the router's is their sum.
+        all.cycle_limit = have
+            .iter()
+            .filter_map(|(_, e)| e.cycle_limit)
+            .reduce(|a, b| a + b);
+        drop(slots);
+        self.publisher
+            .publish(crate::metrics::router_page(&r, &all));
+    }
+}
+
+/// What one polling thread hands back when the run ends.
+struct Done {
+    part: Part,
+    duration_s: f64,
+    cpu_s: f64,
+    /// Its queues, as `PORT:QUEUE`.
+    queues: Vec<String>,
+    cpu: usize,
+    by_queue: Vec<super::QueueTaken>,
+}
+
+/// The router's report from its threads' shares (without the run's
+/// duration, CPU time and the threads' own lines).
+fn merge(mode: super::Mode, counters: &Counters, parts: &[&Part]) -> RouterReport {
+    let ring: u64 = parts.iter().map(|p| p.ring).sum();
+    let sock: u64 = parts.iter().map(|p| p.sock).sum();
+    let in_flight: u64 = parts.iter().map(|p| p.in_flight).sum();
+    let mut r = RouterReport::new(mode, counters, ring, in_flight);
+    if sock > 0 {
+        r.drops.insert(DropPoint::XskRxRing, sock);
+    }
+    let mut program: Vec<u64> = Vec::new();
+    let mut inhibits = BTreeMap::new();
+    for p in parts {
+        if program.len() < p.program.len() {
+            program.resize(p.program.len(), 0);
+        }
+        for (a, b) in program.iter_mut().zip(&p.program) {
+            *a += b;
+        }
+        for (cause, n) in &p.inhibits {
+            *inhibits.entry(*cause).or_insert(0) += n;
+        }
+    }
+    r.add_program(&program, false);
+    r.inhibits = inhibits;
+    r.wake_cost_ns = parts.iter().find_map(|p| p.wake_cost_ns);
+    r.fault = parts.iter().find_map(|p| p.fault.clone());
+    r
 }
 
 /// Deals `ports` (every port's queue 0, then the other queues, `queue_of`
@@ -105,6 +199,7 @@ fn deal(
             ports: Vec::new(),
             queues: Vec::new(),
             napi: Vec::new(),
+            sides: Vec::new(),
         })
         .collect();
     let egress: Vec<(String, crate::wire::Mac, usize)> = ports[..nports]
@@ -126,6 +221,7 @@ fn deal(
         .map(|_| (0..nports).map(|_| None).collect())
         .collect();
     let mut extra: Vec<Vec<Port<AnyRx, AnyTx>>> = (0..cpus.len()).map(|_| Vec::new()).collect();
+    let mut extra_sides: Vec<Vec<(String, String)>> = (0..cpus.len()).map(|_| Vec::new()).collect();
     for (j, port) in ports.into_iter().enumerate() {
         // Queue q of port p to thread (p + q) mod k: each port's queues
         // spread over the threads, and one queue per port still spreads
@@ -139,6 +235,7 @@ fn deal(
         if j < nports {
             firsts[t][p] = Some(port.rx);
         } else {
+            extra_sides[t].push((egress[p].0.clone(), q.to_string()));
             extra[t].push(Port {
                 tx: Box::new(NoTx(port.name.clone())) as AnyTx,
                 ..port
@@ -150,10 +247,11 @@ fn deal(
     for (t, share) in shares.iter_mut().enumerate() {
         for (p, first) in firsts[t].iter_mut().enumerate() {
             let (name, mac, mtu) = egress[p].clone();
-            let rx = match first.take() {
-                Some(rx) => rx,
-                None => Box::new(Elsewhere::new()?) as AnyRx,
+            let (rx, queue) = match first.take() {
+                Some(rx) => (rx, "0".to_string()),
+                None => (Box::new(Elsewhere::new()?) as AnyRx, String::new()),
             };
+            share.sides.push((name.clone(), queue));
             share.ports.push(Port {
                 name,
                 rx,
@@ -163,6 +261,7 @@ fn deal(
             });
         }
         share.ports.append(&mut extra[t]);
+        share.sides.append(&mut extra_sides[t]);
     }
     Ok(shares)
 }
@@ -197,16 +296,26 @@ pub(super) fn run(
     let counters: Arc<Counters> = Arc::default();
     let _ = counters.devices.set(devices.clone());
     let shares = deal(ports, queue_of, nports, &cfg.cpus)?;
+    // One page for the router, which each thread fills in its part of.
+    let page = c.metrics.take().map(|publisher| {
+        Arc::new(SharedPage {
+            publisher,
+            counters: counters.clone(),
+            mode: cfg.mode,
+            slots: std::sync::Mutex::new(vec![None; k]),
+        })
+    });
     let mut handles = Vec::new();
     // Each thread says when it takes frames; the router is listening when
     // all of them do.
     let (ready, all_ready) = std::sync::mpsc::channel();
     for (i, share) in shares.into_iter().enumerate() {
         let (c, counters, ifaces) = (c.clone(), counters.clone(), cfg.ports.clone());
+        let page = page.clone();
         let ready = ready.clone();
         let h = std::thread::Builder::new()
             .name(format!("poll-cpu{}", share.cpu))
-            .spawn(move || -> SysResult<(Part, f64, f64, Vec<String>, usize)> {
+            .spawn(move || -> SysResult<Done> {
                 sys::pin_to_cpu(share.cpu)?;
                 for t in &share.napi {
                     napi_threads::pin(*t, share.cpu)?;
@@ -227,13 +336,29 @@ pub(super) fn run(
                     Box::new(gate),
                     LinkWatch::new("route", &ifaces, sys::mono_ns())?,
                 )?;
+                r.name_sides(share.sides);
+                if let Some(page) = page {
+                    r.share_page(page, i);
+                }
                 crate::runtime::take_priority(prio.or(Some(POLL_PRIO)))?;
                 let _ = ready.send(());
                 drop(ready);
                 // The first thread prints the live line for the router.
                 let every = if i == 0 { mine.run.stats_every_s } else { 0.0 };
                 let (d, cpu) = r.serve(&mine, every)?;
-                Ok((r.part()?, d, cpu, share.queues, share.cpu))
+                let by_queue = r.report()?.received_by_queue;
+                let by_queue = by_queue
+                    .into_iter()
+                    .filter(|q| !q.queue.is_empty())
+                    .collect();
+                Ok(Done {
+                    part: r.part()?,
+                    duration_s: d,
+                    cpu_s: cpu,
+                    queues: share.queues,
+                    cpu: share.cpu,
+                    by_queue,
+                })
             })
             .map_err(|e| SysError {
                 what: "router".into(),
@@ -255,39 +380,18 @@ pub(super) fn run(
                 .map_err(|_| invalid("a polling thread panicked"))??,
         );
     }
-    let ring: u64 = parts.iter().map(|p| p.0.ring).sum();
-    let sock: u64 = parts.iter().map(|p| p.0.sock).sum();
-    let in_flight: u64 = parts.iter().map(|p| p.0.in_flight).sum();
-    let mut r = RouterReport::new(cfg.mode, &counters, ring, in_flight);
-    if sock > 0 {
-        r.drops.insert(DropPoint::XskRxRing, sock);
-    }
-    let mut program: Vec<u64> = Vec::new();
-    let mut inhibits = BTreeMap::new();
-    for (p, ..) in &parts {
-        if program.len() < p.program.len() {
-            program.resize(p.program.len(), 0);
-        }
-        for (a, b) in program.iter_mut().zip(&p.program) {
-            *a += b;
-        }
-        for (cause, n) in &p.inhibits {
-            *inhibits.entry(*cause).or_insert(0) += n;
-        }
-    }
-    r.add_program(&program, false);
-    r.inhibits = inhibits;
-    r.duration_s = parts.iter().map(|p| p.1).fold(0.0, f64::max);
-    r.cpu_s = parts.iter().map(|p| p.2).sum();
-    r.wake_cost_ns = parts.iter().find_map(|p| p.0.wake_cost_ns);
-    r.fault = parts.iter().find_map(|p| p.0.fault.clone());
+    let shares: Vec<&Part> = parts.iter().map(|p| &p.part).collect();
+    let mut r = merge(cfg.mode, &counters, &shares);
+    r.received_by_queue = parts.iter().flat_map(|p| p.by_queue.clone()).collect();
+    r.duration_s = parts.iter().map(|p| p.duration_s).fold(0.0, f64::max);
+    r.cpu_s = parts.iter().map(|p| p.cpu_s).sum();
     r.threads = parts
         .into_iter()
-        .map(|(p, _, cpu_s, queues, cpu)| ThreadReport {
-            cpu,
-            queues,
-            taken: p.taken,
-            cpu_s,
+        .map(|d| ThreadReport {
+            cpu: d.cpu,
+            queues: d.queues,
+            taken: d.part.taken,
+            cpu_s: d.cpu_s,
         })
         .collect();
     Ok(r)

@@ -201,6 +201,77 @@ fn route_serves_its_counters_to_a_prometheus_client() {
     });
 }
 
+/// `route --cpus 1,1 --metrics`: two polling threads, one page, the
+/// whole router's: every frame received, forwarded, dropped and taken by
+/// queue, as the report says at the end.
+#[test]
+fn a_router_of_two_threads_serves_one_page() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(py) = client() else { return };
+    let Some(t) = TestLab::with_queues("k", 2) else {
+        return;
+    };
+    let l = &t.0;
+    trials(3, "two threads' metrics frame for frame", || {
+        let port = 9466;
+        let addr = format!("127.0.0.1:{port}");
+        let route = start(
+            l,
+            Role::Dut,
+            &[
+                "route",
+                "--cpus",
+                "1,1",
+                "--metrics",
+                &addr,
+                "--duration",
+                "8",
+            ],
+        );
+        // The generator on CPU 0 fills queue 0, on CPU 1 queue 1.
+        send(l, 10_000, &["--cpu", "0"]);
+        send(l, 10_000, &["--cpu", "1"]);
+        std::thread::sleep(Duration::from_millis(800));
+        let page = scrape(l, py, port);
+        stop(&route);
+        let r: RouterReport = report(route);
+        let page = page?;
+        let mut a = Against {
+            page: &page,
+            wrong: Vec::new(),
+        };
+        a.want("rxsched_frames_received_total", &[], r.rx);
+        a.want("rxsched_frames_forwarded_total", &[], r.forwarded);
+        for q in &r.received_by_queue {
+            let side = [("port", q.port.as_str()), ("queue", q.queue.as_str())];
+            a.want("rxsched_queue_frames_received_total", &side, q.frames);
+        }
+        let by_queue: u64 = r.received_by_queue.iter().map(|q| q.frames).sum();
+        if by_queue != r.rx {
+            a.wrong
+                .push(format!("by queue {by_queue}, received {}", r.rx));
+        }
+        for (p, n) in &r.drops {
+            let sum = sum_over(&page, "rxsched_frames_dropped_total", ("point", p.name()));
+            if sum != Some(*n) {
+                a.wrong
+                    .push(format!("dropped at {p}: page {sum:?}, report {n}"));
+            }
+        }
+        let taken: Vec<u64> = r.threads.iter().map(|t| t.taken).collect();
+        let saw = format!(
+            "received {} forwarded {}; threads took {taken:?}; by queue {:?}; mismatches {:?}",
+            r.rx, r.forwarded, r.received_by_queue, a.wrong
+        );
+        assert_eq!(r.threads.len(), 2, "{saw}");
+        if a.wrong.is_empty() && r.rx >= 19_000 && taken.iter().all(|&t| t > 0) {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}
+
 #[test]
 fn capture_serves_its_counters_to_a_prometheus_client() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

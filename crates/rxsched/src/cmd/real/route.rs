@@ -359,10 +359,10 @@ pub fn route(a: RouteArgs) -> Result<()> {
     interfaces_exist("ports", &cfg.ports)?;
     let exporter = match a.metrics {
         None => None,
-        Some(_) if !cfg.cpus.is_empty() || !polling_router(&cfg) => {
+        Some(_) if !polling_router(&cfg) => {
             return Err(Error::flag(
                 "metrics",
-                "the counters are served by the router's one polling thread: not with --cpus, nor --mode interrupt on --backend packet",
+                "the counters are served by the router's polling threads: not with --mode interrupt on --backend packet",
             ))
         }
         addr => super::metrics("route", addr)?,
