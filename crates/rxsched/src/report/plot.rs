@@ -143,18 +143,26 @@ pub fn plot(r: &ResultFile) -> Result<String, Box<dyn std::error::Error>> {
                 let dx = (i as f64 - (curves.len() as f64 - 1.0) / 2.0) * 0.008 * (x1 - x0);
                 draw_runs(&mut chart, label, c, col, dx)?;
             } else {
-                draw_curve(&mut chart, r, label, c, col)?;
+                // Past the palette the colours come round again: dashed.
+                draw_curve(&mut chart, r, label, c, col, i >= PALETTE.len())?;
             }
         }
         if side {
             for (i, (label, _)) in curves.iter().enumerate() {
                 let col = PALETTE[i % PALETTE.len()];
                 let y = 50 + 22 * i as i32;
-                legend.draw(&PathElement::new(
-                    vec![(8, y), (30, y)],
-                    col.stroke_width(2),
-                ))?;
-                legend.draw(&Circle::new((19, y), 3, col.filled()))?;
+                // Past the palette the colours come round again: dashed.
+                let dashes: &[(i32, i32)] = if i >= PALETTE.len() {
+                    &[(8, 13), (16, 21), (24, 29)]
+                } else {
+                    &[(8, 30)]
+                };
+                for &(a, b) in dashes {
+                    legend.draw(&PathElement::new(vec![(a, y), (b, y)], col.stroke_width(2)))?;
+                }
+                if i < PALETTE.len() {
+                    legend.draw(&Circle::new((19, y), 3, col.filled()))?;
+                }
                 legend.draw(&Text::new(label.clone(), (38, y - 8), ("sans-serif", 15)))?;
             }
         } else {
@@ -189,19 +197,28 @@ fn draw_runs(
     Ok(())
 }
 
-/// A series as a line (with dots where there are few points), and the
-/// published points of the same series as hollow squares.
+/// A series as a line (dashed: `dashed`; with dots where there are few
+/// points), and the published points of the same series as hollow squares.
 fn draw_curve(
     chart: &mut Chart,
     r: &ResultFile,
     label: &str,
     c: &[(f64, f64)],
     col: RGBColor,
+    dashed: bool,
 ) -> DrawResult {
-    chart
-        .draw_series(LineSeries::new(c.iter().copied(), col.stroke_width(2)))?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+    let style = col.stroke_width(2);
+    if dashed {
+        chart
+            .draw_series(DashedLineSeries::new(c.iter().copied(), 8, 5, style))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 7, y)], style));
+    } else {
+        chart
+            .draw_series(LineSeries::new(c.iter().copied(), style))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    }
     if c.len() <= 60 {
         chart.draw_series(c.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
     }
