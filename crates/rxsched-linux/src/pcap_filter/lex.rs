@@ -5,7 +5,7 @@ use super::FilterError;
 /// A token of a filter expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Tok {
-    /// A name, number, address or range (`host`, `53`, `10.0.0.0/8`, `1-9`).
+    /// A name, number, address or range (`host`, `53`, `198.18.0.0/15`, `1-9`).
     Word(String),
     /// `(`
     Open,

@@ -4,13 +4,13 @@
 //! a frame the filter refuses never reaches user space.
 //!
 //! ```text
-//! udp and dst port 53 and net 10.0.0.0/8
+//! udp and dst port 53 and net 198.18.0.0/15
 //! host 198.18.0.1 and not (port 22 or icmp)
 //! vlan 100 and tcp portrange 8000-8100
 //! ```
 //!
-//! Primitives: `host`, `net` (`/LEN`, `mask M`, or `10`, `10.1` as libpcap
-//! reads them), `port`, `portrange LO-HI`, each with an optional direction
+//! Primitives: `host`, `net` (`/LEN`, `mask M`, or a partial address
+//! such as `198.18`, a /16, as libpcap reads it), `port`, `portrange LO-HI`, each with an optional direction
 //! (`src`, `dst`, `src or dst`, `src and dst`) and protocol (`ether`, `ip`,
 //! `ip6`, `arp`, `rarp`, `tcp`, `udp`, `sctp`); the protocols on their own
 //! and `icmp`, `icmp6`; `ip proto N`, `ip6 proto N`, `proto N` (`\tcp` for

@@ -21,19 +21,19 @@ fn errors_point_at_the_column() {
             13,
             "neither a word of the filter language",
         ),
-        ("host 10.0.0.256", 6, "not an IPv4 or IPv6 address"),
+        ("host 198.18.0.256", 6, "not an IPv4 or IPv6 address"),
         ("tcp and", 8, "ends where a primitive"),
-        ("host 10.0.0.1 and (port 53", 27, "expected `)`"),
+        ("host 198.18.0.1 and (port 53", 29, "expected `)`"),
         ("port 70000", 6, "not a port number"),
-        ("tcp host 10.0.0.1", 1, "`tcp` cannot qualify"),
-        ("net 10.1.0.0/8", 5, "non-network bits"),
+        ("tcp host 198.18.0.1", 1, "`tcp` cannot qualify"),
+        ("net 198.19.0.0/15", 5, "non-network bits"),
         ("53", 1, "expected a primitive"),
         ("tcp and 80", 9, "no qualifier to take"),
-        ("host 10.0.0.1 $", 15, "unexpected character"),
+        ("host 198.18.0.1 $", 17, "unexpected character"),
         ("len 5", 5, "expected a comparison"),
-        ("host 10.0.0.1 port 53", 15, "expected `and`, `or`"),
+        ("host 198.18.0.1 port 53", 17, "expected `and`, `or`"),
         ("vlan 5000", 6, "over 4095"),
-        ("ether host 10.0.0.1", 12, "not a MAC address"),
+        ("ether host 198.18.0.1", 12, "not a MAC address"),
     ] {
         let e = Filter::parse(expr).expect_err(expr);
         assert_eq!(e.column, col, "{expr}: {e}");
@@ -61,14 +61,14 @@ fn libpcap_rules_that_surprise_are_kept() {
     // A bare value takes the qualifiers before it.
     same("port 53 or 80", "port 53 or port 80");
     same(
-        "host 10.0.0.1 and not 10.1.2.3",
-        "host 10.0.0.1 and not host 10.1.2.3",
+        "host 198.18.0.1 and not 198.18.1.2",
+        "host 198.18.0.1 and not host 198.18.1.2",
     );
     // `host` on IPv4 matches ARP's addresses too.
-    let arp_hosts = accepted(&filter("arp and host 10.0.0.1"), &corpus);
+    let arp_hosts = accepted(&filter("arp and host 198.18.0.1"), &corpus);
     assert!(
         !arp_hosts.is_empty(),
-        "the corpus has ARP frames with 10.0.0.1"
+        "the corpus has ARP frames with 198.18.0.1"
     );
     // `vlan` moves what follows: `ip and vlan` is not `vlan and ip`.
     let (a, b) = (
