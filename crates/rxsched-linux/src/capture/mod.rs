@@ -163,6 +163,8 @@ pub struct CaptureStage {
     filter: Option<Rules>,
     /// The part of the filter expression the polling thread runs.
     expression: Option<Node>,
+    /// Where each part of the expression runs, for the report.
+    placed: Option<ExpressionReport>,
     filtered: BTreeMap<String, u64>,
     snaplen: usize,
     queue_drops: u64,
@@ -267,10 +269,22 @@ impl<R: RxBackend, C: Clock, W: Wait> Capture<R, C, W> {
         let queue = Arc::new(StageQueue::create("rxsched-capture", cap, 2)?);
         let shared = Arc::new(Shared::default());
         let writer = spawn_writer(queue.clone(), saver, shared.clone(), cfg.count, cfg.run.cpu)?;
+        let placement = cfg.placement();
         let stage = CaptureStage {
             queue,
             filter: cfg.filter.clone(),
-            expression: cfg.placement().and_then(|p| p.polling).map(|(n, _)| n),
+            expression: placement
+                .as_ref()
+                .and_then(|p| p.polling.clone())
+                .map(|(n, _)| n),
+            placed: placement.map(|pl| ExpressionReport {
+                text: cfg
+                    .expression
+                    .as_ref()
+                    .map_or(String::new(), |f| f.text().to_string()),
+                in_xdp: pl.xdp.map(|(_, t)| t),
+                in_polling_thread: pl.polling.map(|(_, t)| t),
+            }),
             filtered: BTreeMap::new(),
             snaplen: cfg.snaplen.max(1) as usize,
             queue_drops: 0,
@@ -462,14 +476,7 @@ fn report_of<R: RxBackend, C: Clock, W: Wait>(
         bytes_written: p.app.queue.counter(BYTES),
         drops,
         filtered,
-        expression: cfg.placement().map(|pl| ExpressionReport {
-            text: cfg
-                .expression
-                .as_ref()
-                .map_or(String::new(), |f| f.text().to_string()),
-            in_xdp: pl.xdp.map(|(_, t)| t),
-            in_polling_thread: pl.polling.map(|(_, t)| t),
-        }),
+        expression: p.app.placed.clone(),
         in_flight: p.app.queue.len() as u64 + left,
         inhibits,
         mode_switches: p.lp.mode_switches(),

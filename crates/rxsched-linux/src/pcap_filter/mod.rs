@@ -191,6 +191,8 @@ impl Node {
 pub struct Filter {
     text: String,
     expr: parse::Expr,
+    /// Its tests, built once.
+    node: Node,
 }
 
 /// Where each part of a filter runs.
@@ -207,9 +209,11 @@ pub struct Placement {
 impl Filter {
     /// Parses `text`.
     pub fn parse(text: &str) -> Result<Filter, FilterError> {
+        let expr = parse::parse(text)?;
         Ok(Filter {
             text: text.to_string(),
-            expr: parse::parse(text)?,
+            node: expr.node(),
+            expr,
         })
     }
 
@@ -220,12 +224,12 @@ impl Filter {
 
     /// Its tests.
     pub fn node(&self) -> Node {
-        self.expr.node()
+        self.node.clone()
     }
 
     /// Whether it accepts `frame`, `wire_len` bytes long on the wire.
     pub fn accepts(&self, frame: &[u8], wire_len: u32) -> bool {
-        self.expr.node().accepts(frame, wire_len)
+        self.node.accepts(frame, wire_len)
     }
 
     /// Splits it between the XDP program (`in_xdp`: XDP can run it) and
@@ -233,15 +237,15 @@ impl Filter {
     /// [`MAX_OPS`] together go to XDP, the others stay behind.
     pub fn place(&self, in_xdp: bool) -> Placement {
         let (mut xdp, mut rest): (Vec<&parse::Expr>, Vec<&parse::Expr>) = (vec![], vec![]);
-        let mut placed: Option<Node> = None;
+        let mut placed: Option<(Node, Program)> = None;
         for c in self.expr.conjuncts() {
             let n = c.node();
             let tried = match &placed {
-                Some(p) => Node::And(Box::new(p.clone()), Box::new(n.clone())),
-                None => n.clone(),
+                Some((p, _)) => Node::And(Box::new(p.clone()), Box::new(n)),
+                None => n,
             };
-            if in_xdp && Program::compile(&tried).is_some() {
-                placed = Some(tried);
+            if let Some(prog) = in_xdp.then(|| Program::compile(&tried)).flatten() {
+                placed = Some((tried, prog));
                 xdp.push(c);
             } else {
                 rest.push(c);
@@ -263,7 +267,7 @@ impl Filter {
             .reduce(|a, b| Node::And(Box::new(a), Box::new(b)))
             .map(|n| (n, join(&rest)));
         Placement {
-            xdp: placed.and_then(|n| Some((Program::compile(&n)?, join(&xdp)))),
+            xdp: placed.map(|(_, prog)| (prog, join(&xdp))),
             polling,
         }
     }

@@ -309,14 +309,8 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
                 rxsched_core::Quota::Unlimited => None,
             },
             cycle_limit: cfg.run.cycle_limit,
-            inhibited: {
-                let now = p.clock.now();
-                p.lp.input_inhibited(now)
-            },
-            cycle_headroom_ns: {
-                let now = p.clock.now();
-                p.lp.cycle_headroom(now)
-            },
+            inhibited: p.lp.input_inhibited(p.clock.now()),
+            cycle_headroom_ns: p.lp.cycle_headroom(p.clock.now()),
         };
         if let Some(m) = &cfg.metrics {
             let r = report_of(&mut self.poller, mode, in_xdp, protect_queue)?;
