@@ -404,7 +404,12 @@ fn forward_from(
             router.guard_rt_budget(budget)?;
         }
     }
-    router.order_receive_work(&queue_of)?;
+    // Two-level's monitor owns the receive threads' priorities: the
+    // gate's round robin among them would raise a thread to device
+    // priority, above the forwarding thread, while the monitor polls.
+    if cfg.mode != Mode::TwoLevel {
+        router.order_receive_work(&queue_of)?;
+    }
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;
     crate::runtime::listening("route", &cfg.ports, &how(cfg));

@@ -191,6 +191,54 @@ fn polling_delivers_at_least_twice_interrupt_under_overload() {
     });
 }
 
+/// `route --mode two-level` under a steady flood: the monitor switches to
+/// polling once the receive work has held the CPU for the hold time (2 s)
+/// and stays there while the flood lasts, returning to interrupts once it
+/// ends: one switch each way at most. (A gate that ordered the receive
+/// threads behind the monitor's back raised them above the forwarding
+/// thread while it polled: six switches in 8 s, 0.5 s of polling.)
+#[test]
+fn two_level_polls_through_a_steady_flood() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("o") else { return };
+    let l = &t.0;
+    trials(3, "two-level through a 5 s flood", || {
+        let route = start(
+            l,
+            Role::Dut,
+            &[
+                "route",
+                "--mode",
+                "two-level",
+                "--cpu",
+                "1",
+                "--duration",
+                "30",
+            ],
+        );
+        let g: GenReport = report(spawn(
+            l,
+            Role::Gen,
+            &["gen", "--cpu", "0", "--rate", "1e9", "--duration", "5"],
+        ));
+        stop(&route);
+        let r: RouterReport = report(route);
+        let tl = r
+            .two_level
+            .as_ref()
+            .ok_or("no two-level report".to_string())?;
+        let saw = format!(
+            "offered {:.0} pkts/s for 5 s: {} switches, {:.2} s polling, forwarded {}",
+            g.achieved_pps, tl.switches, tl.polling_s, r.forwarded
+        );
+        if g.achieved_pps > 1e6 && (1..=2).contains(&tl.switches) && tl.polling_s >= 1.5 {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}
+
 /// `route --screen`: the screening stage is a process of its own (normal
 /// priority), frames its rules accept reach the sink forwarded correctly,
 /// frames they deny are counted under the rule, and every frame the router
