@@ -362,8 +362,18 @@ fn point(g: &GenReport, sp: &SpinReport, c: Captured, idle: f64) -> Point {
         p.set("router_runs_per_s", per_s(a.reader, b.reader));
         p.set("writer_runs_per_s", per_s(a.writer, b.writer));
         let mut cpu = Map::new();
-        cpu.insert("router".into(), share(a.reader, b.reader).into());
-        cpu.insert("writer".into(), share(a.writer, b.writer).into());
+        let compute = (sp.progress_rate / idle).clamp(0.0, 1.0);
+        let parts = [
+            ("user:compute", compute),
+            ("napi", share(a.napi, b.napi)),
+            ("router", share(a.reader, b.reader)),
+            ("writer", share(a.writer, b.writer)),
+        ];
+        let used: f64 = parts.iter().map(|(_, v)| v).sum();
+        for (k, v) in parts {
+            cpu.insert(k.into(), v.into());
+        }
+        cpu.insert("idle".into(), (1.0 - used).max(0.0).into());
         p.0.insert("cpu".into(), Value::Object(cpu));
     }
     p

@@ -378,6 +378,10 @@ fn point(o: &Observed, fwd: Forwarder, rate: f64, idle: f64) -> Point {
             c1.screen_runs.saturating_sub(c0.screen_runs) as f64 / dur,
         );
     }
+    m.cpu
+        .insert("napi".to_string(), share(c0.napi_ns, c1.napi_ns));
+    let used: f64 = m.cpu.values().sum();
+    m.cpu.insert("idle".to_string(), (1.0 - used).max(0.0));
     m.extra.insert("requested_pps".into(), rate);
     Point::of(&m)
 }

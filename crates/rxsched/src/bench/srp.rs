@@ -17,6 +17,7 @@ use super::sweep::{rates, Measured, Sweep};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
+use rxsched_core::DropPoint;
 use rxsched_linux::guard::GuardReport;
 use rxsched_linux::lab::{Lab, Role, D0, D1};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
@@ -102,6 +103,9 @@ impl Measured for Consumers {
 }
 
 /// What one trial of the two consumers saw.
+/// Losses by the point that counted them.
+type Named = Vec<(&'static str, u64)>;
+
 struct Received {
     /// The flood's generator.
     flood: GenReport,
@@ -109,6 +113,11 @@ struct Received {
     modest: GenReport,
     /// Datagrams each consumer took: (flooded, modest).
     got: (u64, u64),
+    /// Each consumer's losses at a point its receiver counts for it
+    /// (its UIQ or channel, its socket buffer, the guard's drops for its
+    /// socket): (flooded, modest). The rest died where they are not told
+    /// apart by consumer (the device's ring, shared by both).
+    named: (Named, Named),
     /// The kernel's sockets: the DUT's receive threads' CPU time per
     /// datagram that reached UDP or was dropped by the guard, in ns.
     napi_ns_per_datagram: Option<f64>,
@@ -156,7 +165,7 @@ fn napi_ns(l: &Lab) -> Result<u64, BenchError> {
 
 /// Both consumers receiving while the generators offer.
 fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, BenchError> {
-    let ((flood, modest), got) = match who {
+    let ((flood, modest), got, named) = match who {
         Receiver::Srp | Receiver::Lrp => {
             let consumers = vec![(FLOODED, "flooded"), (MODEST, "modest")];
             let srv = start(
@@ -173,7 +182,15 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
             let r: ServeReport = srv.finish()?;
             // Its consumers report in the order of `--consumer`.
             let got = |i: usize| r.consumers.get(i).map_or(0, |c| c.received);
-            (g, (got(0), got(1)))
+            let point = if who == Receiver::Lrp {
+                DropPoint::LrpChannel
+            } else {
+                DropPoint::Uiq
+            };
+            let named = |i: usize| -> Named {
+                vec![(point.name(), r.consumers.get(i).map_or(0, |c| c.uiq_drops))]
+            };
+            (g, (got(0), got(1)), (named(0), named(1)))
         }
         Receiver::Linux | Receiver::Guard | Receiver::GuardTc => {
             let guard = match who {
@@ -200,12 +217,28 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
             let g = offer(l, rate, secs, true)?;
             let (udp1, napi1) = (udp_in(l)?, napi_ns(l)?);
             let (a, b): (UdpRecvReport, UdpRecvReport) = (a.finish()?, b.finish()?);
-            let dropped = match guard {
+            let gr = match guard {
                 Some(gd) => {
                     gd.interrupt();
-                    Some(gd.finish::<GuardReport>()?.dropped)
+                    Some(gd.finish::<GuardReport>()?)
                 }
                 None => None,
+            };
+            let dropped = gr.as_ref().map(|g| g.dropped);
+            let named = |r: &UdpRecvReport| -> Named {
+                // The guard's drops for this consumer's socket, by port.
+                let port = format!(":{}", r.port);
+                let guarded = gr.as_ref().map_or(0, |g| {
+                    g.sockets
+                        .iter()
+                        .filter(|s| s.socket.ends_with(&port))
+                        .map(|s| s.dropped)
+                        .sum()
+                });
+                vec![
+                    (DropPoint::SocketBuffer.name(), r.socket_drops),
+                    ("guard_in_xdp", guarded),
+                ]
             };
             let datagrams = (udp1 - udp0) + dropped.unwrap_or(0);
             let per = (datagrams > 0).then(|| (napi1 - napi0) as f64 / datagrams as f64);
@@ -213,6 +246,7 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
                 flood: g.0,
                 modest: g.1,
                 got: (a.received, b.received),
+                named: (named(&a), named(&b)),
                 napi_ns_per_datagram: per,
                 guard_dropped: dropped,
             });
@@ -222,6 +256,7 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
         flood,
         modest,
         got,
+        named,
         napi_ns_per_datagram: None,
         guard_dropped: None,
     })
@@ -232,7 +267,7 @@ fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, Benc
     l.reset_dut_receive()?;
     let r = receive(l, who, rate, secs)?;
     // Both points stand at the flood's offered rate.
-    let point = |gen: &GenReport, got: u64| {
+    let point = |gen: &GenReport, got: u64, named: &Named| {
         let (sent, got) = (gen.sent as f64, got as f64);
         let d = gen.duration_s.max(1e-9);
         let mut p = Point::xy(
@@ -245,10 +280,17 @@ fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, Benc
         p.set("received", got);
         p.set("kept", if sent > 0.0 { got / sent } else { 0.0 });
         p.set("arrived", sent);
-        p.0.insert(
-            "drops".into(),
-            serde_json::json!({ "not_received": (sent - got).max(0.0) }),
+        let mut drops = serde_json::Map::new();
+        let mut counted = 0.0;
+        for (k, n) in named.iter().filter(|(_, n)| *n > 0) {
+            drops.insert(k.to_string(), (*n as f64).into());
+            counted += *n as f64;
+        }
+        drops.insert(
+            "not_received".into(),
+            (sent - got - counted).max(0.0).into(),
         );
+        p.0.insert("drops".into(), serde_json::Value::Object(drops));
         if let Some(ns) = r.napi_ns_per_datagram {
             p.set("napi_ns_per_datagram", ns);
         }
@@ -258,8 +300,8 @@ fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, Benc
         p
     };
     Ok(Consumers {
-        flooded: point(&r.flood, r.got.0),
-        modest: point(&r.modest, r.got.1),
+        flooded: point(&r.flood, r.got.0, &r.named.0),
+        modest: point(&r.modest, r.got.1, &r.named.1),
     })
 }
 

@@ -62,7 +62,7 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
         "<p>{} results: {clean} with every check passing, {} with known misses only, {missed} failing, \
          {} with no checks. Lines and dots are simulated; hollow squares are the published points. \
          Beside each figure, where its packets went (delivered; dropped before any work in blues, after work in reds) \
-         and where its CPU went.</p>\n<ul>\n",
+         and where its CPU went.</p>\n",
         results.len(),
         checked - clean - missed,
         results.len() - checked,
@@ -70,8 +70,11 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
     let mut group = "";
     for r in &results {
         if paper(&r.id) != group {
+            if !group.is_empty() {
+                h += "</ul>\n";
+            }
             group = paper(&r.id);
-            h += &format!("</ul>\n<h3>{}</h3>\n<ul>\n", esc(group));
+            h += &format!("<h3>{}</h3>\n<ul>\n", esc(group));
         }
         let known = r
             .checks
@@ -89,12 +92,15 @@ pub fn write_index(dir: &Path) -> io::Result<()> {
             verdict(r.passed()).to_string()
         };
         h += &format!(
-            "<li><a href=\"#{0}\">{0}</a>: {1} ({mark})</li>\n",
+            "<li><a href=\"#{0}\">{0}</a>: {1} ({mark}){2}</li>\n",
             esc(&r.id),
-            esc(&r.title)
+            esc(&r.title),
+            view_links(dir, &r.id)
         );
     }
-    h += "</ul>\n";
+    if !group.is_empty() {
+        h += "</ul>\n";
+    }
     let mut group = "";
     for r in &results {
         if paper(&r.id) != group {
@@ -144,21 +150,40 @@ fn wide(table: String) -> String {
     }
 }
 
+/// The companion views a figure has, as (file, what it shows).
+fn view_files(dir: &Path, id: &str) -> Vec<(String, &'static str)> {
+    [
+        ("drops", "where the packets went"),
+        ("cpu", "where the CPU went"),
+    ]
+    .into_iter()
+    .map(|(view, what)| (format!("{id}-{view}.svg"), what))
+    .filter(|(file, _)| dir.join(file).exists())
+    .collect()
+}
+
+/// Links from the list of results to a figure's companion views.
+fn view_links(dir: &Path, id: &str) -> String {
+    let links: Vec<String> = view_files(dir, id)
+        .iter()
+        .map(|(file, what)| format!("<a href=\"{}\">{what}</a>", esc(file)))
+        .collect();
+    if links.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", links.join(", "))
+    }
+}
+
 /// The companion views of a figure that has them (`report::views`).
 fn views(dir: &Path, id: &str) -> String {
     let mut h = String::new();
-    for (view, what) in [
-        ("drops", "where the packets went"),
-        ("cpu", "where the CPU went"),
-    ] {
-        let file = format!("{id}-{view}.svg");
-        if dir.join(&file).exists() {
-            h += &format!(
-                "<a href=\"{0}\"><img src=\"{0}\" alt=\"{1}: {what}\"></a>",
-                esc(&file),
-                esc(id)
-            );
-        }
+    for (file, what) in view_files(dir, id) {
+        h += &format!(
+            "<a href=\"{0}\"><img src=\"{0}\" alt=\"{1}: {what}\"></a>",
+            esc(&file),
+            esc(id)
+        );
     }
     if h.is_empty() {
         h

@@ -246,22 +246,25 @@ fn legend_position(legend: Option<&str>) -> SeriesLabelPosition {
     }
 }
 
-/// Tick labels with as many decimals as the axis span needs; large
-/// numbers with a k or M (`250k`, `1.5M`), not `14000000`.
+/// Tick labels with as many decimals as the value needs (at most two);
+/// large numbers with a k or M (`250k`, `1.5M`), not `14000000`. The unit
+/// follows the axis span, so every tick of an axis has the same one.
 pub fn tick(v: f64, span: f64) -> String {
-    let si = |scale: f64, unit: &str| {
-        let x = v / scale;
-        let s = if (x - x.round()).abs() < 1e-9 || span / scale >= 20.0 {
-            format!("{x:.0}")
-        } else {
-            format!("{x:.1}")
-        };
-        format!("{s}{unit}")
+    let short = |x: f64| {
+        let d = (0..2)
+            .find(|&d| {
+                let m = 10f64.powi(d);
+                ((x * m).round() - x * m).abs() < 1e-6
+            })
+            .unwrap_or(2) as usize;
+        format!("{x:.d$}")
     };
-    if span >= 2e6 {
-        si(1e6, "M")
+    if v == 0.0 {
+        "0".to_string()
+    } else if span >= 1e6 {
+        format!("{}M", short(v / 1e6))
     } else if span >= 2e4 {
-        si(1e3, "k")
+        format!("{}k", short(v / 1e3))
     } else if span >= 20.0 {
         format!("{v:.0}")
     } else if span >= 2.0 {
@@ -279,7 +282,11 @@ mod tests {
     fn ticks_read_as_numbers_do() {
         assert_eq!(tick(14_000_000.0, 20e6), "14M");
         assert_eq!(tick(1_500_000.0, 4e6), "1.5M");
-        assert_eq!(tick(250_000.0, 1e6), "250k");
+        assert_eq!(tick(250_000.0, 9e5), "250k");
+        assert_eq!(tick(500_000.0, 1.5e6), "0.5M");
+        assert_eq!(tick(1_000_000.0, 1.5e6), "1M");
+        assert_eq!(tick(250_000.0, 1e6), "0.25M");
+        assert_eq!(tick(0.0, 7e5), "0");
         assert_eq!(tick(4700.0, 10_000.0), "4700");
         assert_eq!(tick(0.25, 1.0), "0.25");
     }

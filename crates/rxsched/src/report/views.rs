@@ -56,8 +56,13 @@ fn cpu_colour(ctx: &str) -> RGBColor {
     match ctx {
         "idle" => RGBColor(225, 225, 225),
         "interrupt" | "isr" => RGBColor(214, 39, 40),
-        "softirq" | "dpc" => RGBColor(255, 127, 14),
-        "poll" => RGBColor(148, 103, 189),
+        // The device's receive work: a softirq, a DPC, or (Linux's threaded
+        // NAPI, real and simulated lab) the device's thread.
+        "softirq" | "dpc" | "napi" => RGBColor(255, 127, 14),
+        // A polling thread: the simulator's, or a real router's.
+        "poll" | "router" => RGBColor(148, 103, 189),
+        "screen" => RGBColor(188, 189, 34),
+        "writer" => RGBColor(23, 190, 207),
         "kernel_thread" => RGBColor(140, 86, 75),
         "locking" => RGBColor(100, 100, 100),
         c if c.starts_with("user:") => {
@@ -135,10 +140,12 @@ fn drop_panels(r: &ResultFile) -> Vec<Panel> {
                 }
             }
         }
-        // What got through: delivered, or written (a monitor's).
+        // What got through: delivered, written (a monitor's) or received
+        // (a consumer's).
         let delivered = |p: &Point| {
             p.get("delivered")
                 .or_else(|| p.get("written"))
+                .or_else(|| p.get("received"))
                 .unwrap_or(0.0)
         };
         let total = |p: &Point| {
@@ -159,7 +166,7 @@ fn drop_panels(r: &ResultFile) -> Vec<Panel> {
         }];
         for k in &unnamed {
             layers.push(Layer {
-                name: format!("{k} (no drop point named)"),
+                name: format!("{k} (counted by the bench)"),
                 colour: UNNAMED,
                 shares: pts
                     .iter()
@@ -256,7 +263,20 @@ fn draw(r: &ResultFile, panels: &[Panel], title: &str, y: &str) -> Drawn {
     }
     let cols = panels.len().min(3);
     let rows = panels.len().div_ceil(cols);
-    let (pw, ph, legend_w) = (380u32, 280u32, 250u32);
+    let mut seen: Vec<(&str, RGBColor)> = Vec::new();
+    for l in panels.iter().flat_map(|p| &p.layers) {
+        if !seen.iter().any(|(n, _)| *n == l.name) {
+            seen.push((&l.name, l.colour));
+        }
+    }
+    // Wide enough for the longest name at 14 px (about 8 px a character).
+    let longest = seen
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    let (pw, ph) = (380u32, 280u32);
+    let legend_w = (40 + 8 * longest as u32).max(250);
     let size = (pw * cols as u32 + legend_w, ph * rows as u32 + 40);
     let mut svg = String::new();
     {
@@ -267,12 +287,6 @@ fn draw(r: &ResultFile, panels: &[Panel], title: &str, y: &str) -> Drawn {
         let areas = grid.split_evenly((rows, cols));
         for (area, p) in areas.iter().zip(panels) {
             panel(r, area, p, y)?;
-        }
-        let mut seen: Vec<(&str, RGBColor)> = Vec::new();
-        for l in panels.iter().flat_map(|p| &p.layers) {
-            if !seen.iter().any(|(n, _)| *n == l.name) {
-                seen.push((&l.name, l.colour));
-            }
         }
         for (i, (name, c)) in seen.iter().enumerate() {
             let y0 = 30 + 22 * i as i32;
@@ -375,7 +389,7 @@ mod tests {
         assert_eq!(layer(&panels[0], "nic_rx_ring"), Some(vec![0.3, 0.3]));
         assert_eq!(layer(&panels[1], "delivered"), Some(vec![0.7, 0.7]));
         assert_eq!(
-            layer(&panels[1], "not_written (no drop point named)"),
+            layer(&panels[1], "not_written (counted by the bench)"),
             Some(vec![0.3, 0.3])
         );
     }
