@@ -302,7 +302,10 @@ fn forward_from(
             sys::ipv4_addrs()?
         },
     };
-    let opened = cfg.run.backend.open(&cfg.ports, servicing(cfg), &feed)?;
+    let opened = cfg
+        .run
+        .backend
+        .open(&cfg.ports, servicing(cfg), &feed, cfg.run.rx_ring)?;
     let links = LinkWatch::new("route", &cfg.ports, sys::mono_ns())?;
     let wait = EpollWait::new()?;
     if !opened.threaded {

@@ -39,7 +39,14 @@ pub enum Backend {
 impl Backend {
     /// Opens `ifaces`, their sockets fed as `feed` says, and schedules
     /// their receive work as `how` says.
-    pub fn open(self, ifaces: &[String], how: Servicing, feed: &Feed) -> SysResult<Opened> {
+    /// An AF_XDP socket's receive ring holds `rx_ring` frames.
+    pub fn open(
+        self,
+        ifaces: &[String],
+        how: Servicing,
+        feed: &Feed,
+        rx_ring: u32,
+    ) -> SysResult<Opened> {
         match self {
             Backend::Xdp if matches!(feed, Feed::Copy { .. }) => {
                 let Feed::Copy { filter } = feed else {
@@ -50,7 +57,7 @@ impl Backend {
             Backend::Xdp if matches!(feed, Feed::Route { in_xdp: true, .. }) => {
                 crate::backend::in_xdp::open_all(ifaces, how, feed)
             }
-            Backend::Xdp => crate::backend::xdp::open_all(ifaces, how, feed),
+            Backend::Xdp => crate::backend::xdp::open_all(ifaces, how, feed, rx_ring),
             Backend::Packet => crate::backend::packet::open_all(ifaces, how, feed),
         }
     }
@@ -134,6 +141,8 @@ pub struct RunConfig {
     /// An objective that sets the quota and M4's limit instead (the
     /// limit then starts at its CPU share; see [`RunConfig::facility`]).
     pub slo: Option<rxsched_core::Slo>,
+    /// Entries of each AF_XDP socket's receive ring (a power of two).
+    pub rx_ring: u32,
 }
 
 impl Default for RunConfig {
@@ -149,6 +158,7 @@ impl Default for RunConfig {
             duration_s: 60.0,
             stats_every_s: 0.0,
             slo: None,
+            rx_ring: crate::backend::xdp::RX_RING,
         }
     }
 }
@@ -177,7 +187,9 @@ impl RunConfig {
     /// fed as `feed` says, its receive work owned by the polling thread.
     pub fn open_one(&self, who: &'static str, iface: &str, feed: &Feed) -> SysResult<Device> {
         let ifaces = [iface.to_string()];
-        let o = self.backend.open(&ifaces, Servicing::Polling, feed)?;
+        let o = self
+            .backend
+            .open(&ifaces, Servicing::Polling, feed, self.rx_ring)?;
         let first = o.ports.into_iter().next().expect("one port opened").rx;
         let rx = std::iter::once(first)
             .chain(o.more_rx.into_iter().map(|(_, r)| r))

@@ -60,6 +60,8 @@ fn real_commands_name_the_bad_flag_or_interface() {
     for (args, want) in [
         (vec!["route", "--stats-every", "1e-9"], "--stats-every"),
         (vec!["route", "--stats-every", "nan"], "--stats-every"),
+        (vec!["route", "--rx-ring", "1000"], "--rx-ring"),
+        (vec!["capture", "-i", "lo", "--rx-ring", "32"], "--rx-ring"),
         (
             vec!["route", "--mode", "interrupt", "--protect-queue", "1"],
             "--protect-queue is for the polling thread",

@@ -90,6 +90,13 @@ pub struct RunArgs {
     /// Print live counters this often, in seconds (0: only on SIGUSR1).
     #[arg(long, default_value_t = 0.0)]
     pub stats_every: f64,
+    /// AF_XDP: entries of each socket's receive ring, a power of two from
+    /// 64 to 32768 (twice as many 2 KiB frames are lent to the kernel per
+    /// socket: 16 MiB at the default). Frames the receive work hands a
+    /// full ring die after that work (`xsk_rx_ring`); a ring that outlasts
+    /// the receive work's runs while input is held off keeps them.
+    #[arg(long, default_value_t = rxsched_linux::backend::xdp::RX_RING)]
+    pub rx_ring: u32,
 }
 
 impl RunArgs {
@@ -97,6 +104,12 @@ impl RunArgs {
     pub fn config(&self) -> Result<RunConfig> {
         positive("duration", self.duration)?;
         stats_every(self.stats_every)?;
+        if !(64..=32_768).contains(&self.rx_ring) || !self.rx_ring.is_power_of_two() {
+            return Err(Error::flag(
+                "rx-ring",
+                format!("{} is not a power of two from 64 to 32768", self.rx_ring),
+            ));
+        }
         Ok(RunConfig {
             backend: self.backend.into(),
             quota: quota(&self.quota)?,
@@ -106,6 +119,7 @@ impl RunArgs {
             duration_s: self.duration,
             stats_every_s: self.stats_every,
             slo: None,
+            rx_ring: self.rx_ring,
         })
     }
 }
