@@ -537,7 +537,10 @@ mod tests {
         let lab = p.lab.unwrap();
         assert_eq!(lab.napi_kernel_forward, 1100);
         assert_eq!(lab.wake, 1100);
-        assert_eq!(lab.xsk_rx_ring, u64::from(rxsched_linux::backend::xdp::RX_RING));
+        assert_eq!(
+            lab.xsk_rx_ring,
+            u64::from(rxsched_linux::backend::xdp::RX_RING)
+        );
         assert_eq!(lab.tick_hz, 250);
         assert!((lab.spread["router_polling"] - 200.0 / 1100.0).abs() < 1e-3);
     }

@@ -17,8 +17,12 @@ pub struct ServeArgs {
     pub consumers: Vec<String>,
     /// Each consumer's unprocessed input queue, in frames (on the xdp
     /// backend its socket's ring on each queue, rounded up to a power of
-    /// two).
-    #[arg(long, default_value_t = 256)]
+    /// two). While the feedback holds a queue its receive thread still
+    /// runs for a few milliseconds at a time (an idle-class thread the
+    /// scheduler picks runs to the next tick): a ring that holds that work
+    /// keeps it for the consumer, where 256 entries dropped it after the
+    /// work was spent.
+    #[arg(long, default_value_t = 4096)]
     pub uiq: u32,
     /// SRP's buffering check in bytes: a datagram is queued only if it and
     /// the consumer's UIQ fit in this many (default: the UIQ's frame slots
