@@ -8,6 +8,9 @@ use crate::backend::{RxBackend, TxBackend};
 use crate::sys::{self, mono_ns, SysResult};
 use crate::wire::parse_probe;
 
+/// Waits shorter than this are spun, longer ones slept.
+const SPIN_BELOW_NS: f64 = 20_000.0;
+
 /// Frames per `sendmmsg`.
 const BATCH: usize = 32;
 
@@ -52,9 +55,15 @@ pub fn generate(cfg: &GenConfig) -> SysResult<GenReport> {
             if now as f64 >= due {
                 break;
             }
+            // Sleep through any gap longer than a sleep's own overshoot
+            // (tens of µs): a slow stream must leave the CPU to whatever
+            // shares it (another generator); a late wake-up sends what
+            // has come due in one batch.
             let wait = due - now as f64;
-            if wait > 200_000.0 {
-                std::thread::sleep(std::time::Duration::from_nanos((wait - 100_000.0) as u64));
+            if wait > SPIN_BELOW_NS {
+                std::thread::sleep(std::time::Duration::from_nanos(
+                    (wait - SPIN_BELOW_NS / 2.0) as u64,
+                ));
             } else {
                 std::hint::spin_loop();
             }

@@ -205,7 +205,7 @@ impl Drop for Unsteer<'_> {
 }
 
 /// The DUT's receive queues on d0.
-fn dut_queues(lab: &Lab) -> Result<u32, BenchError> {
+pub(super) fn dut_queues(lab: &Lab) -> Result<u32, BenchError> {
     let path = format!("/sys/class/net/{}/queues", D0.iface);
     let ls = lab.exec(Role::Dut, "ls", &[&path])?;
     Ok(ls.lines().filter(|l| l.starts_with("rx-")).count() as u32)

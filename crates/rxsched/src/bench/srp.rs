@@ -55,6 +55,29 @@ impl Receiver {
     }
 }
 
+/// The receive queue the modest stream is steered to when it has one of
+/// its own (the lab's stand-in for a flow rule, `ethtool -N ... dst-port
+/// 7002 action 1`).
+const MODEST_QUEUE: u32 = 1;
+
+/// How the modest stream reaches the DUT: mixed into the flood on one
+/// ring, or on a receive queue of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Mixed,
+    OwnQueue,
+}
+
+impl Path {
+    /// The series' names: the receiver's prefix, and this path's.
+    fn prefix(self, who: Receiver) -> String {
+        match self {
+            Path::Mixed => who.prefix().to_string(),
+            Path::OwnQueue => format!("{}-own-queue", who.prefix()),
+        }
+    }
+}
+
 /// The flood and the modest stream mixed into it, from one generator on
 /// the generator CPU: to the DUT kernel's own address (`to_kernel`) or to
 /// the user-space receiver's MAC. Returns the flood's report and the
@@ -64,16 +87,35 @@ fn offer(
     rate: f64,
     secs: f64,
     to_kernel: bool,
+    path: Path,
 ) -> Result<(GenReport, GenReport), BenchError> {
+    let to = |g: Gen| {
+        if to_kernel {
+            g.to_dut_kernel()
+        } else {
+            g.to_mac(super::proc::NOBODY_MAC)
+        }
+    };
+    if path == Path::OwnQueue {
+        // The flood from the XDP engine on the generator CPU's queue (0),
+        // the modest stream through the generator's stack, steered to its
+        // own queue; both generators on the generator CPU.
+        l.steer_gen_stack(Some(MODEST_QUEUE))?;
+        let modest = start(
+            l,
+            to(Gen::new(MODEST_PPS, secs).to_port(MODEST).through_stack()),
+        );
+        let flood =
+            modest.and_then(|m| Ok((start(l, to(Gen::new(rate, secs).to_port(FLOODED)))?, m)));
+        let done =
+            flood.and_then(|(f, m)| Ok((f.finish::<GenReport>()?, m.finish::<GenReport>()?)));
+        l.steer_gen_stack(None)?;
+        return done;
+    }
     let g = Gen::new(rate, secs)
         .to_port(FLOODED)
         .mixed(MODEST, MODEST_PPS);
-    let g = if to_kernel {
-        g.to_dut_kernel()
-    } else {
-        g.to_mac(super::proc::NOBODY_MAC)
-    };
-    let flood: GenReport = start(l, g)?.finish()?;
+    let flood: GenReport = start(l, to(g))?.finish()?;
     let sent = flood.mix_sent.unwrap_or(0);
     let modest = GenReport {
         sent,
@@ -164,7 +206,13 @@ fn napi_ns(l: &Lab) -> Result<u64, BenchError> {
 }
 
 /// Both consumers receiving while the generators offer.
-fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, BenchError> {
+fn receive(
+    l: &Lab,
+    who: Receiver,
+    path: Path,
+    rate: f64,
+    secs: f64,
+) -> Result<Received, BenchError> {
     let ((flood, modest), got, named) = match who {
         Receiver::Srp | Receiver::Lrp => {
             let consumers = vec![(FLOODED, "flooded"), (MODEST, "modest")];
@@ -176,7 +224,7 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
                     secs: secs + 8.0,
                 },
             )?;
-            let g = offer(l, rate, secs, false)?;
+            let g = offer(l, rate, secs, false, path)?;
             std::thread::sleep(Duration::from_millis(300));
             srv.interrupt();
             let r: ServeReport = srv.finish()?;
@@ -214,7 +262,7 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
             };
             let (a, b) = (recv(FLOODED)?, recv(MODEST)?);
             let (udp0, napi0) = (udp_in(l)?, napi_ns(l)?);
-            let g = offer(l, rate, secs, true)?;
+            let g = offer(l, rate, secs, true, path)?;
             let (udp1, napi1) = (udp_in(l)?, napi_ns(l)?);
             let (a, b): (UdpRecvReport, UdpRecvReport) = (a.finish()?, b.finish()?);
             let gr = match guard {
@@ -263,9 +311,15 @@ fn receive(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Received, Ben
 }
 
 /// One point for both consumers.
-fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, BenchError> {
+fn trial(
+    l: &Lab,
+    who: Receiver,
+    path: Path,
+    rate: f64,
+    secs: f64,
+) -> Result<Consumers, BenchError> {
     l.reset_dut_receive()?;
-    let r = receive(l, who, rate, secs)?;
+    let r = receive(l, who, path, rate, secs)?;
     // Both points stand at the flood's offered rate.
     let point = |gen: &GenReport, got: u64, named: &Named| {
         let (sent, got) = (gen.sent as f64, got as f64);
@@ -309,23 +363,37 @@ fn trial(l: &Lab, who: Receiver, rate: f64, secs: f64) -> Result<Consumers, Benc
 pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-srp")?;
     let reservation_file = BenchFile::load("real-srp-reservation")?;
-    let l = &opts.lab;
+    let queues = super::protect::dut_queues(&opts.lab)?;
+    let l = &opts.lab.clone().with_queues(queues);
     let (rates, secs) = rates(opts.quick);
-    let receivers = [
+    let mut receivers: Vec<(Receiver, Path)> = [
         Receiver::Srp,
         Receiver::Lrp,
         Receiver::Linux,
         Receiver::Guard,
         Receiver::GuardTc,
-    ];
+    ]
+    .into_iter()
+    .map(|w| (w, Path::Mixed))
+    .collect();
+    if queues > MODEST_QUEUE {
+        receivers.push((Receiver::Srp, Path::OwnQueue));
+        receivers.push((Receiver::Linux, Path::OwnQueue));
+    } else {
+        progress(&format!(
+            "the modest stream on a receive queue of its own needs a lab with {} queues (rxsched lab down && rxsched lab up --queues 2): series srp-own-queue-* and linux-own-queue-* skipped",
+            MODEST_QUEUE + 1
+        ));
+    }
     let mut sweep = Sweep::over_rates(receivers.len(), &rates, progress);
     let mut series = Vec::new();
-    for who in receivers {
-        let what = format!("{} with one consumer flooded", who.prefix());
-        let points = sweep.points(&what, |r| trial(l, who, r, secs))?;
+    for (who, path) in receivers {
+        let prefix = path.prefix(who);
+        let what = format!("{prefix} with one consumer flooded");
+        let points = sweep.points(&what, |r| trial(l, who, path, r, secs))?;
         let (mut flooded, mut modest) = (
-            Series::new(&format!("{}-flooded", who.prefix())),
-            Series::new(&format!("{}-modest", who.prefix())),
+            Series::new(&format!("{prefix}-flooded")),
+            Series::new(&format!("{prefix}-modest")),
         );
         for c in points {
             flooded.points.push(c.flooded);

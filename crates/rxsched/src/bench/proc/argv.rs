@@ -63,7 +63,12 @@ impl Proc {
                 .opt("--dport", g.dport)
                 .opt("--dst-ip", g.dst_ip.map(ip4))
                 .opt("--dst-mac", g.dst_mac)
-                .opt("--mix", g.mix.map(|(p, r)| format!("{p}:{r}"))),
+                .opt("--mix", g.mix.map(|(p, r)| format!("{p}:{r}")))
+                .words(if g.by_stack {
+                    &["--engine", "packet"]
+                } else {
+                    &[]
+                }),
             Proc::Sink(s) => match s.at {
                 SinkAt::Lab => a.flag("--cpu", gen_cpu),
                 SinkAt::Dut { latency_every } => a

@@ -33,6 +33,12 @@ pub struct Gen {
     pub dst_mac: Option<Mac>,
     /// A second stream mixed in: its UDP port and rate.
     pub mix: Option<(u16, f64)>,
+    /// Sent through the generator's stack (`--engine packet`), so that
+    /// transmit steering picks its queue ([`Lab::steer_gen_stack`]),
+    /// rather than by the XDP engine on the queue of its CPU.
+    ///
+    /// [`Lab::steer_gen_stack`]: rxsched_linux::lab::Lab::steer_gen_stack
+    pub by_stack: bool,
 }
 
 /// A MAC no lab host owns. The monitor's and the server's benches address
@@ -51,6 +57,15 @@ impl Gen {
             dst_ip: None,
             dst_mac: None,
             mix: None,
+            by_stack: false,
+        }
+    }
+
+    /// The same, sent through the generator's stack (see [`Gen::by_stack`]).
+    pub fn through_stack(self) -> Gen {
+        Gen {
+            by_stack: true,
+            ..self
         }
     }
 
