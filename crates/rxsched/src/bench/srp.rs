@@ -359,6 +359,23 @@ fn trial(
     })
 }
 
+/// Who receives and how the modest stream arrives, series by series: every
+/// receiver with the stream mixed into the flood, then SRP and Linux with
+/// it on a queue of its own where the lab has one (`own_queue`).
+fn receivers(own_queue: bool) -> Vec<(Receiver, Path)> {
+    let mixed = [
+        Receiver::Srp,
+        Receiver::Lrp,
+        Receiver::Linux,
+        Receiver::Guard,
+        Receiver::GuardTc,
+    ]
+    .map(|w| (w, Path::Mixed));
+    let own = [Receiver::Srp, Receiver::Linux].map(|w| (w, Path::OwnQueue));
+    let own = if own_queue { &own[..] } else { &[] };
+    mixed.iter().chain(own).copied().collect()
+}
+
 /// Runs the isolation benchmark: `real-srp`, then `real-srp-reservation`.
 pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-srp")?;
@@ -366,20 +383,8 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
     let queues = super::protect::dut_queues(&opts.lab)?;
     let l = &opts.lab.clone().with_queues(queues);
     let (rates, secs) = rates(opts.quick);
-    let mut receivers: Vec<(Receiver, Path)> = [
-        Receiver::Srp,
-        Receiver::Lrp,
-        Receiver::Linux,
-        Receiver::Guard,
-        Receiver::GuardTc,
-    ]
-    .into_iter()
-    .map(|w| (w, Path::Mixed))
-    .collect();
-    if queues > MODEST_QUEUE {
-        receivers.push((Receiver::Srp, Path::OwnQueue));
-        receivers.push((Receiver::Linux, Path::OwnQueue));
-    } else {
+    let receivers = receivers(queues > MODEST_QUEUE);
+    if queues <= MODEST_QUEUE {
         progress(&format!(
             "the modest stream on a receive queue of its own needs a lab with {} queues (rxsched lab down && rxsched lab up --queues 2): series srp-own-queue-* and linux-own-queue-* skipped",
             MODEST_QUEUE + 1
@@ -519,21 +524,11 @@ mod tests {
     #[test]
     fn the_check_files_name_the_series_measured() {
         let isolation = BenchFile::load("real-srp").unwrap();
-        assert_eq!(
-            isolation.bench.series,
-            [
-                "srp-flooded",
-                "srp-modest",
-                "lrp-flooded",
-                "lrp-modest",
-                "linux-flooded",
-                "linux-modest",
-                "guard-flooded",
-                "guard-modest",
-                "guard-tc-flooded",
-                "guard-tc-modest"
-            ]
-        );
+        let measured: Vec<String> = receivers(true)
+            .into_iter()
+            .flat_map(|(w, p)| ["flooded", "modest"].map(|c| format!("{}-{c}", p.prefix(w))))
+            .collect();
+        assert_eq!(isolation.bench.series, measured);
         let reservation = BenchFile::load("real-srp-reservation").unwrap();
         assert_eq!(
             reservation.bench.series,
