@@ -13,8 +13,19 @@ use serde_json::Value;
 
 /// Delivered.
 const DELIVERED: RGBColor = RGBColor(44, 160, 44);
-/// Losses counted without a drop point (a peer's): grey.
-const UNNAMED: RGBColor = RGBColor(150, 150, 150);
+/// The grey of losses a bench counts without a drop point of ours, by
+/// name, the same in every figure: what a peer or receiver did not take
+/// (light), what the lab's output side lost (mid), what a guard dropped
+/// in XDP (dark), what no counter claims (lightest).
+fn unnamed_colour(name: &str) -> RGBColor {
+    match name {
+        "guard_in_xdp" => RGBColor(95, 95, 95),
+        "output_link" => RGBColor(140, 140, 140),
+        "unattributed" => RGBColor(215, 215, 215),
+        _ => RGBColor(175, 175, 175),
+    }
+}
+
 /// Drops before any work: blues and teals.
 const BEFORE: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -167,7 +178,7 @@ fn drop_panels(r: &ResultFile) -> Vec<Panel> {
         for k in &unnamed {
             layers.push(Layer {
                 name: format!("{k} (counted by the bench)"),
-                colour: UNNAMED,
+                colour: unnamed_colour(k),
                 shares: pts
                     .iter()
                     .map(|(_, p)| count(p, "drops", k) / total(p))
