@@ -51,6 +51,14 @@ pub trait App {
         false
     }
 
+    /// How many frames a receive callback may take now: what the app has
+    /// room for downstream (a router: its fullest output queue's room), so
+    /// that a frame it could not pass on is left on the device's ring,
+    /// before any work, instead of dropped after it.
+    fn intake(&self) -> u32 {
+        u32::MAX
+    }
+
     /// The transmit callback of port `port`: claims waiting frames while
     /// `lp` lets it, and sends them with one kick. Returns how many.
     fn transmit(&mut self, _port: usize, _lp: &mut PollLoop, _now: Nanos) -> SysResult<u32> {
@@ -330,8 +338,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
     /// in one batch, each handed to the app, while the loop lets it.
     /// Returns how many it took.
     fn receive(&mut self, d: usize, budget: u32, now: Nanos) -> u32 {
+        let budget = budget.min(self.app.intake());
         let (lp, app) = (&mut self.lp, &mut self.app);
-        if !lp.proceed(now) {
+        if budget == 0 || !lp.proceed(now) {
             return 0;
         }
         let (mut n, mut bytes) = (0, 0u64);

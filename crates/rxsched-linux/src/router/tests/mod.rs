@@ -284,3 +284,29 @@ fn feedback_stops_input_while_the_output_queue_is_full() {
         500
     );
 }
+
+/// A receive callback takes no more than the output queues have room for:
+/// with a quota larger than the output queue (32) and an output device
+/// that takes nothing, the frames the queue cannot hold wait on the
+/// receive ring, untouched, rather than die at `output_queue` after their
+/// forwarding work; once the device takes frames again every one goes out.
+#[test]
+fn input_waits_for_room_on_the_output_queues() {
+    let c = cfg(Mode::Polling, Quota::Limited(100), None);
+    let (mut r, net, clock) = polling(&c, 1024);
+    net.out.set_room(0);
+    for i in 0..500 {
+        net.feed.push(frame(64, [198, 19, 0, 1], i));
+    }
+    for _ in 0..200 {
+        r.turn(clock.now() + MS_NS / 10).unwrap();
+    }
+    let rx = r.counters().rx.load(Relaxed);
+    assert_eq!(rx, 32, "took only what the output queue holds");
+    assert_eq!(r.counters().output_queue.load(Relaxed), 0);
+    assert_eq!(net.feed.len(), 500 - 32, "the rest wait on the ring");
+    net.out.set_room(usize::MAX);
+    settle(&mut r, &clock);
+    assert_eq!(net.out.take().len(), 500);
+    assert_eq!(r.counters().output_queue.load(Relaxed), 0);
+}
