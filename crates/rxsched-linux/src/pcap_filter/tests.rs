@@ -138,10 +138,14 @@ fn write_pcap(path: &Path, corpus: &[Vec<u8>]) {
     }
 }
 
-/// The frames `tcpdump -r corpus EXPR` accepts, by index.
+/// The frames `tcpdump -O -r corpus EXPR` accepts, by index. `-O` turns
+/// libpcap's optimiser off: the unoptimised program is what the grammar
+/// means, and the optimiser of libpcap 1.10.3 (Debian 12) miscompiles
+/// some expressions (`PINNED` below), as libpcap's tracker records of
+/// others.
 fn tcpdump_accepts(corpus: &Path, out: &Path, expr: &str) -> Result<Vec<usize>, String> {
     let o = std::process::Command::new("tcpdump")
-        .args(["-r"])
+        .args(["-O", "-r"])
         .arg(corpus)
         .arg("-w")
         .arg(out)
@@ -169,6 +173,11 @@ fn tcpdump_accepts(corpus: &Path, out: &Path, expr: &str) -> Result<Vec<usize>, 
     Ok(v)
 }
 
+/// Expressions once found apart from tcpdump's verdicts, checked first in
+/// every run. The first: with the optimiser on, libpcap 1.10.3 refuses 5
+/// IPv6 frames of the corpus that `port 9000 or 53` alone accepts.
+const PINNED: &[&str] = &["((net 2001:db8::/32) and (port 9000 or 22)) or (port 9000 or 53)"];
+
 /// The accepted sets agree with tcpdump's over random expressions of the
 /// subset's grammar.
 #[test]
@@ -181,6 +190,10 @@ fn the_filter_accepts_what_tcpdump_accepts() {
     let corpus = frames(5, 500);
     let (cp, out) = (dir.join("corpus.pcap"), dir.join("out.pcap"));
     write_pcap(&cp, &corpus);
+    for e in PINNED {
+        let want = tcpdump_accepts(&cp, &out, e).unwrap_or_else(|x| panic!("{x}"));
+        assert_eq!(accepted(&filter(e), &corpus), want, "{e}");
+    }
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 300,
         failure_persistence: None,
