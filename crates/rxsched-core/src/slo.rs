@@ -354,6 +354,8 @@ pub struct SloController {
     changes: u64,
     quota_changes: u64,
     last_change: Option<Nanos>,
+    /// Whether the quota last moved up (`Some(true)`) or down.
+    last_move: Option<bool>,
 }
 
 impl SloController {
@@ -373,6 +375,7 @@ impl SloController {
             changes: 0,
             quota_changes: 0,
             last_change: None,
+            last_move: None,
         })
     }
 
@@ -469,8 +472,15 @@ impl SloController {
         let mut next = self.settings;
         let q = self.costs.quota_for(self.slo.latency_ns);
         let cur = self.settings.quota;
-        if q.abs_diff(cur) >= (cur / 4).max(1) {
+        // A quarter of the quota (one frame at least) moves it; turning
+        // back takes a frame more, so that a measurement's noise where one
+        // frame is a large step (at a quota of 1 or 2 under a flood)
+        // cannot flip it to and fro.
+        let step = (cur / 4).max(1);
+        let turns = self.last_move.is_some_and(|up| up != (q > cur));
+        if q.abs_diff(cur) >= step + u32::from(turns) {
             next.quota = q;
+            self.last_move = Some(q > cur);
         }
         let (cpu, error) = (self.slo.cpu, self.slo.cpu - self.share);
         let limit = (self.settings.cycle_limit + GAIN * error).clamp(cpu / 4.0, cpu);

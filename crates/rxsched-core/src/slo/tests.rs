@@ -274,3 +274,28 @@ proptest! {
         }
     }
 }
+
+/// Turning back takes a frame more than the step that moves the quota on: at a quota
+/// of 1 after a fall, frames whose cost asks for 2 leave it there, frames
+/// that ask for 3 move it.
+#[test]
+fn the_quota_turns_back_only_on_twice_its_step() {
+    let slo = Slo::parse("latency=200us,cpu=50%").unwrap();
+    let mut c = SloController::new(slo, costs()).unwrap();
+    let (mut t, mut cpu) = (0, 0);
+    c.tick(t, cpu);
+    // 186 µs for a round of 2 ports: 100 µs a frame leaves a quota of 1,
+    // 40 µs one of 2 and 25 µs one of 3.
+    run(&mut c, &mut t, &mut cpu, 30, 100_000.0, light);
+    assert_eq!(c.settings().quota, 1);
+    let quotas = |c: &mut SloController, t: &mut Nanos, cpu: &mut Nanos, rx| {
+        let seen = run(c, t, cpu, 30, rx, light);
+        seen.iter().map(|s| s.quota).collect::<Vec<_>>()
+    };
+    let two = quotas(&mut c, &mut t, &mut cpu, 40_000.0);
+    assert_eq!(c.costs().quota_for(slo.latency_ns), 2);
+    assert!(two.iter().all(|&q| q == 1), "{two:?}");
+    let three = quotas(&mut c, &mut t, &mut cpu, 25_000.0);
+    assert_eq!(three.last(), Some(&3), "{three:?}");
+    assert!(three.windows(2).all(|w| w[1] >= w[0]), "{three:?}");
+}
