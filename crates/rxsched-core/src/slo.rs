@@ -356,6 +356,8 @@ pub struct SloController {
     last_change: Option<Nanos>,
     /// Whether the quota last moved up (`Some(true)`) or down.
     last_move: Option<bool>,
+    /// Whether the last window asked the quota to turn back.
+    turn_asked: bool,
 }
 
 impl SloController {
@@ -376,6 +378,7 @@ impl SloController {
             quota_changes: 0,
             last_change: None,
             last_move: None,
+            turn_asked: false,
         })
     }
 
@@ -473,15 +476,17 @@ impl SloController {
         let q = self.costs.quota_for(self.slo.latency_ns);
         let cur = self.settings.quota;
         // A quarter of the quota (one frame at least) moves it; turning
-        // back takes a frame more, so that a measurement's noise where one
-        // frame is a large step (at a quota of 1 or 2 under a flood)
+        // back takes a frame more, asked by two windows in a row, so that
+        // one window's noise (a frame is a large step at a quota of 1 or 2)
         // cannot flip it to and fro.
         let step = (cur / 4).max(1);
         let turns = self.last_move.is_some_and(|up| up != (q > cur));
-        if q.abs_diff(cur) >= step + u32::from(turns) {
+        let asked = q.abs_diff(cur) >= step + u32::from(turns);
+        if asked && (!turns || self.turn_asked) {
             next.quota = q;
             self.last_move = Some(q > cur);
         }
+        self.turn_asked = asked && turns;
         let (cpu, error) = (self.slo.cpu, self.slo.cpu - self.share);
         let limit = (self.settings.cycle_limit + GAIN * error).clamp(cpu / 4.0, cpu);
         if error.abs() > 0.01 && limit != self.settings.cycle_limit {

@@ -295,6 +295,12 @@ fn the_quota_turns_back_only_on_twice_its_step() {
     let two = quotas(&mut c, &mut t, &mut cpu, 40_000.0);
     assert_eq!(c.costs().quota_for(slo.latency_ns), 2);
     assert!(two.iter().all(|&q| q == 1), "{two:?}");
+    // One window of frames cheap enough to ask for 3 or more, then back.
+    let spike = run(&mut c, &mut t, &mut cpu, 1, 1_000.0, light);
+    assert!(c.costs().quota_for(slo.latency_ns) >= 3);
+    assert_eq!(spike[0].quota, 1);
+    run(&mut c, &mut t, &mut cpu, 30, 100_000.0, light);
+    assert_eq!(c.settings().quota, 1);
     let three = quotas(&mut c, &mut t, &mut cpu, 25_000.0);
     assert_eq!(three.last(), Some(&3), "{three:?}");
     assert!(three.windows(2).all(|w| w[1] >= w[0]), "{three:?}");

