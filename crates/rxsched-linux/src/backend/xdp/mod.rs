@@ -268,13 +268,19 @@ impl Xsk {
         Ok(n)
     }
 
-    /// Copy mode transmits inside `sendto`; a busy device is not an error.
+    /// Copy mode transmits inside `sendto`, at most [`KICK_BATCH`] frames a
+    /// call: `EAGAIN` says more are waiting, and the kick goes on until the
+    /// ring is empty (a batch left behind waited there for the next frame
+    /// to send: at the end of a flood, for good). A busy device (`EBUSY`,
+    /// `ENOBUFS`) is not an error; what it refused goes on a later kick.
     fn kick(&self) -> SysResult<()> {
-        for _ in 0..4 {
+        let mut tries = 4 + self.rings.tx.size / KICK_BATCH;
+        loop {
             let waiting = self.rings.tx.size - self.rings.tx.room().0;
-            if waiting == 0 {
+            if waiting == 0 || tries == 0 {
                 return Ok(());
             }
+            tries -= 1;
             // SAFETY: a zero-length send on our own socket.
             let r = unsafe {
                 libc::sendto(
@@ -288,19 +294,25 @@ impl Xsk {
             };
             if r < 0 {
                 let e = io::Error::last_os_error();
-                return match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => Ok(()),
-                    _ => Err(SysError {
-                        what: self.iface.clone(),
-                        syscall: "sendto(AF_XDP)",
-                        source: e,
-                    }),
-                };
+                match e.raw_os_error() {
+                    Some(libc::EAGAIN) => continue,
+                    Some(libc::EBUSY) | Some(libc::ENOBUFS) => return Ok(()),
+                    _ => {
+                        return Err(SysError {
+                            what: self.iface.clone(),
+                            syscall: "sendto(AF_XDP)",
+                            source: e,
+                        })
+                    }
+                }
             }
         }
-        Ok(())
     }
 }
+
+/// The frames one `sendto` transmits at most in copy mode (the kernel's
+/// `TX_BATCH_SIZE`, the socket's default transmit budget).
+const KICK_BATCH: u32 = 32;
 
 // SAFETY: the rings and the UMEM are mappings this value owns alone; the
 // kernel's side of them is ordered by the rings' atomics, whichever thread
