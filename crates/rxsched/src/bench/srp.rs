@@ -361,7 +361,10 @@ fn trial(
 
 /// Who receives and how the modest stream arrives, series by series: every
 /// receiver with the stream mixed into the flood, then SRP and Linux with
-/// it on a queue of its own where the lab has one (`own_queue`).
+/// it on a queue of its own where the lab has one (`own_queue`), and the
+/// same under guard: a shared ring drops before any program can tell whose
+/// a frame is, so guard can keep a modest socket's datagrams only once
+/// they arrive on a ring the flood does not fill.
 fn receivers(own_queue: bool) -> Vec<(Receiver, Path)> {
     let mixed = [
         Receiver::Srp,
@@ -371,7 +374,7 @@ fn receivers(own_queue: bool) -> Vec<(Receiver, Path)> {
         Receiver::GuardTc,
     ]
     .map(|w| (w, Path::Mixed));
-    let own = [Receiver::Srp, Receiver::Linux].map(|w| (w, Path::OwnQueue));
+    let own = [Receiver::Srp, Receiver::Linux, Receiver::Guard].map(|w| (w, Path::OwnQueue));
     let own = if own_queue { &own[..] } else { &[] };
     mixed.iter().chain(own).copied().collect()
 }
@@ -386,7 +389,7 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
     let receivers = receivers(queues > MODEST_QUEUE);
     if queues <= MODEST_QUEUE {
         progress(&format!(
-            "the modest stream on a receive queue of its own needs a lab with {} queues (rxsched lab down && rxsched lab up --queues 2): series srp-own-queue-* and linux-own-queue-* skipped",
+            "the modest stream on a receive queue of its own needs a lab with {} queues (rxsched lab down && rxsched lab up --queues 2): series srp-own-queue-*, linux-own-queue-* and guard-own-queue-* skipped",
             MODEST_QUEUE + 1
         ));
     }
