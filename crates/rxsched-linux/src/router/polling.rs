@@ -86,8 +86,8 @@ impl<T: TxBackend> App for Forward<T> {
         if self.screen.is_some() {
             return u32::MAX;
         }
-        let least = self.outq.iter().map(|q| q.len()).max().unwrap_or(0);
-        self.out_cap.saturating_sub(least) as u32
+        let fullest = self.outq.iter().map(|q| q.len()).max().unwrap_or(0);
+        self.out_cap.saturating_sub(fullest) as u32
     }
 
     fn transmit(&mut self, port: usize, lp: &mut PollLoop, now: Nanos) -> SysResult<u32> {
