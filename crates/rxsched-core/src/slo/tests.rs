@@ -279,7 +279,7 @@ proptest! {
 /// of 1 after a fall, frames whose cost asks for 2 leave it there, frames
 /// that ask for 3 move it.
 #[test]
-fn the_quota_turns_back_only_on_twice_its_step() {
+fn the_quota_turns_back_only_on_a_frame_more_asked_twice() {
     let slo = Slo::parse("latency=200us,cpu=50%").unwrap();
     let mut c = SloController::new(slo, costs()).unwrap();
     let (mut t, mut cpu) = (0, 0);
