@@ -275,9 +275,10 @@ proptest! {
     }
 }
 
-/// Turning back takes a frame more than the step that moves the quota on: at a quota
-/// of 1 after a fall, frames whose cost asks for 2 leave it there, frames
-/// that ask for 3 move it.
+/// Turning back takes a frame more than the step that moves the quota on,
+/// asked by two windows in a row: at a quota of 1 after a fall, frames
+/// whose cost asks for 2 leave it there, one window of frames that ask for
+/// 3 or more moves nothing, and frames that keep asking for 3 move it.
 #[test]
 fn the_quota_turns_back_only_on_a_frame_more_asked_twice() {
     let slo = Slo::parse("latency=200us,cpu=50%").unwrap();

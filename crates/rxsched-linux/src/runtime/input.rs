@@ -188,12 +188,12 @@ impl InputCtl {
     /// does. Under a flood the threads are ready to run throughout the
     /// interval, so they either ran (`ran`) or stood aside for other work
     /// (the rest of it); that work's share of the recent closed intervals
-    /// is the share of `ran` charged. Beside a compute process that never sleeps nearly
-    /// all of it is; on a CPU with nothing else to run, nothing, and the
-    /// router keeps its share of the CPU for forwarding instead of losing
-    /// it to receive work that only idle time paid for. Below a flood the
-    /// threads also sleep, and idle time counts as other work's: more is
-    /// charged than was taken, never less.
+    /// is the share of `ran` charged. Beside a compute process that never
+    /// sleeps nearly all of it is; on a CPU with nothing else to run,
+    /// nothing, and the router keeps its share of the CPU for forwarding
+    /// instead of losing it to receive work that only idle time paid for.
+    /// Below a flood the threads also sleep, and their idle time counts as
+    /// other work's, which charges more.
     fn closed_free(&mut self, gate: Nanos, now: Nanos) -> Nanos {
         let ran = gate.saturating_sub(self.closed_from.0);
         let others = now.saturating_sub(self.closed_from.1).saturating_sub(ran);

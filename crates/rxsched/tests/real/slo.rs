@@ -75,7 +75,7 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
 /// oscillation), the limit never leaves the objective's share, and the
 /// router forwards under the flood too. Under the flood a frame costs
 /// less as the batches grow: the quota rose from about 21 to 82-121 in
-/// seven runs, its last change 0.7-3.2 s after the step, turning back
+/// eight runs, its last change 0.7-3.2 s after the step, turning back
 /// once in two of them (110 to 82, 107 to 76).
 #[test]
 fn an_objective_settles_after_each_step_in_load() {
