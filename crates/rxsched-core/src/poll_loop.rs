@@ -146,6 +146,18 @@ impl PollLoop {
         self.fac.register(rx, tx)
     }
 
+    /// Makes `dev`'s two directions share one interrupt enable (see
+    /// [`PollingFacility::share_interrupt`]).
+    pub fn share_interrupt(&mut self, dev: DeviceId) {
+        self.fac.share_interrupt(dev);
+    }
+
+    /// The driver saw in a callback that `dev` has work in `dir` (see
+    /// [`PollingFacility::noticed`]).
+    pub fn noticed(&mut self, dev: DeviceId, dir: Dir) {
+        self.fac.noticed(dev, dir);
+    }
+
     /// Registers a protected receive queue (see
     /// [`PollingFacility::register_protected`]).
     pub fn register_protected(&mut self, quota: Quota) -> DeviceId {

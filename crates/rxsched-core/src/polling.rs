@@ -52,6 +52,9 @@ struct Slot {
     intr_enabled: bool,
     /// A protected receive queue's own quota (see [`PollingFacility::register_protected`]).
     protected: Option<Quota>,
+    /// The device's two directions share one interrupt enable (see
+    /// [`PollingFacility::share_interrupt`]).
+    shared: bool,
 }
 
 /// Interrupt-initiated polling (Mogul & Ramakrishnan 1996 §6).
@@ -187,6 +190,7 @@ impl PollingFacility {
                 needed: false,
                 intr_enabled: registered,
                 protected: None,
+                shared: false,
             });
         }
         dev
@@ -224,6 +228,26 @@ impl PollingFacility {
         self.any_protected = true;
     }
 
+    /// Makes registered device `dev`'s receive and transmit events share
+    /// one interrupt enable, as a LANCE's do: an event in either direction
+    /// disables both, and the driver's enable callback, which sets the one
+    /// flag, runs once every pending packet at the interface has been
+    /// handled in both directions (Mogul & Ramakrishnan §6.4), so not while
+    /// input is inhibited with frames on the ring. Meanwhile the driver
+    /// learns of the other direction's work from the status it reads in a
+    /// callback ([`PollingFacility::noticed`]).
+    pub fn share_interrupt(&mut self, dev: DeviceId) {
+        self.slots[dev.0 * 2].shared = true;
+        self.slots[dev.0 * 2 + 1].shared = true;
+    }
+
+    /// The driver saw, in a callback, that `dev` has work in `dir` (a
+    /// shared interrupt's status): it needs service, and its interrupt is
+    /// left as it is.
+    pub fn noticed(&mut self, dev: DeviceId, dir: Dir) {
+        self.slot(dev, dir).needed = true;
+    }
+
     fn slot(&mut self, dev: DeviceId, dir: Dir) -> &mut Slot {
         &mut self.slots[dev.0 * 2 + dir as usize]
     }
@@ -256,6 +280,9 @@ impl PollingFacility {
         let s = self.slot(dev, dir);
         s.needed = true;
         s.intr_enabled = false;
+        if s.shared {
+            self.slots[dev.0 * 2 + 1 - dir as usize].intr_enabled = false;
+        }
     }
 
     /// Whether `dev`'s interrupt in `dir` is enabled.
@@ -500,6 +527,18 @@ impl PollingFacility {
                     dir,
                     quota: self.quota,
                 };
+            }
+            if s.shared && !s.intr_enabled {
+                // One enable for both directions, once neither has work
+                // and input may go on.
+                let (r, t) = (self.slots[idx & !1], self.slots[idx | 1]);
+                if !r.needed && !t.needed && !inhibited {
+                    self.slots[idx & !1].intr_enabled = true;
+                    self.slots[idx | 1].intr_enabled = true;
+                    self.cursor = (idx + 1) % n;
+                    return Action::EnableInterrupts { dev, dir: Dir::Rx };
+                }
+                continue;
             }
             if !s.intr_enabled {
                 self.slots[idx].intr_enabled = true;

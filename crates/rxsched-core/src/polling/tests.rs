@@ -126,6 +126,46 @@ fn feedback_inhibits_input_but_not_output() {
 }
 
 #[test]
+fn a_shared_interrupt_stays_off_while_input_is_held() {
+    // One enable for both directions (a LANCE): the transmit side's
+    // interrupt is not turned back on while input is inhibited with frames
+    // waiting; the driver sees transmit work in its callbacks instead, and
+    // one enable turns both back on once neither direction has work.
+    let fb = QueueFeedback::watermarks(32, 0.75, 0.25, MS);
+    let mut f = PollingFacility::new(Quota::Limited(10)).with_feedback(fb);
+    let d = f.register(true, true);
+    f.share_interrupt(d);
+    f.interrupt(d, Dir::Rx);
+    assert!(
+        !f.interrupts_enabled(d, Dir::Tx),
+        "an event either way disables both"
+    );
+    f.noticed(d, Dir::Tx);
+    assert!(f.queue_level(30, 0));
+    assert!(matches!(
+        f.next_action(1),
+        Action::Poll { dir: Dir::Tx, .. }
+    ));
+    f.poll_done(d, Dir::Tx, 1, false);
+    assert_eq!(f.next_action(2), Action::Idle { until: Some(MS) });
+    assert!(!f.interrupts_enabled(d, Dir::Tx) && !f.interrupts_enabled(d, Dir::Rx));
+    assert!(matches!(
+        f.next_action(MS),
+        Action::Poll { dir: Dir::Rx, .. }
+    ));
+    f.poll_done(d, Dir::Rx, 3, false);
+    assert_eq!(
+        f.next_action(MS + 1),
+        Action::EnableInterrupts {
+            dev: d,
+            dir: Dir::Rx
+        }
+    );
+    assert!(f.interrupts_enabled(d, Dir::Tx) && f.interrupts_enabled(d, Dir::Rx));
+    assert_eq!(f.next_action(MS + 2), Action::Idle { until: None });
+}
+
+#[test]
 fn cycle_limit_inhibits_input_until_period_end() {
     let mut f =
         PollingFacility::new(Quota::Limited(5)).with_cycle_limit(CycleLimit::new(10 * MS, 0.5));

@@ -271,6 +271,16 @@ impl Host {
             }
             match want {
                 Some(c) => {
+                    // A kernel thread (the IP thread, the polling thread)
+                    // takes the CPU from a process by a thread switch, and
+                    // the process gets it back by another: it pays that
+                    // one before its next step. An interrupt or a software
+                    // interrupt returns to it without one.
+                    if c == KTHREAD {
+                        if let Some(u) = self.m.users.cur {
+                            self.m.users.switched_out(u);
+                        }
+                    }
                     let (t, done) = self.m.cpu.start(now, c);
                     self.m.push(t, Ev::Done(done));
                     if c >= USER0 {

@@ -321,6 +321,12 @@ impl Users {
         self.procs[u].ready = ready;
     }
 
+    /// A kernel thread took the CPU from process `u`: it pays a context
+    /// switch to get it back.
+    pub fn switched_out(&mut self, u: usize) {
+        self.procs[u].switch_pending = true;
+    }
+
     /// Whether process `u` pays a context switch before its next step
     /// (and clears it).
     pub fn take_switch(&mut self, u: usize) -> bool {

@@ -109,7 +109,9 @@ pub struct Nic {
     pub tx_ring: u32,
     /// One interrupt line per interface for receive and transmit events,
     /// served by one handler (the LANCE's `lnintr`), instead of one per
-    /// direction. Interrupt-driven kernels only.
+    /// direction. Under the polling kernel the two share one enable: an
+    /// event either way disables both, and the driver re-enables them once
+    /// neither direction has work and input is not inhibited.
     #[serde(default)]
     pub one_interrupt: bool,
 }
@@ -152,7 +154,8 @@ pub struct Costs {
     pub intr_enable: u64,
     /// screend's per-packet work: two system calls and the filter.
     pub screend: u64,
-    /// Switching between user processes.
+    /// Switching to a user process: from another, or back from a kernel
+    /// thread (the IP thread, the polling thread) that took the CPU from it.
     pub context_switch: u64,
     /// The packet filter, run where the kernel takes a packet: the filter
     /// program, the enqueue on the capture queue and the reader's wake-up.

@@ -2,7 +2,9 @@
 //! first or last points, values at an x, quantiles, shares of the offered
 //! rate), several in order, or ours with the published points.
 
-use super::curve::{bounds, interpolate, last, mean_at, nearest, peak, quantile, within, Curve};
+use super::curve::{
+    bounds, interpolate, interpolated_peak, last, mean_at, nearest, peak, quantile, within, Curve,
+};
 use super::{Compare, CompareAt, Outcome, View};
 
 impl View<'_> {
@@ -95,7 +97,7 @@ impl View<'_> {
         )
     }
 
-    /// Our peak of `s0` and its highest published point.
+    /// Our peak of `s0` (read between the points) and its highest published point.
     pub(super) fn peaks(&self, s0: &str) -> (f64, f64) {
         let published = self
             .r
@@ -103,7 +105,7 @@ impl View<'_> {
             .iter()
             .map(|p| p.1)
             .fold(f64::MIN, f64::max);
-        (peak(&self.curve(s0)).1, published)
+        (interpolated_peak(&self.curve(s0)), published)
     }
 
     /// Every published point of `series` up to `until` (only those at the x
@@ -143,7 +145,7 @@ impl View<'_> {
         (
             err <= tol,
             format!(
-                "peak {ours:.0} vs published {published:.0}: {:.1}% off; tolerance {:.0}%",
+                "peak {ours:.0} (read between the points) vs published {published:.0}: {:.1}% off; tolerance {:.0}%",
                 err * 100.0,
                 tol * 100.0
             ),

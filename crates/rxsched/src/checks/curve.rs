@@ -12,6 +12,34 @@ pub(super) fn peak(c: &Curve) -> (f64, f64) {
         .fold((0.0, f64::MIN), |a, p| if p.1 > a.1 { p } else { a })
 }
 
+/// The peak read between the sweep's points: where the line through the
+/// two points rising to the highest one meets the line through the two
+/// after it, if they meet between the highest point and the next one above
+/// it; otherwise the highest point. Unlike the highest point, it moves
+/// continuously with a cost that moves the curve, which a fit needs.
+pub(super) fn interpolated_peak(c: &Curve) -> f64 {
+    let Some(i) = (0..c.len()).max_by(|&a, &b| c[a].1.total_cmp(&c[b].1)) else {
+        return 0.0;
+    };
+    let top = c[i].1;
+    if i == 0 || i + 2 >= c.len() {
+        return top;
+    }
+    let slope = |a: (f64, f64), b: (f64, f64)| (b.1 - a.1) / (b.0 - a.0);
+    let (up, down) = (slope(c[i - 1], c[i]), slope(c[i + 1], c[i + 2]));
+    if up <= down {
+        return top;
+    }
+    // up·(x − x_i) + y_i = down·(x − x_{i+1}) + y_{i+1}
+    let x = (c[i + 1].1 - down * c[i + 1].0 - top + up * c[i].0) / (up - down);
+    let y = top + up * (x - c[i].0);
+    if x >= c[i].0 && x <= c[i + 1].0 && y >= top {
+        y
+    } else {
+        top
+    }
+}
+
 /// The y of the last point, 0 for none.
 pub(super) fn last(c: &Curve) -> f64 {
     c.last().map_or(0.0, |p| p.1)
@@ -132,5 +160,28 @@ mod tests {
         assert!(r2(&c) < 0.1);
         assert_eq!(peak(&c), (10.0, 10.0));
         assert_eq!(quantile(&[(1.0, 0.2), (2.0, 0.6), (3.0, 1.0)], 0.5), 2.0);
+    }
+
+    #[test]
+    fn the_peak_between_the_points_moves_with_the_curve() {
+        // Rising along y = x to (20, 20), then falling along y = 45 - x
+        // from (30, 15): the two lines meet at (22.5, 22.5).
+        let c = vec![(10.0, 10.0), (20.0, 20.0), (30.0, 15.0), (40.0, 5.0)];
+        assert!((interpolated_peak(&c) - 22.5).abs() < 1e-9);
+        // A curve that falls from a little higher reads a little higher,
+        // where the highest point stays put.
+        let higher = vec![(10.0, 10.0), (20.0, 20.0), (30.0, 15.5), (40.0, 5.5)];
+        assert!(interpolated_peak(&higher) > interpolated_peak(&c));
+        assert_eq!(peak(&higher), peak(&c));
+        // No falling line after it, or a peak at an end: the highest point.
+        assert_eq!(
+            interpolated_peak(&[(0.0, 1.0), (1.0, 5.0), (2.0, 5.0)]),
+            5.0
+        );
+        assert_eq!(
+            interpolated_peak(&[(0.0, 9.0), (1.0, 5.0), (2.0, 1.0)]),
+            9.0
+        );
+        assert_eq!(interpolated_peak(&[]), 0.0);
     }
 }

@@ -186,6 +186,7 @@ impl View<'_> {
             RatioEverywhere(c) => self.ratio_everywhere(c),
             LastOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, true)),
             OverFirst(b) => self.each(&b.series, |_, cv| over_first(cv, b)),
+            FromFirst(b) => self.each(&b.series, |_, cv| from_first(cv, b)),
             RangeOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, false)),
             Mlfrr(b) => self.each(&b.series, |s, _| self.mlfrr(s, b)),
             Tracks {
@@ -284,6 +285,13 @@ mod tests {
         assert!(!ratio.evaluate(&r).pass);
         let missing = check("name='m'\nkind='above'\nseries=['nope']\nmin=0\n");
         assert!(!missing.evaluate(&r).pass);
+        // `down` ends 0.5 below its first point; `up` gains 4 at the most.
+        let keeps = check("name='k'\nkind='from_first'\nseries=['down']\nmin=-0.6\n");
+        assert!(keeps.evaluate(&r).pass);
+        let keeps = check("name='k'\nkind='from_first'\nseries=['down']\nmin=-0.4\n");
+        assert!(!keeps.evaluate(&r).pass);
+        let gains = check("name='g'\nkind='from_first'\nseries=['up']\nmax=3.9\n");
+        assert!(!gains.evaluate(&r).pass);
     }
 
     #[test]

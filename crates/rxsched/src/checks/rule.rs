@@ -194,6 +194,10 @@ pub enum Rule {
     /// Every point over the series' first (lowest-x) point, within bounds:
     /// a latency against its unloaded value.
     OverFirst(Bounded),
+    /// Every point less the series' first (lowest-x) point, within bounds:
+    /// what load takes from (or adds to) an unloaded value, such as the
+    /// CPU share a process keeps.
+    FromFirst(Bounded),
     /// The highest x over the MLFRR: how far past saturation the sweep went.
     RangeOverMlfrr(Bounded),
     /// At every x, `series` comes within `within` (a share) of the best of
@@ -235,7 +239,7 @@ impl Rule {
             | BestWithin { series, other, .. }
             | AtEveryRate { series, other, .. }
             | Tracks { series, other, .. } => series.iter().chain(other).collect(),
-            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) => {
+            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) | FromFirst(b) => {
                 b.series.iter().collect()
             }
             Flat { series, .. }
@@ -265,7 +269,9 @@ impl Rule {
                 open(&c.min, &c.max)
             }
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => open(&c.min, &c.max),
-            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) => open(&b.min, &b.max),
+            LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) | FromFirst(b) => {
+                open(&b.min, &b.max)
+            }
             LivelockAt { min, max, .. } | Splits { min, max, .. } => open(min, max),
             BestWithin { targets, .. } => targets.iter().any(|t| open(&t.min, &t.max)),
             _ => false,

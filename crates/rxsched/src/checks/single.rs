@@ -274,6 +274,23 @@ impl View<'_> {
     }
 }
 
+/// Every point less the first (lowest-x) point, within the bounds.
+pub(super) fn from_first(cv: &Curve, b: &Bounded) -> Outcome {
+    let Some(&(_, y0)) = cv.first() else {
+        return (false, "no points".into());
+    };
+    let diffs: Vec<f64> = cv.iter().map(|&(_, y)| y - y0).collect();
+    let lo = diffs.iter().copied().fold(f64::MAX, f64::min);
+    let hi = diffs.iter().copied().fold(f64::MIN, f64::max);
+    (
+        diffs.iter().all(|d| within(*d, b.min, b.max)),
+        format!(
+            "less the first point ({y0:.3}): {lo:+.3} to {hi:+.3} (want {})",
+            bounds(b.min, b.max)
+        ),
+    )
+}
+
 /// Every point over the first (lowest-x) point, within the bounds.
 pub(super) fn over_first(cv: &Curve, b: &Bounded) -> Outcome {
     let Some(&(_, y0)) = cv.first() else {

@@ -305,6 +305,13 @@ fn tensions(fit: &Fit, values: &[f64], at: &[Vec<f64>]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// A parameter's value rounded as the profile keeps it: four decimals below
+/// 10, whole units above (the nearest double to that decimal).
+fn decimal(v: f64) -> f64 {
+    let per_unit = if v.abs() < 10.0 { 1e4 } else { 1.0 };
+    (v * per_unit).round() / per_unit
+}
+
 /// Writes the fit into the profile file: each parameter's value, the costs
 /// it sets, and each claim's residuals.
 fn write_back(
@@ -318,12 +325,9 @@ fn write_back(
     let mut doc: toml_edit::DocumentMut = text
         .parse()
         .map_err(|e| Error::Input(format!("profile: {e}")))?;
-    // Rounded to a decimal step, as the nearest double to the decimal.
-    let round = |x: f64, per_unit: f64| (x * per_unit).round() / per_unit;
     if let Some(ps) = doc["calibrate"]["param"].as_array_of_tables_mut() {
         for (t, v) in ps.iter_mut().zip(values) {
-            let per_unit = if v.abs() < 10.0 { 1e4 } else { 1.0 };
-            t["value"] = toml_edit::value(round(*v, per_unit));
+            t["value"] = toml_edit::value(decimal(*v));
         }
     }
     let mut fitted = toml_edit::ArrayOfTables::new();
@@ -333,7 +337,7 @@ fn write_back(
         t["check"] = toml_edit::value(c.r.check.clone());
         let mut a = toml_edit::Array::new();
         for x in v {
-            a.push(round(*x, 1e4));
+            a.push((x * 1e4).round() / 1e4);
         }
         t["residuals"] = toml_edit::value(a);
         fitted.push(t);
@@ -409,7 +413,9 @@ pub fn run(name: &str, write: bool, jobs: Option<usize>) -> Result<ExitCode> {
         .run()
         .map_err(|e| Error::Run(format!("calibrate: {e}")))?;
     let best_u = res.state().get_best_param().cloned().unwrap_or(u0);
-    let best = fit.values(&best_u);
+    // The values as written (a decimal step), so that the costs and the
+    // residuals written beside them are those of the written value.
+    let best: Vec<f64> = fit.values(&best_u).into_iter().map(decimal).collect();
     let r1 = fit.run(&best)?;
     rxsched::out::line("fitted:")?;
     for (p, (v0, v1)) in cal.param.iter().zip(start.iter().zip(&best)) {

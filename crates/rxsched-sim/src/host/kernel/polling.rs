@@ -75,6 +75,9 @@ pub struct Polling {
     stack: Stack,
     lp: PollLoop,
     cb: Option<Callback>,
+    /// The ports' receive and transmit events share one interrupt enable
+    /// (the profile's `nic.one_interrupt`, LANCE).
+    shared: bool,
     ports: usize,
     /// CPU time in the devices' interrupt handlers so far.
     intr_ns: Nanos,
@@ -123,7 +126,10 @@ impl Polling {
         }
         let mut lp = PollLoop::new(fac).with_inhibit_check(k.inhibit_check);
         for _ in 0..ports {
-            lp.register(true, true);
+            let dev = lp.register(true, true);
+            if p.nic.one_interrupt {
+                lp.share_interrupt(dev);
+            }
         }
         if k.protect.enabled {
             for _ in 0..ports {
@@ -134,6 +140,7 @@ impl Polling {
             stack: Stack::new(p, ports),
             lp,
             cb: None,
+            shared: p.nic.one_interrupt,
             ports,
             intr_ns: 0,
             marks,
@@ -210,6 +217,17 @@ impl Kernel for Polling {
             }
             self.lp.done(cb.n, more, &clock);
             self.cb = None;
+            // The driver read the device's status: with one interrupt for
+            // both directions, the other's work is seen here.
+            if self.shared && cb.dev.0 < self.ports {
+                let other = match cb.dir {
+                    Dir::Rx => Dir::Tx,
+                    Dir::Tx => Dir::Rx,
+                };
+                if pending(&mut m.nics, cb.dev, other) {
+                    self.lp.noticed(cb.dev, other);
+                }
+            }
         }
         let work = self.lp.next(&clock)?;
         Some(match work {
@@ -250,8 +268,21 @@ impl Kernel for Polling {
             }
             step::Step::Poll(Step::EnableIntr(n, dir)) => {
                 let dev = DeviceId(n as usize);
-                let pending = pending(&mut m.nics, dev, dir);
-                self.lp.enabled(dev, dir, pending);
+                if self.shared && (n as usize) < self.ports {
+                    // One enable for both: work waiting either way raises
+                    // the interrupt at once.
+                    let rx = pending(&mut m.nics, dev, Dir::Rx);
+                    let tx = pending(&mut m.nics, dev, Dir::Tx);
+                    if tx {
+                        self.lp.enabled(dev, Dir::Tx, true);
+                    }
+                    if rx || !tx {
+                        self.lp.enabled(dev, Dir::Rx, rx);
+                    }
+                } else {
+                    let pending = pending(&mut m.nics, dev, dir);
+                    self.lp.enabled(dev, dir, pending);
+                }
             }
             step::Step::Bsd(s) => {
                 let watched_changed = self.stack.complete(m, c, s);
