@@ -305,10 +305,13 @@ fn tensions(fit: &Fit, values: &[f64], at: &[Vec<f64>]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// A parameter's value rounded as the profile keeps it: four decimals below
-/// 10, whole units above (the nearest double to that decimal).
+/// A parameter's value rounded as the profile keeps it: six significant
+/// digits (the nearest double to that decimal).
 fn decimal(v: f64) -> f64 {
-    let per_unit = if v.abs() < 10.0 { 1e4 } else { 1.0 };
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let per_unit = 10f64.powi(5 - v.abs().log10().floor() as i32);
     (v * per_unit).round() / per_unit
 }
 

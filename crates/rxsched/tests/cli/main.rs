@@ -491,24 +491,11 @@ fn sweeps_linux_hosts_pipes_and_syntax_errors_are_handled() {
     assert!(stderr(&r).is_empty(), "{}", stderr(&r));
 }
 
-/// `calibrate` fits the DECstation 3000/300's free parameters to its
-/// calibration claims: it names them, and the fit's sum of squares is no
-/// worse than the profile's own (the search starts there). A profile with
-/// no free parameters is refused.
+/// `calibrate` refuses a profile with no free parameters (the lab's, which
+/// `calibrate --real` measures); tests/calibrate.rs fits every other.
 #[test]
-fn calibrate_fits_a_profile_to_its_claims() {
-    let o = rxsched(&["calibrate", "dec3000-300", "--jobs", "2"]);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out}\n{}", stderr(&o));
-    assert!(out.contains("3 free parameters, 6 claims"), "{out}");
-    let sums: Vec<f64> = out
-        .lines()
-        .filter_map(|l| l.split("mean squares: ").nth(1))
-        .map(|v| v.trim().parse().unwrap())
-        .collect();
-    assert_eq!(sums.len(), 2, "{out}");
-    assert!(sums[1] <= sums[0], "the fit is worse than its start: {out}");
-    let o = rxsched(&["calibrate", "dual-p133-nt4"]);
+fn calibrate_refuses_a_profile_with_nothing_to_fit() {
+    let o = rxsched(&["calibrate", "linux-veth-lab"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no free parameters"), "{}", stderr(&o));
 }
