@@ -200,7 +200,7 @@ mod tests {
         let e = p.with_params(&bad).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("profile_param.nope"));
         assert!(e.msg.contains("trace_scale"), "{}", e.msg);
-        let none = Profile::load("dual-p133-nt4", None).unwrap();
+        let none = Profile::load("linux-veth-lab", None).unwrap();
         assert!(none.with_params(&one).unwrap_err().msg.contains("none"));
     }
 }
