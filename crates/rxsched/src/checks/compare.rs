@@ -282,6 +282,46 @@ impl View<'_> {
         )
     }
 
+    /// Everything `series` delivered over the sweep over everything `other`
+    /// did (points paired in x order): a ratio pooled over the rates, for
+    /// measurements whose single points scatter more than the bound. The
+    /// per-point ratios are shown beside it, not judged.
+    pub(super) fn pooled_ratio(&self, c: &Compare) -> Outcome {
+        let (s0, o0) = (&c.series[0], &c.other[0]);
+        let (a, b) = (self.curve(s0), self.curve(o0));
+        if a.is_empty() || a.len() != b.len() {
+            return (
+                false,
+                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+            );
+        }
+        let (sa, sb) = (
+            a.iter().map(|p| p.1).sum::<f64>(),
+            b.iter().map(|p| p.1).sum::<f64>(),
+        );
+        if sb <= 0.0 {
+            return (false, format!("{o0} has nothing at any of its points"));
+        }
+        let pooled = sa / sb;
+        let each: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .filter(|(_, q)| q.1 > 0.0)
+            .map(|(p, q)| p.1 / q.1)
+            .collect();
+        let lo = each.iter().copied().fold(f64::MAX, f64::min);
+        let hi = each.iter().copied().fold(f64::MIN, f64::max);
+        (
+            within(pooled, c.min, c.max),
+            format!(
+                "{s0} over {o0}, summed over {} points: {pooled:.4} (want {}); \
+                 point by point {lo:.3} to {hi:.3}, shown, not judged",
+                a.len(),
+                bounds(c.min, c.max)
+            ),
+        )
+    }
+
     /// At every point (from `o0`'s peak on, with `past_peak`), `s0` within
     /// `rel` of `o0` or within `abs` of it; says the worst point.
     pub(super) fn tracks(

@@ -184,6 +184,7 @@ impl View<'_> {
             } => self.each(series, |_, cv| splits(cv, *at, *min, *max)),
             MeanRatio(c) => self.mean_ratio(c),
             RatioEverywhere(c) => self.ratio_everywhere(c),
+            PooledRatio(c) => self.pooled_ratio(c),
             LastOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, true)),
             OverFirst(b) => self.each(&b.series, |_, cv| over_first(cv, b)),
             FromFirst(b) => self.each(&b.series, |_, cv| from_first(cv, b)),
@@ -292,6 +293,20 @@ mod tests {
         assert!(!keeps.evaluate(&r).pass);
         let gains = check("name='g'\nkind='from_first'\nseries=['up']\nmax=3.9\n");
         assert!(!gains.evaluate(&r).pass);
+        // Summed: `down` has 8.5 to `up`'s 15.9, though equal at two points.
+        let pooled = |min: f64| {
+            check(&format!(
+                "name='p'\nkind='pooled_ratio'\nseries=['down']\nother=['up']\nmin={min}\n"
+            ))
+            .evaluate(&r)
+        };
+        assert!(pooled(0.5).pass, "{}", pooled(0.5).detail);
+        assert!(!pooled(0.6).pass, "{}", pooled(0.6).detail);
+        assert!(
+            pooled(0.5).detail.contains("0.102 to 1.000"),
+            "{}",
+            pooled(0.5).detail
+        );
     }
 
     #[test]

@@ -187,6 +187,10 @@ pub enum Rule {
     /// At every x (points paired in x order), `series`'s value over
     /// `other`'s, within bounds.
     RatioEverywhere(Compare),
+    /// `series`'s values summed over the sweep over `other`'s (points
+    /// paired in x order), within bounds; the point-by-point ratios are
+    /// shown, not judged.
+    PooledRatio(Compare),
     /// Delivered at the highest x over the MLFRR.
     LastOverMlfrr(Bounded),
     /// The MLFRR itself (highest loss-free offered rate), within bounds.
@@ -229,9 +233,8 @@ impl Rule {
     pub fn series(&self) -> Vec<&String> {
         use Rule::*;
         match self {
-            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c) => {
-                c.series.iter().chain(&c.other).collect()
-            }
+            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c)
+            | PooledRatio(c) => c.series.iter().chain(&c.other).collect(),
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => {
                 c.series.iter().chain(&c.other).collect()
             }
@@ -265,9 +268,8 @@ impl Rule {
         use Rule::*;
         let open = |min: &Option<f64>, max: &Option<f64>| min.is_none() && max.is_none();
         let unbounded = match self {
-            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c) => {
-                open(&c.min, &c.max)
-            }
+            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c)
+            | PooledRatio(c) => open(&c.min, &c.max),
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => open(&c.min, &c.max),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) | FromFirst(b) => {
                 open(&b.min, &b.max)
