@@ -64,3 +64,40 @@ fn every_calibrated_profile_is_its_fit() {
         );
     }
 }
+
+/// The DECstation 3000/300 with its traced costs split into device-level
+/// and thread-level work, each with a scale of its own, fitted to four
+/// published constraints: no split brings polling's MLFRR within "slightly"
+/// above unmodified's (1.00-1.15) while keeping the others, the reason the
+/// profile keeps one scale and `mogul-fig6-3` a known miss. If a change to
+/// the model lets it, the profile's comment and the miss are to be revisited.
+#[test]
+fn two_scales_do_not_reconcile_the_mogul_constraints() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../calibration/dec3000-300-two-scales.toml"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_rxsched"))
+        .args(["calibrate", file])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("2 free parameters, 4 claims"), "{stdout}");
+    let fitted = stdout.split("fitted:").nth(1).expect("a fit");
+    let pct = fitted
+        .lines()
+        .find(|l| l.contains("mogul-fig6-3"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|p| p.trim_end_matches('%').parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no mogul-fig6-3 residual at the fit:\n{stdout}"));
+    // The range's top, 1.15, sits at +7.0% from its middle (1.075).
+    assert!(
+        pct > 7.0,
+        "two scales met the MLFRR ratio ({pct:+.1}%):\n{stdout}"
+    );
+}

@@ -2,9 +2,11 @@
 //! names, as relative errors (ours less published, over published), for
 //! the rules a calibration can be fitted to. A published range (`min` to
 //! `max`) counts from its middle, in units of its half-width over the
-//! middle, so that the range's ends sit at ±(half-width / middle).
+//! middle, so that the range's ends sit at ±(half-width / middle). A bound
+//! on one side only counts past it: nothing inside, the relative distance
+//! outside.
 
-use super::curve::nearest;
+use super::curve::{interpolated_peak, last, nearest, quantile};
 use super::{Check, Rule, View};
 use crate::result::ResultFile;
 
@@ -25,6 +27,16 @@ impl Check {
 fn from_middle(ours: f64, min: Option<f64>, max: Option<f64>) -> Option<f64> {
     let mid = (min? + max?) / 2.0;
     (mid != 0.0).then(|| (ours - mid) / mid.abs())
+}
+
+/// `ours` against a range, or against its one bound (nothing inside).
+fn bounded(ours: f64, min: Option<f64>, max: Option<f64>) -> Option<f64> {
+    match (min, max) {
+        (Some(_), Some(_)) => from_middle(ours, min, max),
+        (Some(lo), None) if lo != 0.0 => Some(((ours - lo) / lo.abs()).min(0.0)),
+        (None, Some(hi)) if hi != 0.0 => Some(((ours - hi) / hi.abs()).max(0.0)),
+        _ => None,
+    }
 }
 
 impl View<'_> {
@@ -56,8 +68,33 @@ impl View<'_> {
                 min,
                 max,
             } => {
-                let at = super::single::livelock_x(&self.curve(series.first()?), *fraction)?;
-                Some(vec![from_middle(at, *min, *max)?])
+                let cv = self.curve(series.first()?);
+                match super::single::livelock_x(&cv, *fraction) {
+                    Some(at) => Some(vec![bounded(at, *min, *max)?]),
+                    // Never falls that far: how far above it the last point
+                    // stays, as a share of the peak.
+                    None => {
+                        let peak = interpolated_peak(&cv);
+                        (peak > 0.0).then(|| vec![last(&cv) / peak - fraction])
+                    }
+                }
+            }
+            // Ratios read between the points, so that they move with the
+            // costs: peaks as `peak_reference` reads them, MLFRRs between
+            // the swept rates.
+            Rule::PeakRatio(c) | Rule::MlfrrRatio(c) => {
+                let f = |s: &str| match rule {
+                    Rule::PeakRatio(_) => interpolated_peak(&self.curve(s)),
+                    _ => self.r.mlfrr_between(s),
+                };
+                let (a, b) = (f(c.series.first()?), f(c.other.first()?));
+                (b > 0.0).then_some(())?;
+                Some(vec![bounded(a / b, c.min, c.max)?])
+            }
+            Rule::QuantileDiff(c) => {
+                let q = |s: &str| quantile(&self.curve(s), c.at);
+                let d = q(c.other.first()?) - q(c.series.first()?);
+                Some(vec![bounded(d, c.min, c.max)?])
             }
             // The fitted line's intercept (T_const) or slope (k) against
             // the published line's, series by series.
