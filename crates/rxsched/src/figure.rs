@@ -52,10 +52,54 @@ pub struct Plan {
     pub quick: bool,
     /// Every override beyond the series' own, as `key=value`.
     pub overrides: Vec<String>,
+    /// What each `[[reference]]`'s published values are multiplied by.
+    pub ref_scales: Vec<f64>,
 }
 
 fn to_json(v: &toml::Value) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// What a `[[reference]]`'s published values are multiplied by: its
+/// `scale`, or the value its series' profile gives `scale_param` (the
+/// first run of that series says which profile and parameters).
+fn reference_scale(
+    file: &ExperimentFile,
+    r: &crate::experiments::ReferenceCfg,
+    series: &[(String, BTreeMap<String, toml::Value>)],
+    jobs: &[Job],
+) -> Result<f64, InputError> {
+    let Some(name) = &r.scale_param else {
+        return Ok(r.scale.unwrap_or(1.0));
+    };
+    let refuse = |msg: String| InputError {
+        file: file.loaded.file.clone(),
+        line: None,
+        key: Some("reference.scale_param".into()),
+        msg,
+    };
+    if r.scale.is_some() {
+        return Err(refuse("give `scale` or `scale_param`, not both".into()));
+    }
+    let i = series.iter().position(|(l, _)| *l == r.series);
+    let job = i
+        .and_then(|i| jobs.iter().find(|j| j.series == i))
+        .ok_or_else(|| refuse(format!("no series {:?} runs", r.series)))?;
+    let s = &job.scenario;
+    if let Some(v) = s.profile_param.get(name) {
+        return Ok(*v);
+    }
+    let p = rxsched_sim::Profile::load(&s.profile, file.loaded.dir.as_deref())?;
+    p.calibrate
+        .as_ref()
+        .and_then(|c| c.param.iter().find(|fp| fp.name == *name))
+        .map(|fp| fp.value)
+        .ok_or_else(|| {
+            refuse(format!(
+                "profile {:?} has no free parameter {name:?}",
+                s.profile
+            ))
+        })
 }
 
 /// The swept values of a figure (one `None` for distributions and bursts).
@@ -180,8 +224,15 @@ pub fn plan(
             });
         }
     }
+    let ref_scales = file
+        .exp
+        .reference
+        .iter()
+        .map(|r| reference_scale(file, r, &series, &jobs))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Plan {
         file: file.clone(),
+        ref_scales,
         figure,
         series: series
             .into_iter()
@@ -428,13 +479,11 @@ pub fn assemble_points(plan: &Plan, done: Vec<RunPoints>) -> ResultFile {
     let reference = exp
         .reference
         .iter()
-        .map(|r| {
-            let k = r.scale.unwrap_or(1.0);
-            Reference {
-                series: r.series.clone(),
-                points: r.points.iter().map(|p| [p[0], p[1] * k]).collect(),
-                note: r.note.clone(),
-            }
+        .zip(&plan.ref_scales)
+        .map(|(r, &k)| Reference {
+            series: r.series.clone(),
+            points: r.points.iter().map(|p| [p[0], p[1] * k]).collect(),
+            note: r.note.clone(),
         })
         .collect();
     let meta = Meta {

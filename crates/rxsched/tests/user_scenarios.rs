@@ -206,3 +206,48 @@ fn the_profile_reference_is_written_from_the_types() {
         assert!(generated.contains(key), "{key} missing");
     }
 }
+
+/// A reference scaled by a profile's free parameter takes the value the
+/// series runs with (its `[profile_param]` here), and one naming a
+/// parameter the profile lacks is refused at its key.
+#[test]
+fn a_reference_follows_the_profile_parameter_it_names() {
+    let d = dir("refscale");
+    let with = |param: &str| {
+        livelock("bsd").replace("[[series]]", "[profile_param]\ntrace_scale = 0.5\n[[series]]")
+            + &format!(
+                "[[reference]]\nseries = \"a\"\npoints = [[2000, 1000]]\nscale_param = \"{param}\"\nnote = \"test\"\n"
+            )
+    };
+    let good = d.join("good.toml");
+    std::fs::write(&good, with("trace_scale")).unwrap();
+    let out = d.join("out");
+    let o = rxsched(&[
+        "reproduce",
+        good.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("mine.json")).unwrap()).unwrap();
+    assert_eq!(
+        r["reference"][0]["points"][0][1], 500.0,
+        "{}",
+        r["reference"]
+    );
+    let bad = d.join("bad.toml");
+    std::fs::write(&bad, with("nope")).unwrap();
+    let o = rxsched(&[
+        "reproduce",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("reference.scale_param") && e.contains("nope"),
+        "{e}"
+    );
+}

@@ -174,6 +174,11 @@ pub struct ReferenceCfg {
     /// (e.g. to remove tracing overhead); the note must say why.
     #[serde(default)]
     pub scale: Option<f64>,
+    /// Or by the value of this free parameter of the profile the series
+    /// runs on (its `[profile_param]`, else its `[calibrate]` value), so
+    /// that the published points follow a fit of that parameter.
+    #[serde(default)]
+    pub scale_param: Option<String>,
 }
 
 /// The figure part of an experiment file.
