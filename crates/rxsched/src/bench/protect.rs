@@ -367,7 +367,10 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         forward::kernel_forwarded(&before, &after) as f64,
     );
     stream(&mut p, &pinged);
-    kept.set(&mut p);
+    p.set("tcp_connected", f64::from(u8::from(kept.is_some())));
+    if let Some(k) = kept {
+        k.set(&mut p);
+    }
     if let Some(taken) = rt.and_then(|r| r.protected).map(|p| p.taken) {
         p.set("protected_taken", taken as f64);
     }
@@ -456,19 +459,24 @@ impl Keepalive {
     }
 
     /// Waits for the client, stops the server if it has not ended, and
-    /// reads what the client said.
-    fn finish(mut self) -> Result<Kept, BenchError> {
+    /// reads what the client said: `None` when the connection never carried
+    /// anything (under a flood its handshake may die with the flood's
+    /// frames, a measured outcome, said on one line, not a failed bench).
+    fn finish(mut self) -> Result<Option<Kept>, BenchError> {
         let client = self.client.take().expect("taken once");
         let out = client
             .wait_with_output()
             .map_err(|e| BenchError(format!("iperf3: {e}")))?;
         let text = String::from_utf8_lossy(&out.stdout);
-        parse_iperf(&text).ok_or_else(|| {
-            BenchError(format!(
-                "iperf3's report has no sender's end: {}",
-                text.chars().take(300).collect::<String>()
-            ))
-        })
+        let kept = parse_iperf(&text);
+        if kept.is_none() {
+            let why = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))
+                .unwrap_or_else(|| "no report".into());
+            eprintln!("bench: the keepalive connection carried nothing: iperf3: {why}");
+        }
+        Ok(kept)
     }
 }
 
