@@ -118,6 +118,8 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
         // A keepalive TCP connection: no retransmission, mostly; its
         // round-trip estimate a little above ping's.
         "tcp_retransmits" => d.rarely(2.0),
+        // The keepalive connects, mostly.
+        "tcp_connected" => 1.0 - d.rarely(1.0),
         "tcp_rtt_max_us" => d.within(100.0, 400.0),
         // Frames the DUT's kernel forwarded around our router: none, mostly.
         "dut_kernel_forwarded" => d.rarely(400.0),
