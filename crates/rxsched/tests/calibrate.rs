@@ -6,19 +6,25 @@
 
 use std::process::Command;
 
+/// What `rxsched calibrate PROFILE` printed; it must succeed.
+fn calibrate(profile: &str) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_rxsched"))
+        .args(["calibrate", profile])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{profile}: {stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
 /// The sums of the claims' mean squares `calibrate` prints: at the
 /// profile's values, then at its fit (which starts there, so is no worse).
 fn sums(name: &str) -> (f64, f64) {
-    let o = Command::new(env!("CARGO_BIN_EXE_rxsched"))
-        .args(["calibrate", name])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{name}: {stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = calibrate(name);
     let v: Vec<f64> = stdout
         .lines()
         .filter_map(|l| l.trim().strip_prefix("sum of the claims' mean squares: "))
@@ -77,16 +83,7 @@ fn two_scales_do_not_reconcile_the_mogul_constraints() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../calibration/dec3000-300-two-scales.toml"
     );
-    let o = Command::new(env!("CARGO_BIN_EXE_rxsched"))
-        .args(["calibrate", file])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = calibrate(file);
     assert!(stdout.contains("2 free parameters, 4 claims"), "{stdout}");
     let fitted = stdout.split("fitted:").nth(1).expect("a fit");
     let pct = fitted

@@ -7,6 +7,9 @@ use super::curve::{
 };
 use super::{Compare, CompareAt, Outcome, View};
 
+/// A series' points, owned, as `View::curve` gives them.
+type Points = Vec<(f64, f64)>;
+
 impl View<'_> {
     /// `f` of the first `series` over `f` of the first `other`.
     pub(super) fn ratio(&self, what: &str, c: &Compare, f: impl Fn(&str) -> f64) -> Outcome {
@@ -226,16 +229,26 @@ impl View<'_> {
         )
     }
 
+    /// The curves of `s0` and `o0`, point for point; refused (a failing
+    /// outcome) when either is empty or they differ in length.
+    fn paired(&self, s0: &str, o0: &str) -> Result<(Points, Points), Outcome> {
+        let (a, b) = (self.curve(s0), self.curve(o0));
+        if a.is_empty() || a.len() != b.len() {
+            return Err((
+                false,
+                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
+            ));
+        }
+        Ok((a, b))
+    }
+
     /// At every x, `series`'s value over `other`'s within bounds.
     pub(super) fn ratio_everywhere(&self, c: &Compare) -> Outcome {
         let (s0, o0) = (&c.series[0], &c.other[0]);
-        let (a, b) = (self.curve(s0), self.curve(o0));
-        if a.is_empty() || a.len() != b.len() {
-            return (
-                false,
-                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
-            );
-        }
+        let (a, b) = match self.paired(s0, o0) {
+            Ok(ab) => ab,
+            Err(e) => return e,
+        };
         // A point where neither delivered anything (no load) says nothing
         // of their ratio: it is left out, and said so.
         let ratios: Vec<(f64, f64)> = a
@@ -288,13 +301,10 @@ impl View<'_> {
     /// per-point ratios are shown beside it, not judged.
     pub(super) fn pooled_ratio(&self, c: &Compare) -> Outcome {
         let (s0, o0) = (&c.series[0], &c.other[0]);
-        let (a, b) = (self.curve(s0), self.curve(o0));
-        if a.is_empty() || a.len() != b.len() {
-            return (
-                false,
-                format!("{s0} has {} points and {o0} {}", a.len(), b.len()),
-            );
-        }
+        let (a, b) = match self.paired(s0, o0) {
+            Ok(ab) => ab,
+            Err(e) => return e,
+        };
         let (sa, sb) = (
             a.iter().map(|p| p.1).sum::<f64>(),
             b.iter().map(|p| p.1).sum::<f64>(),
