@@ -227,6 +227,12 @@ pub struct KernelCfg {
     /// Linux: receive interrupt coalescing (`ethtool -C rx-frames`): or
     /// until this many frames have arrived (0 or 1: the first frame).
     pub rx_frames: u32,
+    /// The measuring kernel's instrumentation, in ns: time added to each
+    /// return from the device interrupt handler in the interrupt-driven
+    /// kernels (`bsd`, `emulated`). Mogul & Ramakrishnan's figure 7-6 kernel
+    /// instruments `lnintr()`, about 1.5 µs a call or return (§7.3); 0 is
+    /// an uninstrumented kernel.
+    pub intr_return_probe_ns: u64,
 }
 
 impl KernelCfg {
@@ -283,6 +289,7 @@ impl Default for KernelCfg {
             // An interrupt per frame, as the papers' drivers raise them.
             rx_usecs: 0.0,
             rx_frames: 0,
+            intr_return_probe_ns: 0,
             inhibit_check: rxsched_core::InhibitCheck::Packet,
         }
     }

@@ -219,6 +219,8 @@ pub struct Bsd {
     rx_enabled: Vec<bool>,
     /// One handler serves a port's receive and transmit events (LANCE).
     one_interrupt: bool,
+    /// Instrumentation on the handler's return (`kernel.intr_return_probe_ns`).
+    probe_ns: Nanos,
 }
 
 impl Bsd {
@@ -236,6 +238,7 @@ impl Bsd {
         Bsd {
             stack: Stack::new(p, ports),
             emulated: k.kind == KernelKind::Emulated,
+            probe_ns: k.intr_return_probe_ns,
             ipintrq: VecDeque::new(),
             ipintrq_cap: k.ipintrq_limit as usize,
             ip_ctx: if k.ip_layer == IpLayer::Softirq {
@@ -411,7 +414,7 @@ impl Kernel for Bsd {
             }
             step::Step::IntrEnter(IntrSrc::Clock) => c.clock_tick,
             step::Step::IntrEnter(_) => c.intr_dispatch,
-            step::Step::IntrExit(IntrSrc::Rx(_) | IntrSrc::Tx(_)) => c.intr_exit,
+            step::Step::IntrExit(IntrSrc::Rx(_) | IntrSrc::Tx(_)) => c.intr_exit + self.probe_ns,
             step::Step::Bsd(s) => self.stack.cost(s),
             _ => 0,
         }

@@ -207,6 +207,12 @@ impl Scenario {
             "kernel.rx_usecs",
             "interrupt coalescing is modelled for kernel.kind = \"linux\" only",
         )?;
+        need(
+            self.kernel.intr_return_probe_ns == 0
+                || matches!(self.kernel.kind, KernelKind::Bsd | KernelKind::Emulated),
+            "kernel.intr_return_probe_ns",
+            "instruments the device interrupt's return of kernel.kind = \"bsd\" and \"emulated\" only",
+        )?;
         let bsd_family = matches!(
             self.kernel.kind,
             KernelKind::Bsd | KernelKind::Emulated | KernelKind::Polling
@@ -388,6 +394,11 @@ impl KernelCfg {
             self.rx_usecs.is_finite() && (0.0..=100_000.0).contains(&self.rx_usecs),
             "kernel.rx_usecs",
             "must be from 0 to 100,000 µs",
+        )?;
+        need(
+            self.intr_return_probe_ns <= 1_000_000,
+            "kernel.intr_return_probe_ns",
+            "must be at most 1,000,000 ns",
         )?;
         need(
             self.rx_frames <= 65_536,
