@@ -173,6 +173,12 @@ pub const FIELDS: &[&str] = &[
 /// Numbers a kernel adds to the record (`extra`).
 pub const KERNEL_EXTRAS: &[&str] = &[
     "cold_reclaims",
+    // The linux kernel: ISR entries (shared or not), and per frame sent.
+    "isr_entries",
+    "isr_entries_per_frame",
+    "rx_interrupts_per_frame",
+    "tx_interrupts_per_frame",
+    "frames_per_tx_interrupt",
     "misaccounted_share",
     "context_switches_per_packet",
     "srp_signals",

@@ -95,6 +95,7 @@ experiments! {
     spanos_fig5_256 => "spanos-fig5-256",
     spanos_table3 => "spanos-table3",
     spanos_model => "spanos-model",
+    spanos_table5 => "spanos-table5",
     srp_fig4 => "srp-fig4",
     srp_fig5 => "srp-fig5",
     srp_modes => "srp-modes",

@@ -49,6 +49,7 @@ pub const ALL: &[(&str, &str)] = files![
     "spanos-fig5-256",
     "spanos-table3",
     "spanos-model",
+    "spanos-table5",
     "srp-fig4",
     "srp-fig5",
     "srp-modes",
