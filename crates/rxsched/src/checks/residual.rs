@@ -4,7 +4,8 @@
 //! `max`) counts from its middle, in units of its half-width over the
 //! middle, so that the range's ends sit at ±(half-width / middle). A bound
 //! on one side only counts past it: nothing inside, the relative distance
-//! outside.
+//! outside. A published slope given to its rounding (`fit_slope`'s `max`)
+//! counts only past that rounding.
 
 use super::curve::{interpolated_peak, last, nearest, quantile};
 use super::{Check, Rule, View};
@@ -96,19 +97,27 @@ impl View<'_> {
                 let d = q(c.other.first()?) - q(c.series.first()?);
                 Some(vec![bounded(d, c.min, c.max)?])
             }
-            // The fitted line's intercept (T_const) or slope (k) against
-            // the published line's, series by series.
-            Rule::Fit { series, .. } | Rule::FitSlope { series, .. } => {
-                let slope = matches!(rule, Rule::FitSlope { .. });
-                series
-                    .iter()
-                    .map(|s| {
-                        let ((a, b), (ra, rb)) = self.fits(s)?;
-                        let (ours, published) = if slope { (b, rb) } else { (a, ra) };
-                        (published != 0.0).then(|| (ours - published) / published.abs())
-                    })
-                    .collect()
-            }
+            // The fitted line's intercept (T_const) against the published
+            // line's, series by series.
+            Rule::Fit { series, .. } => series
+                .iter()
+                .map(|s| {
+                    let ((a, _), (ra, _)) = self.fits(s)?;
+                    (ra != 0.0).then(|| (a - ra) / ra.abs())
+                })
+                .collect(),
+            // The slope (k) against the published one, which is given to
+            // within `max` (its rounding): anything inside that says the
+            // same as the published value, so only the excess counts.
+            Rule::FitSlope { series, max } => series
+                .iter()
+                .map(|s| {
+                    let ((_, b), (_, rb)) = self.fits(s)?;
+                    let excess = ((b - rb).abs() - max).max(0.0);
+                    let signed = if excess > 0.0 { excess.copysign(b - rb) } else { 0.0 };
+                    (rb != 0.0).then(|| signed / rb.abs())
+                })
+                .collect(),
             Rule::Mlfrr(b) => {
                 // Between the swept points: the swept MLFRR is a step.
                 let m = self.r.mlfrr_between(b.series.first()?);
