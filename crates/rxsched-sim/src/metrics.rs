@@ -184,6 +184,11 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "srp_signals",
     "srp_wakeups",
     "srp_deliveries",
+    // An SRP server (a reader with `request_kb`): per transaction, and
+    // the share of the bytes it touched that missed the cache.
+    "transaction_ms",
+    "compute_ms",
+    "cache_miss_share",
     "tcp_mbps",
     "utilization",
     "rtt_us",

@@ -101,6 +101,7 @@ experiments! {
     srp_modes => "srp-modes",
     srp_fig6 => "srp-fig6",
     srp_table1 => "srp-table1",
+    srp_table2 => "srp-table2",
     hansen_cpu => "hansen-cpu",
     hansen_latency => "hansen-latency",
     hansen_pinning => "hansen-pinning",

@@ -95,7 +95,17 @@ pub struct TcpFlow {
     a_busy: Nanos,
     a_wire_free: Nanos,
     a_out: VecDeque<u32>,
-    a_acks: VecDeque<u32>,
+    /// ACKs on the sender's CPU: what they acknowledge and, from the host
+    /// under flow control, how far its application had read.
+    a_acks: VecDeque<(u32, Option<u32>)>,
+    /// Flow control: the receiver's window counts what its application has
+    /// not read yet, not only what is unacknowledged; the sender knows the
+    /// reading as of the last ACK (`adv_read`), the host as it happens.
+    flow_control: bool,
+    adv_read: u32,
+    host_read: u32,
+    /// The reading the host's last ACK carried.
+    host_advertised: u32,
     // Receiver.
     rcv_nxt: u32,
     ooo: BTreeSet<u32>,
@@ -106,7 +116,7 @@ pub struct TcpFlow {
     wires: [VecDeque<Packet>; 2],
     // The host's own ACKs on their way to the sender.
     h_wire_free: Nanos,
-    h_acks: VecDeque<u32>,
+    h_acks: VecDeque<(u32, Option<u32>)>,
     stats: TcpStats,
 }
 
@@ -116,7 +126,13 @@ impl TcpFlow {
         let us = |v: f64| (v * US as f64).round() as Nanos;
         TcpFlow {
             mss: cfg.mss,
-            rwnd: (cfg.window_bytes / cfg.mss).max(1) as f64,
+            // Under flow control the window is the host's buffer, which
+            // counts each segment's frame (its headers too) against it.
+            rwnd: if cfg.flow_control {
+                (cfg.window_bytes / (cfg.mss + OVERHEAD)).max(1) as f64
+            } else {
+                (cfg.window_bytes / cfg.mss).max(1) as f64
+            },
             send_ns: us(cfg.sender_segment_us),
             ack_ns: us(cfg.sender_ack_us),
             recv_ns: us(cfg.receiver_segment_us),
@@ -142,6 +158,10 @@ impl TcpFlow {
             a_wire_free: 0,
             a_out: VecDeque::new(),
             a_acks: VecDeque::new(),
+            flow_control: cfg.flow_control,
+            adv_read: 0,
+            host_read: 0,
+            host_advertised: 0,
             rcv_nxt: 0,
             ooo: BTreeSet::new(),
             b_busy: 0,
@@ -179,7 +199,8 @@ impl TcpFlow {
     /// Sends what the window allows.
     fn pump<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         let win = self.cwnd.min(self.rwnd).floor().max(1.0);
-        while self.flight() < win && self.limit.is_none_or(|l| self.nxt < l) {
+        let unread_room = |f: &Self| !f.flow_control || ((f.nxt - f.adv_read) as f64) < f.rwnd;
+        while self.flight() < win && unread_room(self) && self.limit.is_none_or(|l| self.nxt < l) {
             let seq = self.nxt;
             self.nxt += 1;
             self.prepare(seq, now, ev);
@@ -235,7 +256,7 @@ impl TcpFlow {
         match (n, p.tcp) {
             (0, Some(TcpSeg { ack: true, n })) => {
                 self.a_busy = self.a_busy.max(now) + self.ack_ns;
-                self.a_acks.push_back(n);
+                self.a_acks.push_back((n, None));
                 ev.push(self.a_busy, TcpEv::AckDone);
             }
             (1, Some(TcpSeg { ack: false, n })) => {
@@ -267,8 +288,8 @@ impl TcpFlow {
             }
             TcpEv::Wire(dir) => return self.wires[dir as usize].pop_front(),
             TcpEv::AckDone => {
-                let n = self.a_acks.pop_front()?;
-                self.on_ack(n, now, ev);
+                let (n, read) = self.a_acks.pop_front()?;
+                self.on_ack(n, read, now, ev);
             }
             TcpEv::RecvDone => {
                 let seq = self.b_in.pop_front()?;
@@ -302,6 +323,12 @@ impl TcpFlow {
                 self.stats.goodput_bytes += self.mss as u64;
             }
         }
+        self.host_ack(now, ev);
+        in_order
+    }
+
+    /// The host's ACK (with its window) onto the link back to the sender.
+    fn host_ack<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
         let free = if self.half_duplex {
             &mut self.a_wire_free
         } else {
@@ -309,9 +336,22 @@ impl TcpFlow {
         };
         let t = (*free).max(now) + self.wire.frame_ns(ACK_FRAME);
         *free = t;
-        self.h_acks.push_back(self.rcv_nxt);
+        let read = self.flow_control.then_some(self.host_read);
+        self.host_advertised = self.host_read;
+        self.h_acks.push_back((self.rcv_nxt, read));
         ev.push(t, TcpEv::HostAck);
-        in_order
+    }
+
+    /// The host's application read one more segment. Under flow control
+    /// the host sends a window update (an ACK of nothing new), as BSD's
+    /// TCP does, when the window it last advertised was closed or the
+    /// reading has opened it by two segments since.
+    pub fn host_consumed<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
+        self.host_read += 1;
+        let closed = (self.rcv_nxt - self.host_advertised) as f64 >= self.rwnd;
+        if self.flow_control && (closed || self.host_read - self.host_advertised >= 2) {
+            self.host_ack(now, ev);
+        }
     }
 
     fn on_segment<E: From<TcpEv>>(&mut self, seq: u32, now: Nanos, ev: &mut Events<E>) {
@@ -335,7 +375,18 @@ impl TcpFlow {
         self.send_to_host(1, p, now, ev);
     }
 
-    fn on_ack<E: From<TcpEv>>(&mut self, n: u32, now: Nanos, ev: &mut Events<E>) {
+    fn on_ack<E: From<TcpEv>>(
+        &mut self,
+        n: u32,
+        read: Option<u32>,
+        now: Nanos,
+        ev: &mut Events<E>,
+    ) {
+        // A window that opened is news even when nothing new is acknowledged.
+        let update = read.is_some_and(|r| r > self.adv_read);
+        if let Some(r) = read {
+            self.adv_read = self.adv_read.max(r);
+        }
         if n > self.una {
             if let Some((seq, sent)) = self.probe {
                 if n > seq {
@@ -359,7 +410,7 @@ impl TcpFlow {
             if self.nxt < self.una {
                 self.nxt = self.una;
             }
-        } else if n == self.una && self.nxt > self.una {
+        } else if n == self.una && self.nxt > self.una && !update {
             self.dup += 1;
             if self.dup == 3 && self.recover.is_none() {
                 self.ssthresh = (self.flight() / 2.0).max(2.0);

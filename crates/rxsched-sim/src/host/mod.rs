@@ -421,6 +421,9 @@ impl Host {
             Step::User(user::Step::AppRead(p)) => {
                 self.m.deliver(p);
                 let m = &mut self.m;
+                if let (Some(_), Some(t)) = (p.tcp, m.tcp.as_mut()) {
+                    t.host_consumed(m.now, &mut m.events);
+                }
                 if let (true, Some(e)) = (p.echo, m.echo.as_mut()) {
                     e.reply(p, m.now, &mut m.events);
                 }

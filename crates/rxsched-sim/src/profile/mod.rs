@@ -198,6 +198,11 @@ pub struct Costs {
     /// The application reading one segment's data from a TCP socket (its
     /// share of a large read call, and the copy-out).
     pub tcp_read: u64,
+    /// The data cache a server's locality plays out in, in bytes (one
+    /// level, least recently used; 0: not modelled).
+    pub cache_bytes: u64,
+    /// A byte that misses that cache, beyond what a hit costs, in ns.
+    pub cache_miss_per_byte: f64,
 }
 
 /// Per-packet costs of the Linux forwarding path, named after Spanos et

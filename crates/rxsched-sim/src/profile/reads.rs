@@ -182,6 +182,9 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
             "cost.tcp_read",
         ]);
     }
+    if s.process.iter().any(|p| p.request_kb.is_some()) {
+        keys.extend(["cost.cache_bytes", "cost.cache_miss_per_byte"]);
+    }
     keys
 }
 

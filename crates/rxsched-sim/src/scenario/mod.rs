@@ -21,7 +21,7 @@ pub use kernel::{
 };
 pub use lab::{LabCfg, LabForwarder, LabScreen};
 pub use load::{overlaps, parse_set, set_path, Loaded};
-pub use process::{CaptureOutput, ProcessCfg, ProcessKind, Scheduler, SigDisposition};
+pub use process::{CaptureOutput, ComputeKind, ProcessCfg, ProcessKind, Scheduler, SigDisposition};
 pub use smp::{SmpCfg, SmpDetector, SmpService};
 
 use serde::{Deserialize, Serialize};
@@ -146,6 +146,11 @@ pub struct TcpCfg {
     /// The sender's link into the host is half duplex (a hub): its
     /// segments and the host's ACKs share the wire.
     pub half_duplex: bool,
+    /// With `receiver = "host"`: the window the host advertises is what
+    /// its reader has not read yet (the socket buffer's room), and reading
+    /// sends window updates, as TCP's flow control does; without it the
+    /// window counts only what is unacknowledged.
+    pub flow_control: bool,
 }
 
 /// Who receives the TCP connection.
@@ -172,6 +177,7 @@ impl Default for TcpCfg {
             bytes: 0,
             receiver: TcpReceiver::Endpoint,
             half_duplex: false,
+            flow_control: false,
         }
     }
 }

@@ -43,6 +43,21 @@ impl ProcessKind {
     }
 }
 
+/// What a server computes over each request (Brustoloni et al. 2000 §6,
+/// table 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ComputeKind {
+    /// Five averages of the request's data: one pass over it.
+    Averages,
+    /// The data as two sets of four vectors: the 16 inner products of one
+    /// vector of each.
+    Products,
+    /// The n-th largest number, by partition: a pass, then one over the
+    /// half that holds it, and so on.
+    Select,
+}
+
 /// What SIGUIQ does to an SRP receiver (Brustoloni et al. 2000 §5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -78,6 +93,17 @@ pub struct ProcessCfg {
     /// A reader under `kernel.kind = "srp"`: what SIGUIQ does to it.
     #[serde(default)]
     pub disposition: Option<SigDisposition>,
+    /// A reader of the host's TCP connection under `srp` as a server: it
+    /// reads requests of this many KB, computes over each, and replies.
+    #[serde(default)]
+    pub request_kb: Option<f64>,
+    /// A server: what it computes over each request.
+    #[serde(default)]
+    pub compute: Option<ComputeKind>,
+    /// A server: its computation's own work per byte it touches (a cache
+    /// hit), in ns; a miss adds the profile's `cache_miss_per_byte`.
+    #[serde(default)]
+    pub compute_ns_per_byte: Option<f64>,
     /// Under `run.scheduler = "proportional"`: a CPU reservation, the
     /// share (0 to 1) it gets whenever it is runnable.
     #[serde(default)]

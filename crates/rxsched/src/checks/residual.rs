@@ -114,7 +114,11 @@ impl View<'_> {
                 .map(|s| {
                     let ((_, b), (_, rb)) = self.fits(s)?;
                     let excess = ((b - rb).abs() - max).max(0.0);
-                    let signed = if excess > 0.0 { excess.copysign(b - rb) } else { 0.0 };
+                    let signed = if excess > 0.0 {
+                        excess.copysign(b - rb)
+                    } else {
+                        0.0
+                    };
                     (rb != 0.0).then(|| signed / rb.abs())
                 })
                 .collect(),

@@ -55,6 +55,7 @@ pub const ALL: &[(&str, &str)] = files![
     "srp-modes",
     "srp-fig6",
     "srp-table1",
+    "srp-table2",
     "hansen-cpu",
     "hansen-pinning",
     "hansen-latency",

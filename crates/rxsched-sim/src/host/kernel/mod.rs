@@ -13,6 +13,7 @@
 pub mod bsd;
 pub mod linux;
 pub mod polling;
+pub mod server;
 pub mod srp;
 
 use super::cpu::CtxId;

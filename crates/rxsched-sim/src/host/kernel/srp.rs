@@ -16,6 +16,7 @@
 //! the scheduler gives it (Brustoloni et al. 2000 §5.1, figure 6).
 
 use super::bsd::{tcp_cost, tcp_receive, Stack};
+use super::server::{Cache, Server};
 use super::{Kernel, KernelReport};
 use crate::engine::job::per_byte;
 use crate::engine::packet::Packet;
@@ -61,6 +62,9 @@ pub struct Srp {
     signals_due: u32,
     /// SIGUIQ deliveries that did protocol work.
     deliveries: u64,
+    /// The reader as a server of requests, and when the measurement starts.
+    server: Option<Server>,
+    measure_from: Nanos,
 }
 
 impl Srp {
@@ -101,7 +105,18 @@ impl Srp {
                 state.sleep(pid, pcb);
                 (u, pcb)
             });
+        let server = reader.and_then(|(u, _)| {
+            let q = &s.process[u];
+            Some(Server::new(
+                (q.request_kb? * 1024.0).round() as u64,
+                q.compute?,
+                q.compute_ns_per_byte?,
+                Cache::new(p.cost.cache_bytes, p.cost.cache_miss_per_byte),
+            ))
+        });
         Srp {
+            server,
+            measure_from: (s.run.warmup_ms * 1e6) as Nanos,
             c: p.cost.clone(),
             lrp,
             state,
@@ -176,6 +191,13 @@ impl Srp {
                 Delivery::Nothing => {}
             }
         }
+        // A server out of its receive call: computing, then replying.
+        if let Some(sv) = self.server.as_mut().filter(|sv| !sv.reading()) {
+            if let Some(ns) = sv.compute_step() {
+                return Some(step::Step::Srp(Step::Compute(ns)));
+            }
+            return sv.replying().then_some(step::Step::Srp(Step::Reply));
+        }
         // The receive call. SRP first does the protocol work for every
         // packet on the UIQ (the buffering check bounds them with the
         // receive queue); LRP's UDP is lazier: it processes channel packets
@@ -197,6 +219,10 @@ impl Srp {
         match m.users.socket.pop() {
             Some(p) => {
                 self.state.consumed(pcb, p.bytes);
+                if let Some(sv) = self.server.as_mut() {
+                    let extra = sv.copy_out(p.id, u64::from(p.bytes));
+                    return Some(step::Step::Srp(Step::Read(p, extra)));
+                }
                 Some(step::Step::User(user::Step::AppRead(p)))
             }
             None => {
@@ -278,6 +304,20 @@ impl Kernel for Srp {
                 self.stack.complete(m, c, s);
             }
             step::Step::Srp(Step::RxLink(p)) => self.submit(m, p),
+            step::Step::Srp(Step::Read(p, _)) => {
+                m.deliver(p);
+                if let Some(t) = m.tcp.as_mut() {
+                    t.host_consumed(m.now, &mut m.events);
+                }
+                if let Some(sv) = self.server.as_mut() {
+                    sv.read(u64::from(p.bytes), m.now);
+                }
+            }
+            step::Step::Srp(Step::Reply) => {
+                if let Some(sv) = self.server.as_mut() {
+                    sv.replied(m.now);
+                }
+            }
             step::Step::Srp(Step::Protocol(p)) => {
                 let Some((u, pcb)) = self.reader else { return };
                 if p.tcp.is_some() && !tcp_receive(m, p) {
@@ -288,6 +328,9 @@ impl Kernel for Srp {
                 // The packet joins the socket's receive queue: it still
                 // counts against the buffer, now there instead of the UIQ.
                 self.state.processed(pcb, p.bytes, p.bytes);
+                if let Some(sv) = self.server.as_mut() {
+                    sv.cache.protocol(p.id, u64::from(p.bytes));
+                }
                 m.users.socket.push(p);
                 m.users.set_ready(u, true);
             }
@@ -311,6 +354,10 @@ impl Kernel for Srp {
                 Step::Protocol(p) if p.tcp.is_some() => c.ip_input + tcp_cost(c, p),
                 Step::Protocol(_) => c.ip_input + c.udp_input,
                 Step::Forward(_) => c.ip_input + c.ip_output + c.driver_tx,
+                Step::Read(_, extra) => c.tcp_read + extra,
+                Step::Compute(ns) => ns,
+                // A reply of a few bytes: a segment out, as an ACK goes.
+                Step::Reply => c.tcp_ack,
             },
             step::Step::Bsd(s) => self.stack.cost(s),
             _ => 0,
@@ -332,6 +379,14 @@ impl Kernel for Srp {
         r.extra.insert("srp_wakeups".into(), c.wakeups as f64);
         r.extra
             .insert("srp_deliveries".into(), self.deliveries as f64);
+        if let Some(sv) = &self.server {
+            if let Some((t, c)) = sv.means(self.measure_from) {
+                r.extra.insert("transaction_ms".into(), t);
+                r.extra.insert("compute_ms".into(), c);
+            }
+            r.extra
+                .insert("cache_miss_share".into(), sv.cache.miss_share());
+        }
         r
     }
 }

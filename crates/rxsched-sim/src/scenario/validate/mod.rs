@@ -140,6 +140,46 @@ impl Scenario {
                 || (p.kind == ProcessKind::Reader && self.kernel.kind == KernelKind::Srp),
             &at("disposition"),
             "only a reader under kernel.kind = \"srp\" has a SIGUIQ disposition",
+        )?;
+        self.validate_server(i, p)
+    }
+
+    /// A reader that serves requests over the host's TCP connection.
+    fn validate_server(&self, i: usize, p: &ProcessCfg) -> Result<(), Bad> {
+        let at = |k: &str| format!("process.{i}.{k}");
+        let given = [
+            p.request_kb.is_some(),
+            p.compute.is_some(),
+            p.compute_ns_per_byte.is_some(),
+        ];
+        if given.iter().all(|g| !g) {
+            return Ok(());
+        }
+        need(
+            given.iter().all(|g| *g),
+            &at("request_kb"),
+            "a server needs request_kb, compute and compute_ns_per_byte together",
+        )?;
+        let host_tcp = self
+            .tcp
+            .as_ref()
+            .is_some_and(|t| t.receiver == TcpReceiver::Host);
+        need(
+            p.kind == ProcessKind::Reader && self.kernel.kind == KernelKind::Srp && host_tcp,
+            &at("request_kb"),
+            "a server is a reader of the host's TCP connection (tcp.receiver = \"host\") under kernel.kind = \"srp\"",
+        )?;
+        need(
+            p.request_kb
+                .is_some_and(|k| k.is_finite() && k > 0.0 && k <= 1e6),
+            &at("request_kb"),
+            "must be more than 0 and at most 1,000,000 KB",
+        )?;
+        need(
+            p.compute_ns_per_byte
+                .is_some_and(|v| v.is_finite() && (0.0..=1e6).contains(&v)),
+            &at("compute_ns_per_byte"),
+            "must be from 0 to 1,000,000 ns",
         )
     }
 
@@ -308,6 +348,11 @@ impl TcpCfg {
             reader == host,
             "tcp.receiver",
             "\"host\" needs a reader (the host receives); \"endpoint\" needs none (the host forwards)",
+        )?;
+        need(
+            !self.flow_control || host,
+            "tcp.flow_control",
+            "the host's window is modelled when it receives (tcp.receiver = \"host\")",
         )
     }
 }
