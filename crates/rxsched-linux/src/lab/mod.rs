@@ -353,18 +353,31 @@ impl Lab {
     /// to that queue; `None` clears it, as `lab up` leaves it (the kernel
     /// then picks a queue by the flow's hash).
     pub fn steer_gen_stack(&self, queue: Option<u32>) -> Result<(), LabError> {
+        self.steer_stack(Role::Gen, G0.iface, queue)
+    }
+
+    /// [`Lab::steer_gen_stack`] for the sink's own stack (`s0`, into the
+    /// DUT's `d1`): what it answers (ping's echo replies, a TCP
+    /// connection's ACKs) arrives on the DUT's receive queue `queue`, as a
+    /// NIC's flow rule steers a control plane's frames both ways.
+    pub fn steer_sink_stack(&self, queue: Option<u32>) -> Result<(), LabError> {
+        self.steer_stack(Role::Sink, S0.iface, queue)
+    }
+
+    /// Transmit steering of `iface`'s stack, in `role`'s namespace.
+    fn steer_stack(&self, role: Role, iface: &str, queue: Option<u32>) -> Result<(), LabError> {
         if let Some(q) = queue.filter(|q| *q >= self.queues) {
             return Err(LabError::Command {
-                cmd: format!("steer g0's stack to its queue {q}"),
-                msg: format!("g0 has {} transmit queues", self.queues),
+                cmd: format!("steer {iface}'s stack to its queue {q}"),
+                msg: format!("{iface} has {} transmit queues", self.queues),
             });
         }
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         let all = format!("{:x}", (1u64 << cpus.min(63)) - 1);
         for q in 0..self.queues {
             let mask = if queue == Some(q) { all.as_str() } else { "0" };
-            let path = format!("/sys/class/net/{}/queues/tx-{q}/xps_cpus", G0.iface);
-            self.write_sysfs(Role::Gen, &path, mask)?;
+            let path = format!("/sys/class/net/{iface}/queues/tx-{q}/xps_cpus");
+            self.write_sysfs(role, &path, mask)?;
         }
         Ok(())
     }

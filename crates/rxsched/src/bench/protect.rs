@@ -3,8 +3,9 @@
 //! CPU, from nothing to its top rate, while `ping` (a client nobody here
 //! wrote) sends 100 echo requests a second through the router to the sink
 //! and 100 to the router itself, from the generator's own stack, steered to
-//! queue 1 ([`Lab::steer_gen_stack`], the lab's stand-in for a NIC's flow
-//! rule). Each point says what the protected stream lost and its round
+//! queue 1, the sink's replies too ([`Lab::steer_gen_stack`],
+//! [`Lab::steer_sink_stack`]: the lab's stand-in for a NIC's flow rule).
+//! Each point says what the protected stream lost and its round
 //! trips' median and p99, beside the flood forwarded; through the polling
 //! router with queue 1 protected, the polling router that steers the
 //! stream sharing the flood's queue 0 (`--protect-rules default`), the
@@ -194,13 +195,14 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
     v[rank - 1]
 }
 
-/// Puts the generator's own traffic back as `lab up` left it, however the
-/// bench ends.
+/// Puts the generator's and the sink's own traffic back as `lab up` left
+/// it, however the bench ends.
 struct Unsteer<'a>(&'a Lab);
 
 impl Drop for Unsteer<'_> {
     fn drop(&mut self) {
         let _ = self.0.steer_gen_stack(None);
+        let _ = self.0.steer_sink_stack(None);
     }
 }
 
@@ -319,7 +321,10 @@ fn flood_point(
 /// and the protected stream sends `count` echo requests to each target.
 fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchError> {
     lab.reset_dut_receive()?;
+    // The stream's queue both ways: the requests from the generator's
+    // stack, the replies from the sink's.
     lab.steer_gen_stack(Some(v.stream_queue()))?;
+    lab.steer_sink_stack(Some(v.stream_queue()))?;
     let secs = f64::from(count) / PING_RATE + 1.5;
     let router = v.route(secs + 6.0).map(|r| start(lab, r)).transpose()?;
     let flood = rate > 0.0;
