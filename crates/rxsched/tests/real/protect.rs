@@ -21,8 +21,9 @@
 //!   away): without the router's guard on the real-time budget 3-4% of
 //!   the round trips took 30-49 ms.
 //! - the guard holds ordinary input for the rest of a period once the
-//!   router has used its share: on a slower host it holds often (about 12
-//!   times a second here), and replies left on the sink side's ordinary
+//!   router has used its share: on a slower host it holds often (334-379
+//!   holds in a run whose flood lasts 5 s, here), and replies left on the
+//!   sink side's ordinary
 //!   queue 0 waited through the holds (a median of 2.2-2.8 ms, p99 10-12
 //!   ms, against 0.30-0.36 and 0.48-0.54 ms with the replies steered too).
 //!

@@ -108,7 +108,7 @@ pub struct Server {
     phase: Phase,
     pub cache: Cache,
     /// When each transaction (reply, computation, next request) ended.
-    pub done: Vec<Nanos>,
+    done: Vec<Nanos>,
     /// Time spent computing, per request.
     compute_ns: Vec<Nanos>,
     compute_started: Nanos,
