@@ -206,6 +206,7 @@ pub const KERNEL_EXTRAS: &[&str] = &[
     "cpus",
     "user_share",
     "dpc_share_of_one_cpu",
+    "interrupt_cpu_free_share",
     "polling_share",
     "polling_now",
     "two_level_switches",

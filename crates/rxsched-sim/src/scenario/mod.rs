@@ -54,6 +54,8 @@ pub struct TrafficCfg {
     /// The arrival process.
     pub kind: TrafficKind,
     /// Packets per second (bursts per second for `burst`); 0 sends nothing.
+    /// Within 0.01% of the line rate, every kind but `burst` sends back to
+    /// back: a sender its link limits.
     pub rate_pps: f64,
     /// Frame size in bytes, Ethernet header and CRC included.
     pub frame_bytes: u32,

@@ -38,6 +38,17 @@ impl Smp {
         // Queue 0's (the only one in a host of one queue); the queues
         // of a host of several are alike.
         let a0 = &self.adapters[0];
+        // The share of queue 0's interrupt CPU spent at neither ISR nor DPC
+        // level: 0 when its interrupt routine runs continuously, leaving
+        // no moment for that CPU's dispatcher.
+        let at = |b: &str| {
+            extra
+                .get(&format!("cpu{}.{b}", a0.cpu))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        let free = (1.0 - at("isr") - at("dpc")).max(0.0);
+        extra.insert("interrupt_cpu_free_share".into(), free);
         extra.insert("polling_share".into(), a0.polling_w as f64 / window as f64);
         extra.insert("polling_now".into(), f64::from(u8::from(a0.polling)));
         let switches: u64 = self

@@ -7,7 +7,7 @@
 //! outside. A published slope given to its rounding (`fit_slope`'s `max`)
 //! counts only past that rounding.
 
-use super::curve::{interpolated_peak, last, nearest, quantile};
+use super::curve::{from, interpolated_peak, last, nearest, quantile};
 use super::{Check, Rule, View};
 use crate::result::ResultFile;
 
@@ -122,6 +122,22 @@ impl View<'_> {
                     (rb != 0.0).then(|| signed / rb.abs())
                 })
                 .collect(),
+            // A bound on every point from x = `at` on: each point past it
+            // counts, the points inside it count nothing.
+            Rule::Above { series, min, at } => {
+                let out: Vec<f64> = from(&self.curve(series.first()?), at.unwrap_or(f64::MIN))
+                    .into_iter()
+                    .map(|y| bounded(y, Some(*min), None))
+                    .collect::<Option<_>>()?;
+                (!out.is_empty()).then_some(out)
+            }
+            Rule::Below { series, max, at } => {
+                let out: Vec<f64> = from(&self.curve(series.first()?), at.unwrap_or(f64::MIN))
+                    .into_iter()
+                    .map(|y| bounded(y, None, Some(*max)))
+                    .collect::<Option<_>>()?;
+                (!out.is_empty()).then_some(out)
+            }
             Rule::Mlfrr(b) => {
                 // Between the swept points: the swept MLFRR is a step.
                 let m = self.r.mlfrr_between(b.series.first()?);
