@@ -172,6 +172,12 @@ enum Cmd {
         /// into the profile file.
         #[arg(long)]
         write: bool,
+        /// Instead of fitting, check that the profile's values are its fit:
+        /// no step of 2% of a parameter's range, either way, lowers the
+        /// claims' mean squares by more than a tenth (or 0.001); exit 1
+        /// if one does.
+        #[arg(long, conflicts_with_all = ["write", "real"])]
+        check: bool,
         /// Runs in parallel (default: one per core).
         #[arg(long)]
         jobs: Option<usize>,
@@ -426,6 +432,12 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             quick,
             ..
         } => cmd::bench::calibrate(&out, repeats as usize, quick),
+        Cmd::Calibrate {
+            profile,
+            check: true,
+            jobs,
+            ..
+        } => cmd::calibrate::check(&profile.unwrap_or_default(), jobs),
         Cmd::Calibrate {
             profile,
             write,

@@ -190,7 +190,24 @@ struct Fit<'a> {
     evals: Mutex<u32>,
 }
 
-impl Fit<'_> {
+impl<'a> Fit<'a> {
+    fn new(
+        src: &'a Source,
+        params: &'a [FreeParam],
+        claims: &'a [Claim],
+        dir: &Path,
+        jobs: Option<usize>,
+    ) -> Fit<'a> {
+        Fit {
+            src,
+            params,
+            claims,
+            dir: dir.to_path_buf(),
+            jobs,
+            evals: Mutex::new(0),
+        }
+    }
+
     fn values(&self, u: &[f64]) -> Vec<f64> {
         self.params
             .iter()
@@ -350,8 +367,9 @@ fn write_back(
         .map_err(|e| Error::Run(format!("{}: {e}", src.path.display())))
 }
 
-/// `rxsched calibrate PROFILE [--write]`
-pub fn run(name: &str, write: bool, jobs: Option<usize>) -> Result<ExitCode> {
+/// A profile's fit, checked: its source, its [calibrate] section, its
+/// claims and a scratch directory for the runs.
+fn prepare(name: &str) -> Result<(Source, Calibrate, Vec<Claim>, PathBuf)> {
     let src = source(name)?;
     let cal = src.profile.calibrate.clone().ok_or_else(|| {
         Error::Input(format!(
@@ -377,22 +395,69 @@ pub fn run(name: &str, write: bool, jobs: Option<usize>) -> Result<ExitCode> {
     let claims = claims(&cal, &src.profile.name)?;
     let dir = std::env::temp_dir().join(format!("rxsched-calibrate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| Error::Run(format!("{}: {e}", dir.display())))?;
-    let fit = Fit {
-        src: &src,
-        params: &cal.param,
-        claims: &claims,
-        dir: dir.clone(),
-        jobs,
-        evals: Mutex::new(0),
-    };
-    let start: Vec<f64> = cal.param.iter().map(|p| p.value).collect();
-    let r0 = fit.run(&start)?;
+    Ok((src, cal, claims, dir))
+}
+
+/// The first line of `calibrate`'s output: the profile, its free
+/// parameters and claims.
+fn heading(src: &Source, cal: &Calibrate, claims: &[Claim]) -> Result<()> {
     rxsched::out::line(&format!(
         "{}: {} free parameters, {} claims",
         src.profile.name,
         cal.param.len(),
         claims.len()
+    ))
+}
+
+/// `rxsched calibrate PROFILE --check`: the profile's values against a
+/// step of 2% of each parameter's range either way. A simulator change
+/// that moved a calibration claim leaves a step that does better.
+pub fn check(name: &str, jobs: Option<usize>) -> Result<ExitCode> {
+    let (src, cal, claims, dir) = prepare(name)?;
+    let fit = Fit::new(&src, &cal.param, &claims, &dir, jobs);
+    let start: Vec<f64> = cal.param.iter().map(|p| p.value).collect();
+    let at = cost_of(&fit.run(&start)?);
+    heading(&src, &cal, &claims)?;
+    rxsched::out::line(&format!(
+        "  at the profile's values the claims' mean squares sum to {at:.5}"
     ))?;
+    let mut better = Vec::new();
+    for (k, p) in cal.param.iter().enumerate() {
+        let step = 0.02 * (p.range[1] - p.range[0]);
+        for v in [start[k] - step, start[k] + step] {
+            if !(p.range[0]..=p.range[1]).contains(&v) {
+                continue;
+            }
+            let mut vs = start.clone();
+            vs[k] = v;
+            let c = cost_of(&fit.run(&vs)?);
+            let v = decimal(v);
+            rxsched::out::line(&format!("  {} = {v}: {c:.5}", p.name))?;
+            if c < at - (0.1 * at).max(0.001) {
+                better.push(format!("{} = {v} ({c:.5})", p.name));
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    if better.is_empty() {
+        rxsched::out::line("no step does markedly better: the profile is its fit")?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        rxsched::out::line(&format!(
+            "better than the profile's values: {}; run `rxsched calibrate {name} --write`",
+            better.join(", ")
+        ))?;
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// `rxsched calibrate PROFILE [--write]`
+pub fn run(name: &str, write: bool, jobs: Option<usize>) -> Result<ExitCode> {
+    let (src, cal, claims, dir) = prepare(name)?;
+    let fit = Fit::new(&src, &cal.param, &claims, &dir, jobs);
+    let start: Vec<f64> = cal.param.iter().map(|p| p.value).collect();
+    let r0 = fit.run(&start)?;
+    heading(&src, &cal, &claims)?;
     rxsched::out::line("at the profile's values:")?;
     show(&claims, &r0)?;
     // A simplex around the profile's values, a tenth of each range wide.
