@@ -142,16 +142,12 @@ impl Traffic {
         // idling the wire now and then where a saturated sender never
         // does), so it is paced evenly whatever its kind.
         let saturated = src.gap_ns * 1e3 <= frame as f64 * (1.0 + SATURATED);
-        match src.kind {
-            TrafficKind::Burst => {}
-            _ if saturated => {
-                src.next_start += src.gap_ns;
-                ev.push(ns(done), Arrival(s as u8));
-                return;
-            }
-            _ => {}
-        }
-        match src.kind {
+        let kind = match src.kind {
+            TrafficKind::Burst => TrafficKind::Burst,
+            _ if saturated => TrafficKind::Constant,
+            k => k,
+        };
+        match kind {
             TrafficKind::Constant => src.next_start += src.gap_ns,
             TrafficKind::Poisson => src.next_start += exponential(rng, src.gap_ns),
             TrafficKind::Jittered => {

@@ -41,6 +41,22 @@ fn bounded(ours: f64, min: Option<f64>, max: Option<f64>) -> Option<f64> {
 }
 
 impl View<'_> {
+    /// Each point of the first of `series` from x = `at` on against a
+    /// one-sided bound.
+    fn past_bound(
+        &self,
+        series: &[String],
+        at: Option<f64>,
+        min: Option<f64>,
+        max: Option<f64>,
+    ) -> Option<Vec<f64>> {
+        let out: Vec<f64> = from(&self.curve(series.first()?), at.unwrap_or(f64::MIN))
+            .into_iter()
+            .map(|y| bounded(y, min, max))
+            .collect::<Option<_>>()?;
+        (!out.is_empty()).then_some(out)
+    }
+
     fn residuals(&self, rule: &Rule) -> Option<Vec<f64>> {
         match rule {
             Rule::PeakReference { series, .. } => {
@@ -124,20 +140,8 @@ impl View<'_> {
                 .collect(),
             // A bound on every point from x = `at` on: each point past it
             // counts, the points inside it count nothing.
-            Rule::Above { series, min, at } => {
-                let out: Vec<f64> = from(&self.curve(series.first()?), at.unwrap_or(f64::MIN))
-                    .into_iter()
-                    .map(|y| bounded(y, Some(*min), None))
-                    .collect::<Option<_>>()?;
-                (!out.is_empty()).then_some(out)
-            }
-            Rule::Below { series, max, at } => {
-                let out: Vec<f64> = from(&self.curve(series.first()?), at.unwrap_or(f64::MIN))
-                    .into_iter()
-                    .map(|y| bounded(y, None, Some(*max)))
-                    .collect::<Option<_>>()?;
-                (!out.is_empty()).then_some(out)
-            }
+            Rule::Above { series, min, at } => self.past_bound(series, *at, Some(*min), None),
+            Rule::Below { series, max, at } => self.past_bound(series, *at, None, Some(*max)),
             Rule::Mlfrr(b) => {
                 // Between the swept points: the swept MLFRR is a step.
                 let m = self.r.mlfrr_between(b.series.first()?);
