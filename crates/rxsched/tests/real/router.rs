@@ -128,10 +128,16 @@ fn malformed_frames_are_counted_by_reason() {
             assert_eq!(r.dropped(reason), 5, "{backend} {mode}: {reason}: {r:?}");
         }
         // A TTL that expires here, and what is not IPv4, are the kernel's.
-        for reason in [RouteOutcome::TtlExpired, RouteOutcome::Arp] {
-            let n = r.to_stack.get(&reason).copied().unwrap_or(0);
-            assert_eq!(n, 5, "{backend} {mode}: {reason:?} to the stack: {r:?}");
-        }
+        // The lab's own hosts may resolve neighbours meanwhile, so the
+        // stack gets at least the 5 injected ARP frames.
+        let to_stack = |reason| r.to_stack.get(&reason).copied().unwrap_or(0);
+        let ttl = to_stack(RouteOutcome::TtlExpired);
+        assert_eq!(ttl, 5, "{backend} {mode}: TtlExpired to the stack: {r:?}");
+        let arp = to_stack(RouteOutcome::Arp);
+        assert!(
+            arp >= 5,
+            "{backend} {mode}: Arp to the stack: {arp}, want the 5 injected: {r:?}"
+        );
         // The good frames go through (and so may the sink's answers to
         // them, Port Unreachable, on their way back).
         assert!(
