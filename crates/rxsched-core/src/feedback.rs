@@ -77,6 +77,25 @@ impl QueueFeedback {
         }
     }
 
+    /// New thresholds and timeout, keeping the inhibit in force (if any)
+    /// and the counts: an objective's controller moves them as the stage's
+    /// measured cost moves.
+    pub fn retune(&mut self, inhibit_at: u32, resume_at: Option<u32>, timeout_ns: Nanos) {
+        self.inhibit_at = inhibit_at.max(1);
+        self.resume_at = resume_at.map(|r| r.min(self.inhibit_at - 1));
+        self.timeout_ns = timeout_ns.max(1);
+    }
+
+    /// The length at which input stops.
+    pub fn inhibit_at(&self) -> u32 {
+        self.inhibit_at
+    }
+
+    /// How long an inhibit lasts at most, in ns.
+    pub fn timeout_ns(&self) -> Nanos {
+        self.timeout_ns
+    }
+
     /// Ends an inhibit whose timeout has passed.
     pub fn timer(&mut self, now: Nanos) {
         if let Some(t) = self.deadline() {

@@ -129,7 +129,9 @@ pub use poll_loop::{Clock, InhibitCheck, PollLoop, Wake, Work};
 pub use polling::{Action, DeviceId, Dir, PollingFacility};
 pub use propshare::PropShare;
 pub use quota::Quota;
-pub use slo::{FeedbackMarks, Slo, SloController, SloCosts, SloError, SloSettings, SwitchMarks};
+pub use slo::{
+    FeedbackMarks, Slo, SloController, SloCosts, SloError, SloSettings, StageMarks, SwitchMarks,
+};
 pub use two_level::{Detector, Service, TwoLevel};
 pub use tx_reclaim::TxReclaim;
 

@@ -383,6 +383,12 @@ impl PollLoop {
         self.fac.slo_callback(dir, n, cost_ns);
     }
 
+    /// The stage behind the loop took `frames` in `ns` of its CPU since the
+    /// last report (see [`PollingFacility::slo_stage`]).
+    pub fn slo_stage(&mut self, frames: u64, ns: u64) {
+        self.fac.slo_stage(frames, ns);
+    }
+
     /// The driver re-enabled `dev`'s interrupt in `dir`. Interrupts are
     /// level-triggered: if work was already `pending`, it is noticed at
     /// once; otherwise the device is back in interrupt mode.

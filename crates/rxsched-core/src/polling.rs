@@ -1,6 +1,8 @@
 //! M2: the polling facility, with M3 and M4 as options.
 
-use crate::{CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota, RtGuard, SloController};
+use crate::{
+    CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota, RtGuard, SloController, StageMarks,
+};
 
 /// A device registered with the facility.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +87,8 @@ pub struct PollingFacility {
     any_protected: bool,
     /// An objective that sets the quota and the cycle limit.
     slo: Option<SloController>,
+    /// And M3's watermarks on a stage's queue, from the stage's cost.
+    slo_stage: Option<StageMarks>,
 }
 
 impl PollingFacility {
@@ -102,6 +106,7 @@ impl PollingFacility {
             ordinary_since: 0,
             any_protected: false,
             slo: None,
+            slo_stage: None,
         }
     }
 
@@ -139,6 +144,34 @@ impl PollingFacility {
                 cy.set_fraction(s.cycle_limit);
             }
         }
+    }
+
+    /// M3 on a stage's queue of `capacity` frames with watermarks the
+    /// objective sets from the stage's measured cost
+    /// ([`PollingFacility::slo_stage`]); until it is measured, Mogul &
+    /// Ramakrishnan's router marks (75%, 25%, `timeout_ns`).
+    pub fn with_slo_feedback(mut self, capacity: u32, timeout_ns: Nanos) -> Self {
+        self.feedback = Some(QueueFeedback::watermarks(capacity, 0.75, 0.25, timeout_ns));
+        self.slo_stage = Some(StageMarks::new(capacity));
+        self
+    }
+
+    /// The stage took `frames` off its queue in `ns` of its CPU since the
+    /// last report: the objective moves M3's watermarks if they should.
+    pub fn slo_stage(&mut self, frames: u64, ns: u64) {
+        let (Some(c), Some(st), Some(fb)) = (&self.slo, &mut self.slo_stage, &mut self.feedback)
+        else {
+            return;
+        };
+        let quota = c.settings().quota;
+        if let Some(m) = st.measured(&c.slo(), &c.costs(), quota, frames, ns) {
+            fb.retune(m.inhibit_at, Some(m.resume_at), m.timeout_ns);
+        }
+    }
+
+    /// The objective's watermarks on the stage's queue, if it sets them.
+    pub fn slo_stage_marks(&self) -> Option<&StageMarks> {
+        self.slo_stage.as_ref()
     }
 
     /// Adds M3 queue-state feedback.

@@ -77,7 +77,9 @@
 use crate::{Dir, Nanos};
 use std::fmt;
 
+mod stage;
 mod switch;
+pub use stage::StageMarks;
 pub use switch::SwitchMarks;
 
 /// M4's period, as Mogul & Ramakrishnan 1996 §7 used it: 10 ms.

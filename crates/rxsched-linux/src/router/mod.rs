@@ -12,6 +12,7 @@ pub mod interrupt;
 pub mod live;
 pub mod polling;
 pub mod report;
+mod stage_cost;
 pub mod threads;
 pub mod two_level;
 
@@ -168,6 +169,9 @@ pub struct ScreenEnd {
     pub queue: Arc<StageQueue>,
     /// The stage's rules.
     pub rules: Rules,
+    /// The screening process, once started (an objective's M3 marks read
+    /// its CPU time).
+    pub pid: Option<u32>,
 }
 
 impl ScreenEnd {
@@ -181,6 +185,7 @@ impl ScreenEnd {
         Ok(ScreenEnd {
             queue: Arc::new(q),
             rules: cfg.rules.clone(),
+            pid: None,
         })
     }
 }
@@ -205,8 +210,9 @@ pub fn run(cfg: &RouterConfig) -> SysResult<RouterReport> {
     let screen = match &cfg.screen {
         Some(_) if cfg.in_xdp => None,
         Some(s) => {
-            let end = ScreenEnd::new(s)?;
+            let mut end = ScreenEnd::new(s)?;
             let proc = Screend::spawn(s, &end.queue, &cfg.ports, cfg.run.cpu)?;
+            end.pid = Some(proc.pid());
             Some((end, proc))
         }
         None => None,

@@ -7,7 +7,7 @@
 //! and sends them with one kick.
 
 use super::{forward_one, Counters, Egress, Mode, Onward, OutQueue, Port, Route, RouterConfig};
-use super::{live_line, QueueTaken, RouterReport, ScreenEnd};
+use super::{live_line, stage_cost::StageMeter, QueueTaken, RouterReport, ScreenEnd};
 use crate::backend::{RxBackend, TxBackend, Wait};
 use crate::links::LinkWatch;
 use crate::runtime::{App, Gate, Poller, Polls};
@@ -38,10 +38,17 @@ pub struct Forward<T> {
     /// The screening stage the frames go to, if any; its queue is what M3
     /// watches then.
     screen: Option<ScreenEnd>,
+    /// With an objective that sets M3's marks: the stage's cost.
+    stage_meter: Option<StageMeter>,
 }
 
 impl<T: TxBackend> App for Forward<T> {
     const TRANSMITS: bool = true;
+
+    fn stage_cost(&mut self, now: Nanos) -> Option<(u64, u64)> {
+        let q = &self.screen.as_ref()?.queue;
+        self.stage_meter.as_mut()?.read(q, now)
+    }
 
     fn frame(&mut self, port: usize, f: &[u8], lp: &mut PollLoop, now: Nanos) {
         self.counters.rx.fetch_add(1, Relaxed);
@@ -152,13 +159,22 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
         counters: Arc<Counters>,
     ) -> SysResult<Self> {
         let mut fac = cfg.run.facility(ports.len())?;
+        let watched = screen
+            .as_ref()
+            .map_or(cfg.out_queue as u32, |s| s.queue.capacity());
+        let timeout = cfg.feedback_timeout_ns;
         if let Some((hi, lo)) = cfg.feedback {
-            let watched = screen
-                .as_ref()
-                .map_or(cfg.out_queue as u32, |s| s.queue.capacity());
-            let timeout = cfg.feedback_timeout_ns;
             fac = fac.with_feedback(QueueFeedback::watermarks(watched, hi, lo, timeout));
         }
+        // An objective with a screening stage and no hand-set marks sets
+        // M3's from the stage's measured cost.
+        let stage_meter = match (&screen, cfg.feedback, cfg.run.slo) {
+            (Some(s), None, Some(_)) => {
+                fac = fac.with_slo_feedback(watched, timeout);
+                s.pid.map(StageMeter::new)
+            }
+            _ => None,
+        };
         let app = Forward {
             egress: ports
                 .iter()
@@ -173,6 +189,7 @@ impl<R: RxBackend, T: TxBackend, C: Clock, W: Wait> PollingRouter<R, T, C, W> {
             counters,
             buf: vec![0u8; 65_536],
             screen,
+            stage_meter,
             tx: Vec::new(),
         };
         let (rx, tx): (Vec<R>, Vec<T>) = ports.into_iter().map(|p| (p.rx, p.tx)).unzip();
@@ -457,7 +474,19 @@ fn report_of<R: RxBackend, T: TxBackend, C: Clock, W: Wait>(
                     holds: g.episodes(),
                 }),
             });
-    r.slo = p.lp.facility().slo().map(|c| super::report::SloReport {
+    let fac = p.lp.facility();
+    let feedback =
+        fac.slo_stage_marks()
+            .zip(fac.feedback())
+            .map(|(st, fb)| super::report::SloFeedback {
+                inhibit_at: fb.inhibit_at(),
+                resume_at: fb.resume_at(),
+                timeout_us: fb.timeout_ns() as f64 / 1e3,
+                stage_frame_ns: st.cost_ns(),
+                changes: st.changes(),
+                kept_because: st.kept_because().map(str::to_string),
+            });
+    r.slo = fac.slo().map(|c| super::report::SloReport {
         quota: c.settings().quota,
         cycle_limit: c.settings().cycle_limit,
         rx_frame_ns: c.costs().rx_frame_ns,
@@ -472,6 +501,7 @@ fn report_of<R: RxBackend, T: TxBackend, C: Clock, W: Wait>(
                 cycle_limit,
             })
             .collect(),
+        feedback,
     });
     Ok(r)
 }

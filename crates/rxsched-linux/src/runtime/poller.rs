@@ -65,6 +65,13 @@ pub trait App {
         Ok(0)
     }
 
+    /// With an objective that sets M3's watermarks: once a controller
+    /// window has passed, the frames the stage behind the loop took and
+    /// the CPU time it spent meanwhile, in ns.
+    fn stage_cost(&mut self, _now: Nanos) -> Option<(u64, u64)> {
+        None
+    }
+
     /// The stage queue M3 watches, if it watches one: its level is
     /// reported after every frame, and its consumer kicks the thread awake
     /// once it has drained it to the level the loop resumes at.
@@ -294,6 +301,11 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
                 // cost is what M4 is charged: all the router's CPU.
                 self.lp.slo_callback(dir, n, 0);
                 self.lp.done(n, more, &at);
+                if self.lp.facility().slo_stage_marks().is_some() {
+                    if let Some((frames, ns)) = self.app.stage_cost(now) {
+                        self.lp.slo_stage(frames, ns);
+                    }
+                }
                 self.note_slo(now);
                 if dir == Dir::Rx && self.lp.facility().has_protected() {
                     self.input.hold_protected(&mut self.lp, now, &self.served)?;

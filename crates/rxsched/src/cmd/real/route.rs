@@ -115,7 +115,9 @@ pub struct RouteArgs {
     /// Polling: an objective instead of --quota and --cycle-limit,
     /// `latency=200us,cpu=50%`: the added latency to keep under at low load
     /// and the CPU share to keep under when overloaded; the quota and the
-    /// cycle limit follow from the costs the router measures as it runs.
+    /// cycle limit follow from the costs the router measures as it runs,
+    /// and with --screen (and no --feedback) M3's watermarks on the
+    /// screening queue from what the screening process spends a frame.
     #[arg(long, value_name = "OBJECTIVE", conflicts_with_all = ["quota", "cycle_limit"])]
     pub slo: Option<String>,
     /// Serve the router's counters in Prometheus' format at
