@@ -59,6 +59,9 @@ pub struct TwoLevel {
     over_since: Option<Nanos>,
     /// Since when the polling thread has had nothing to do.
     idle_since: Option<Nanos>,
+    /// When polling last took over: a window that began before it holds
+    /// interrupt time too, and is not judged light.
+    polling_from: Nanos,
     switches: u64,
 }
 
@@ -81,6 +84,7 @@ impl TwoLevel {
             interrupts: 0,
             over_since: None,
             idle_since: None,
+            polling_from: 0,
             switches: 0,
         }
     }
@@ -180,9 +184,10 @@ impl TwoLevel {
         while now >= self.window_start + self.window_ns {
             let end = self.window_start + self.window_ns;
             let over = self.over();
-            let quiet = self
-                .return_below
-                .is_some_and(|f| (self.poll_ns as f64 / self.window_ns as f64) < f);
+            let quiet = self.window_start >= self.polling_from
+                && self
+                    .return_below
+                    .is_some_and(|f| (self.poll_ns as f64 / self.window_ns as f64) < f);
             self.poll_ns = 0;
             self.dpc_ns = 0;
             self.queue = (0.0, 0);
@@ -194,6 +199,7 @@ impl TwoLevel {
                         self.mode = Service::Polling;
                         self.switches += 1;
                         self.idle_since = None;
+                        self.polling_from = now;
                     }
                 } else {
                     self.over_since = None;
@@ -257,6 +263,22 @@ mod tests {
         now += w;
         assert_eq!(t.tick(now), Service::Interrupt);
         assert_eq!(t.switches(), 2);
+    }
+
+    /// A window polling took over in the middle of holds interrupt time
+    /// too: it is not judged light, however little polling it saw (a
+    /// sampler that reports each window's work at its end, as the real
+    /// monitor does, would otherwise send servicing straight back).
+    #[test]
+    fn the_window_polling_began_in_is_not_judged_light() {
+        let w = 10 * MS;
+        let mut t = TwoLevel::new(Detector::CpuFraction(0.5), 0, w).with_return_below(0.1);
+        t.dpc_ran(9 * MS, 9 * MS);
+        assert_eq!(t.tick(15 * MS), Service::Polling);
+        assert_eq!(t.tick(20 * MS), Service::Polling, "judged [10, 20) light");
+        t.poll_ran(25 * MS, 5 * MS);
+        assert_eq!(t.tick(30 * MS), Service::Polling, "half a window's work");
+        assert_eq!(t.tick(40 * MS), Service::Interrupt, "an idle whole window");
     }
 
     #[test]
