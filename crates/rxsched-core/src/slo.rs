@@ -90,6 +90,9 @@ pub const MAX_QUOTA: u32 = 1024;
 const WEIGHT: f64 = 0.25;
 /// M4 periods in one of the controller's windows.
 const WINDOW_PERIODS: Nanos = 4;
+/// The controller's window, in ns: the time scale an objective judges a
+/// share over (and the two-level switch's hold under one).
+pub const WINDOW_NS: Nanos = WINDOW_PERIODS * PERIOD_NS;
 /// The cycle limit's share of the error in the router's share.
 const GAIN: f64 = 0.5;
 /// Fewest frames in a window for a per-frame measurement to count.
@@ -397,6 +400,12 @@ impl SloController {
     /// The costs as estimated now.
     pub fn costs(&self) -> SloCosts {
         self.costs
+    }
+
+    /// Whether a received frame's cost has been measured (else
+    /// [`SloController::costs`] holds the starting estimate).
+    pub fn rx_measured(&self) -> bool {
+        self.measured.0
     }
 
     /// The router's share of the last window the controller closed.

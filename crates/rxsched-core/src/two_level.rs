@@ -109,6 +109,17 @@ impl TwoLevel {
         self
     }
 
+    /// Moves the return mark (see [`TwoLevel::with_return_below`]): an
+    /// objective sets it from costs measured as the router runs.
+    pub fn set_return_below(&mut self, share: f64) {
+        self.return_below = Some(share);
+    }
+
+    /// The return mark, if returning waits for a light window.
+    pub fn return_below(&self) -> Option<f64> {
+        self.return_below
+    }
+
     /// The polling thread did `ns` of receive work, ending at `now`.
     pub fn poll_ran(&mut self, now: Nanos, ns: Nanos) -> Service {
         self.advance(now);

@@ -147,6 +147,11 @@ pub struct TwoLevelCfg {
     /// thread's and the receive threads' CPU time) is under this share of
     /// one CPU, instead of when a sample brings nothing (ours).
     pub return_below: Option<f64>,
+    /// An objective that set the threshold and the hold, and sets the
+    /// return mark from the frame's cost as the router measures it
+    /// ([`rxsched_core::Slo::switch_marks`]); its CPU share is M4's in the
+    /// polling phase.
+    pub slo: Option<rxsched_core::Slo>,
 }
 
 impl Default for TwoLevelCfg {
@@ -157,6 +162,7 @@ impl Default for TwoLevelCfg {
             window_ns: 100_000_000,
             idle_grace_ns: 0,
             return_below: None,
+            slo: None,
         }
     }
 }
@@ -337,7 +343,10 @@ fn forward_from(
     let mut c = cfg.clone();
     if cfg.mode != Mode::Polling {
         c.feedback = None;
-        c.run.cycle_limit = None;
+        // Two-level with an objective keeps M4 for its polling phase.
+        if !(cfg.mode == Mode::TwoLevel && cfg.run.slo.is_some()) {
+            c.run.cycle_limit = None;
+        }
     }
     // A multi-queue device's other queues: more receive sides, after every
     // port's first (an output port is found by its MAC, the first match:
@@ -400,7 +409,18 @@ fn forward_from(
         }
         router.protect(p.queue, &sides, p.quota);
     }
-    router.attach(opened.gate, links)?;
+    // With an objective, M4's gate caps the receive threads in the
+    // polling phase; the two-level monitor owns them in the other.
+    let service = Arc::new(std::sync::Mutex::new(two_level::Serving::default()));
+    let gate: Box<dyn crate::backend::Gate> = match (cfg.mode, cfg.run.slo) {
+        (Mode::TwoLevel, Some(_)) => Box::new(two_level::ServiceGate::new(
+            opened.gate,
+            &cfg.ports,
+            service.clone(),
+        )?),
+        _ => opened.gate,
+    };
+    router.attach(gate, links)?;
     // A protected queue's frames must not wait while the kernel stops the
     // router's real-time threads for having filled the CPU. Frames steered
     // on a shared queue come through that queue's receive work, which the
@@ -430,9 +450,13 @@ fn forward_from(
     let mon = two_level::spawn(
         c.two_level,
         &c.ports,
-        c.run.cpu,
-        polls.clone(),
-        stop.clone(),
+        two_level::Shared {
+            cpu: c.run.cpu,
+            polls: polls.clone(),
+            stop: stop.clone(),
+            service,
+            wake_ns: c.run.wake_cost_ns.unwrap_or(0) as f64,
+        },
     )?;
     let r = router.with_polls(polls).run(&c);
     stop.store(true, Relaxed);
@@ -450,6 +474,7 @@ fn forward_from(
                 switches: out.switches,
                 polling_s: out.polling_ns as f64 / 1e9,
                 service: out.service,
+                return_below: out.return_below,
             })
         }
         // A device that disappeared took its receive threads, which the

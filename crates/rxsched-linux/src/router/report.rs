@@ -434,6 +434,10 @@ pub struct TwoLevelReport {
     pub polling_s: f64,
     /// How the devices were serviced when it stopped.
     pub service: rxsched_core::Service,
+    /// The return mark in force when it stopped (a share of one CPU), if
+    /// returning waits for a light window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_below: Option<f64>,
 }
 
 /// The screening stage's part of a router's report.

@@ -65,6 +65,8 @@ pub struct InputCtl {
     since_charge: u32,
     /// With M4: ns charged per wake-up of the thread on top of CPU time.
     wake_cost: u64,
+    /// Not charging for now (the two-level switch's interrupt phase).
+    paused: bool,
 }
 
 impl InputCtl {
@@ -86,6 +88,7 @@ impl InputCtl {
             charged_at: 0,
             since_charge: 0,
             wake_cost: cycle_limit.and(wake_cost_ns).unwrap_or(0),
+            paused: false,
         };
         if cycle_limit.is_some() {
             c.restart(clock)?;
@@ -120,6 +123,22 @@ impl InputCtl {
         self.charged
             .filter(|_| !self.rt_only)
             .map(|_| self.wake_cost)
+    }
+
+    /// Stops charging the loop (`true`), or charges it again from now on:
+    /// under the two-level switch's interrupts the receive work is not the
+    /// loop's to cap, the switch answers an overload.
+    pub fn pause(&mut self, paused: bool, clock: &impl Clock) -> SysResult<()> {
+        if self.paused && !paused && self.charged.is_some() {
+            self.restart(clock)?;
+        }
+        self.paused = paused;
+        Ok(())
+    }
+
+    /// Whether charging is paused.
+    pub fn paused(&self) -> bool {
+        self.paused
     }
 
     /// Whether the loop is charged (M4, or the real-time budget's guard).
@@ -158,7 +177,7 @@ impl InputCtl {
 
     /// Charges M4 with the CPU used since the last charge.
     pub fn charge(&mut self, lp: &mut PollLoop, clock: &impl Clock, now: Nanos) -> SysResult<()> {
-        if self.rt_only && now < self.charged_at + RT_GUARD_CHARGE_NS {
+        if self.paused || (self.rt_only && now < self.charged_at + RT_GUARD_CHARGE_NS) {
             return Ok(());
         }
         self.charged_at = now;

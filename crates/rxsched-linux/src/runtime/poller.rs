@@ -97,6 +97,9 @@ pub struct Polls {
     pub switches: std::sync::atomic::AtomicU64,
     /// 1 while polling services the devices.
     pub polling: std::sync::atomic::AtomicU64,
+    /// With an objective: what a received frame costs the router as its
+    /// controller measured it, in ns (0 until measured).
+    pub frame_ns: std::sync::atomic::AtomicU64,
 }
 
 /// The polling thread over receive backends `R` (one per port, in device
@@ -282,6 +285,15 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
     pub fn turn(&mut self, deadline: Nanos) -> SysResult<bool> {
         let now = self.clock.now();
         let at = At(now);
+        // Under the two-level switch's interrupts an objective neither
+        // charges M4 nor measures frames: the receive work is not the
+        // thread's then.
+        if let (Some(p), Some(_)) = (&self.polls, self.lp.facility().slo()) {
+            let interrupts = p.polling.load(Relaxed) == 0;
+            if interrupts != self.input.paused() {
+                self.input.pause(interrupts, &self.clock)?;
+            }
+        }
         if self.lp.facility().has_protected() {
             self.hear_protected();
         }
@@ -299,7 +311,9 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
                 let more = self.pending(dev, dir);
                 // An objective's controller counts the frames; what they
                 // cost is what M4 is charged: all the router's CPU.
-                self.lp.slo_callback(dir, n, 0);
+                if !self.input.paused() {
+                    self.lp.slo_callback(dir, n, 0);
+                }
                 self.lp.done(n, more, &at);
                 if self.lp.facility().slo_stage_marks().is_some() {
                     if let Some((frames, ns)) = self.app.stage_cost(now) {
@@ -337,6 +351,10 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         let Some(c) = self.lp.facility().slo() else {
             return;
         };
+        if let (Some(p), true) = (&self.polls, c.rx_measured()) {
+            p.frame_ns
+                .store(c.costs().rx_frame_ns.round() as u64, Relaxed);
+        }
         if (self.slo_log.is_empty() || c.changes() != self.slo_seen)
             && self.slo_log.len() < SLO_LOG_MAX
         {

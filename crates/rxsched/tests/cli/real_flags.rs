@@ -103,8 +103,10 @@ fn real_commands_name_the_bad_flag_or_interface() {
                 "two-level",
                 "--slo",
                 "latency=1ms,cpu=50%",
+                "--two-level-threshold",
+                "0.3",
             ],
-            "needs M4's gate on the receive threads",
+            "sets the switch's detector (the receive work's share of the CPU), threshold and return mark itself",
         ),
         (
             vec!["route", "--slo", "latency=1ms,cpu=50%", "--quota", "8"],

@@ -208,3 +208,69 @@ fn an_objective_sets_the_screening_queues_marks_from_the_stages_cost() {
     });
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `route --mode two-level --slo latency=500us,cpu=50%`: the objective sets
+/// the switch (polling once the receive work has been over half the CPU
+/// for longer than 40 ms) and caps the polling phase with M4 at its share.
+/// Under a flood at the generator's top rate beside a compute process, the
+/// switch moves to polling and stays there most of the flood, the compute
+/// process keeps at least 40% of the CPU (the objective's half, less the
+/// interrupt phase before the switch, which nothing caps by design, and
+/// this machine's noise), the router forwards, and the report says the
+/// return mark the measured costs set; at low load after it, ping crosses.
+#[test]
+fn an_objective_sets_the_two_level_switch_and_caps_its_polling() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("o") else { return };
+    let l = &t.0;
+    trials(3, "route --mode two-level --slo under a flood", || {
+        let route = start(
+            l,
+            Role::Dut,
+            &[
+                "route",
+                "--mode",
+                "two-level",
+                "--slo",
+                "latency=500us,cpu=50%",
+                "--cpu",
+                "1",
+                "--duration",
+                "30",
+            ],
+        );
+        let s = spin_beside_flood(l);
+        let ping = Command::new("ip")
+            .args(["netns", "exec", &l.ns(Role::Gen), "ping", "-n", "-q"])
+            .args(["-c", "50", "-i", "0.01", "-W", "1", "198.19.0.1"])
+            .output()
+            .expect("ping");
+        let ping = String::from_utf8_lossy(&ping.stdout).into_owned();
+        stop(&route);
+        let r: RouterReport = report(route);
+        let tl = r.two_level.expect("the report says what the switch did");
+        let slo = r.slo.expect("the report says what the objective set");
+        let saw = format!(
+            "compute kept {:.2} of the CPU; forwarded {}; {} switches, {:.2} s polling, return mark {:?}; quota {} at {:.0} ns a frame; ping after: {}",
+            s.cpu_share,
+            r.forwarded,
+            tl.switches,
+            tl.polling_s,
+            tl.return_below,
+            slo.quota,
+            slo.rx_frame_ns,
+            ping.lines().find(|l| l.contains("loss")).unwrap_or("no summary")
+        );
+        let ok = s.cpu_share >= 0.40
+            && tl.switches >= 1
+            && tl.polling_s >= 1.5
+            && tl.return_below.is_some_and(|m| m > 0.0 && m < 0.5)
+            && r.forwarded > 100_000
+            && ping.contains(" 0% packet loss");
+        if ok {
+            Ok(saw)
+        } else {
+            Err(saw)
+        }
+    });
+}

@@ -118,6 +118,10 @@ pub struct RouteArgs {
     /// cycle limit follow from the costs the router measures as it runs,
     /// and with --screen (and no --feedback) M3's watermarks on the
     /// screening queue from what the screening process spends a frame.
+    /// With --mode two-level it also sets the switch: polling once the
+    /// receive work has been over the share for 40 ms (judged every 10 ms),
+    /// the share capped there by M4, and interrupts again once the polling
+    /// work falls under a mark set from the measured costs.
     #[arg(long, value_name = "OBJECTIVE", conflicts_with_all = ["quota", "cycle_limit"])]
     pub slo: Option<String>,
     /// Serve the router's counters in Prometheus' format at
@@ -141,16 +145,21 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         }
     };
     let mut run = run;
+    let hand_limit = run.cycle_limit.is_some();
     if let Some(spec) = &a.slo {
         let slo = rxsched_core::Slo::parse(spec).map_err(|e| Error::flag("slo", e.0))?;
-        if mode == Mode::TwoLevel {
+        if mode == Mode::Interrupt || a.cpus.is_some() {
             return Err(Error::Input(
-                "--slo with --mode two-level: the objective's CPU share needs M4's gate on the receive threads, whose priorities the two-level monitor moves; use --mode polling (the simulator's nt host takes the switch's settings from an objective: [kernel] slo)".into(),
+                "--slo sets one polling thread's quota and cycle limit (and with --mode two-level the switch's marks): --mode polling or two-level, without --cpus".into(),
             ));
         }
-        if mode != Mode::Polling || a.cpus.is_some() {
+        if mode == Mode::TwoLevel
+            && (a.two_level_threshold.is_some()
+                || a.two_level_return_below.is_some()
+                || a.two_level_detector != "cpu")
+        {
             return Err(Error::Input(
-                "--slo sets one polling thread's quota and cycle limit: --mode polling, without --cpus".into(),
+                "--slo with --mode two-level sets the switch's detector (the receive work's share of the CPU), threshold and return mark itself: drop --two-level-detector, --two-level-threshold and --two-level-return-below".into(),
             ));
         }
         // M4 charges all the router's CPU; the objective steers it.
@@ -166,7 +175,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         .map(|p| screen(p, a.screen_queue))
         .transpose()?;
     let two_level = two_level_config(a)?;
-    if mode != Mode::Polling && (feedback.is_some() || run.cycle_limit.is_some()) {
+    if mode != Mode::Polling && (feedback.is_some() || hand_limit) {
         return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
         ));
@@ -346,13 +355,29 @@ fn two_level_config(a: &RouteArgs) -> Result<rxsched_linux::router::TwoLevelCfg>
             ));
         }
     }
-    Ok(rxsched_linux::router::TwoLevelCfg {
+    let mut cfg = rxsched_linux::router::TwoLevelCfg {
         return_below: a.two_level_return_below,
         detector,
         hold_ns: (a.two_level_hold * 1e9) as u64,
         window_ns: (a.two_level_window_ms * 1e6) as u64,
         idle_grace_ns: (a.two_level_grace_ms * 1e6) as u64,
-    })
+        slo: None,
+    };
+    // An objective sets the switch (`rxsched_core::Slo::switch_marks`):
+    // polling once the receive work has been over its share for longer
+    // than one of its windows; the return mark follows from the costs the
+    // router measures. Judged over its whole window (four M4 periods), not
+    // one period: M4 charges the real router in arrears, so a period after
+    // one that ran over can be spent idle under a flood, and judged alone
+    // it would send servicing back to interrupts.
+    if let (Some(spec), "two-level") = (&a.slo, a.mode.as_str()) {
+        let slo = rxsched_core::Slo::parse(spec).map_err(|e| Error::flag("slo", e.0))?;
+        cfg.detector = Detector::CpuFraction(slo.cpu);
+        cfg.hold_ns = rxsched_core::slo::WINDOW_NS;
+        cfg.window_ns = rxsched_core::slo::WINDOW_NS;
+        cfg.slo = Some(slo);
+    }
+    Ok(cfg)
 }
 
 /// `rxsched route`
