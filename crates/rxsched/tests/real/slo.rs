@@ -2,23 +2,38 @@
 
 use super::*;
 
+/// `route --mode MODE --slo OBJECTIVE ...more` on the DUT's CPU, for up
+/// to 30 s.
+fn route_with(l: &Lab, mode: &str, objective: &str, more: &[&str]) -> Child {
+    let mut args = vec![
+        "route",
+        "--mode",
+        mode,
+        "--slo",
+        objective,
+        "--cpu",
+        "1",
+        "--duration",
+        "30",
+    ];
+    args.extend_from_slice(more);
+    start(l, Role::Dut, &args)
+}
+
+/// 50 pings at 10 ms from the generator to the router's address: ping's
+/// output.
+fn ping_router(l: &Lab) -> String {
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &l.ns(Role::Gen), "ping", "-n", "-q"])
+        .args(["-c", "50", "-i", "0.01", "-W", "1", "198.19.0.1"])
+        .output()
+        .expect("ping");
+    String::from_utf8_lossy(&ping.stdout).into_owned()
+}
+
 /// `route --slo latency=500us,cpu=50%` on the DUT's CPU, for up to 30 s.
 fn route_slo(l: &Lab) -> Child {
-    start(
-        l,
-        Role::Dut,
-        &[
-            "route",
-            "--mode",
-            "polling",
-            "--slo",
-            "latency=500us,cpu=50%",
-            "--cpu",
-            "1",
-            "--duration",
-            "30",
-        ],
-    )
+    route_with(l, "polling", "latency=500us,cpu=50%", &[])
 }
 
 /// Under a flood at the generator's top rate, `route --slo
@@ -34,12 +49,7 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
     trials(3, "route --slo under a flood", || {
         let route = route_slo(l);
         std::thread::sleep(Duration::from_millis(1500));
-        let ping = Command::new("ip")
-            .args(["netns", "exec", &l.ns(Role::Gen), "ping", "-n", "-q"])
-            .args(["-c", "50", "-i", "0.01", "-W", "1", "198.19.0.1"])
-            .output()
-            .expect("ping");
-        let ping = String::from_utf8_lossy(&ping.stdout).into_owned();
+        let ping = ping_router(l);
         let pinged = ping.contains(" 0% packet loss");
         let s = spin_beside_flood(l);
         stop(&route);
@@ -150,24 +160,11 @@ fn an_objective_sets_the_screening_queues_marks_from_the_stages_cost() {
     std::fs::write(&rules, "accept proto udp\n").unwrap();
     let rules = rules.to_str().unwrap().to_string();
     trials(3, "route --slo with a screening stage", || {
-        let route = start(
+        let route = route_with(
             l,
-            Role::Dut,
-            &[
-                "route",
-                "--mode",
-                "polling",
-                "--slo",
-                "latency=300us,cpu=50%",
-                "--screen",
-                &rules,
-                "--screen-queue",
-                "256",
-                "--cpu",
-                "1",
-                "--duration",
-                "30",
-            ],
+            "polling",
+            "latency=300us,cpu=50%",
+            &["--screen", &rules, "--screen-queue", "256"],
         );
         let sink = start(l, Role::Sink, &["sink", "--duration", "6", "--idle", "1"]);
         let g = spawn(
@@ -224,28 +221,9 @@ fn an_objective_sets_the_two_level_switch_and_caps_its_polling() {
     let Some(t) = TestLab::new("o") else { return };
     let l = &t.0;
     trials(3, "route --mode two-level --slo under a flood", || {
-        let route = start(
-            l,
-            Role::Dut,
-            &[
-                "route",
-                "--mode",
-                "two-level",
-                "--slo",
-                "latency=500us,cpu=50%",
-                "--cpu",
-                "1",
-                "--duration",
-                "30",
-            ],
-        );
+        let route = route_with(l, "two-level", "latency=500us,cpu=50%", &[]);
         let s = spin_beside_flood(l);
-        let ping = Command::new("ip")
-            .args(["netns", "exec", &l.ns(Role::Gen), "ping", "-n", "-q"])
-            .args(["-c", "50", "-i", "0.01", "-W", "1", "198.19.0.1"])
-            .output()
-            .expect("ping");
-        let ping = String::from_utf8_lossy(&ping.stdout).into_owned();
+        let ping = ping_router(l);
         stop(&route);
         let r: RouterReport = report(route);
         let tl = r.two_level.expect("the report says what the switch did");
