@@ -10,7 +10,9 @@
 //! forwarding thread is exactly what overload starves (the paper's DPC
 //! timed itself for the same reason: the monitoring must not depend on the
 //! work it watches). It moves the servicing by setting the receive
-//! threads' and the forwarding thread's priorities.
+//! threads' and the forwarding thread's priorities. With an objective
+//! (`--slo`) it takes its marks from it, and M4 caps the polling phase
+//! through [`ServiceGate`].
 
 use crate::backend::Gate;
 use crate::napi_threads::{self, Sched};
