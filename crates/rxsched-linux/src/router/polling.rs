@@ -492,15 +492,7 @@ fn report_of<R: RxBackend, T: TxBackend, C: Clock, W: Wait>(
         rx_frame_ns: c.costs().rx_frame_ns,
         changes: c.changes(),
         quota_changes: c.quota_changes(),
-        log: p
-            .slo_log
-            .iter()
-            .map(|&(at_ns, quota, cycle_limit)| super::report::SloChange {
-                at_ns,
-                quota,
-                cycle_limit,
-            })
-            .collect(),
+        log: p.slo_log.clone(),
         feedback,
     });
     Ok(r)

@@ -4,10 +4,8 @@
 
 use crate::napi_threads;
 use crate::stage::StageQueue;
+use rxsched_core::slo::WINDOW_NS;
 use rxsched_core::Nanos;
-
-/// One controller window (four M4 periods).
-const WINDOW_NS: Nanos = 4 * rxsched_core::slo::PERIOD_NS;
 
 /// Reads the screening process's CPU time and what it has taken.
 #[derive(Debug, Clone)]

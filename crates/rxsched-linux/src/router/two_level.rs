@@ -98,11 +98,7 @@ impl ServiceGate {
         ports: &[String],
         service: Arc<Mutex<Serving>>,
     ) -> SysResult<Self> {
-        let mut napi = Vec::new();
-        for p in ports {
-            napi.extend(napi_threads::thread_ids(p)?);
-        }
-        let router = rustix::thread::gettid().as_raw_nonzero().get();
+        let (napi, router) = threads(ports)?;
         Ok(ServiceGate {
             inner,
             napi,
@@ -127,6 +123,15 @@ impl Gate for ServiceGate {
     fn wakeups(&self) -> SysResult<u64> {
         self.inner.wakeups()
     }
+}
+
+/// The receive threads of `ports` and the calling (forwarding) thread.
+fn threads(ports: &[String]) -> SysResult<(Vec<i32>, i32)> {
+    let mut napi = Vec::new();
+    for p in ports {
+        napi.extend(napi_threads::thread_ids(p)?);
+    }
+    Ok((napi, rustix::thread::gettid().as_raw_nonzero().get()))
 }
 
 /// Moves the servicing: the receive threads `napi` and the forwarding
@@ -154,11 +159,7 @@ pub fn spawn(
     ports: &[String],
     sh: Shared,
 ) -> SysResult<std::thread::JoinHandle<SysResult<Outcome>>> {
-    let mut napi_tids = Vec::new();
-    for p in ports {
-        napi_tids.extend(napi_threads::thread_ids(p)?);
-    }
-    let router = rustix::thread::gettid().as_raw_nonzero().get();
+    let (napi_tids, router) = threads(ports)?;
     serve(Service::Interrupt, true, &napi_tids, router)?;
     std::thread::Builder::new()
         .name("rxsched-two-level".into())

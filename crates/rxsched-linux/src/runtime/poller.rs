@@ -13,11 +13,33 @@ use crate::links::LinkWatch;
 use crate::stage::StageQueue;
 use crate::sys::{self, SysResult};
 use rxsched_core::{Clock, DeviceId, Dir, Nanos, PollLoop, Work};
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// The most entries an objective's log keeps.
 pub const SLO_LOG_MAX: usize = 4096;
+
+/// One change an objective's controller made, with what it measured in
+/// the window that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SloChange {
+    /// When, on `CLOCK_MONOTONIC` in ns (the clock every process of the
+    /// host shares, so a test or bench can line it up with the load it
+    /// offered).
+    pub at_ns: u64,
+    /// Frames per callback from then on.
+    pub quota: u32,
+    /// M4's share from then on.
+    pub cycle_limit: f64,
+    /// The receive callbacks' cost per frame as then estimated, in ns (what
+    /// set the quota).
+    #[serde(default)]
+    pub rx_frame_ns: f64,
+    /// The router's share of the CPU in that window (what moved the limit).
+    #[serde(default)]
+    pub share: f64,
+}
 
 /// The shortest sleep between two looks at the receive work's CPU time.
 const MIN_LOOK_NS: u64 = 50_000;
@@ -124,9 +146,8 @@ pub struct Poller<R, C, W, A> {
     /// Frames and bytes taken off each receive side, in the poller's order.
     pub taken_by_side: Vec<(u64, u64)>,
     /// With an objective: its settings when the thread began, and each
-    /// change it made, as `(time, quota, cycle limit)`, up to
-    /// [`SLO_LOG_MAX`] entries.
-    pub slo_log: Vec<(Nanos, u32, f64)>,
+    /// change it made, up to [`SLO_LOG_MAX`] entries.
+    pub slo_log: Vec<SloChange>,
     slo_seen: u64,
     /// The receive sides frames were taken from since the thread last slept.
     served: Vec<bool>,
@@ -360,7 +381,13 @@ impl<R: RxBackend, C: Clock, W: Wait, A: App> Poller<R, C, W, A> {
         {
             self.slo_seen = c.changes();
             let s = c.settings();
-            self.slo_log.push((now, s.quota, s.cycle_limit));
+            self.slo_log.push(SloChange {
+                at_ns: now,
+                quota: s.quota,
+                cycle_limit: s.cycle_limit,
+                rx_frame_ns: c.costs().rx_frame_ns,
+                share: c.share(),
+            });
         }
     }
 
