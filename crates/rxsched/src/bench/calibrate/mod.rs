@@ -8,9 +8,13 @@
 use super::error::BenchError;
 use super::forward::{self, Forwarder, Screen};
 
+mod fit;
 mod stages;
 use super::BenchOpts;
 use crate::result::Point;
+use fit::{
+    delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_second, router_rates, split,
+};
 use std::collections::BTreeMap;
 
 /// One measured cost.
@@ -63,6 +67,14 @@ pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
 
 /// The lowest trial rate.
 pub const RATE: f64 = RATES[0];
+
+/// The rate at which the device's receive work for the polling router's
+/// socket is measured where frames, not NAPI runs, fill its time: well
+/// past what the router forwards, so that the receive work runs beside a
+/// busy router as it does under overload. At the low rates (some 12,000
+/// runs a second at each) the runs take most of the NAPI threads' time and
+/// the cost per frame is poorly fixed (a spread of 120% over repeats).
+pub const LOADED_RATE: f64 = 1_000_000.0;
 
 /// Every value `measure` gives, in the order the profile lists them.
 pub const KEYS: [&str; 32] = [
@@ -128,88 +140,6 @@ const NAPI: &[(&str, &str, Forwarder, &str)] = &[
         "redirecting to the polling router's socket",
     ),
 ];
-
-/// A thread's trial, a second: `frames`, the thread's runs and its CPU
-/// time in ns, read from the point's metrics `runs` and `cpu` (a share).
-pub(super) fn per_second(p: &Point, frames: f64, runs: &str, cpu: &str) -> (f64, f64, f64) {
-    let runs = p.get(runs).unwrap_or(0.0);
-    let cpu = p.get(cpu).unwrap_or(0.0) * 1e9;
-    (frames, runs, cpu)
-}
-
-/// The NAPI threads at a point offered `rate`, over the frames forwarded.
-pub(super) fn napi_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
-    Ok(per_second(p, delivered(p, rate)?, NAPI_RUNS, NAPI_CPU))
-}
-
-const NAPI_RUNS: &str = "napi_runs_per_s";
-const NAPI_CPU: &str = "napi_cpu_share";
-
-/// What a point forwarded, refused when far below what was offered.
-pub(super) fn delivered(p: &Point, rate: f64) -> Result<f64, BenchError> {
-    let delivered = p.get("delivered_pps").unwrap_or(0.0);
-    if delivered < rate / 2.0 {
-        return Err(BenchError(format!(
-            "calibrate --real: only {delivered:.0} of {rate:.0} pkts/s were forwarded; \
-             the lab is not forwarding (is another load running?)"
-        )));
-    }
-    Ok(delivered)
-}
-
-/// The NAPI threads at a point, over the frames they took (offered less
-/// what veth's ring dropped), whether forwarded or not.
-pub(super) fn napi_taken(p: &Point) -> (f64, f64, f64) {
-    let offered = p.get("offered_pps").unwrap_or(0.0);
-    let arrived = p.get("arrived").unwrap_or(0.0).max(1.0);
-    let ring = p.get("drops.nic_rx_ring").unwrap_or(0.0);
-    let taken = offered * (1.0 - ring / arrived).max(0.0);
-    per_second(p, taken, NAPI_RUNS, NAPI_CPU)
-}
-
-/// Our router's thread at a point offered `rate`, over the frames forwarded.
-pub(super) fn router_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
-    Ok(per_second(
-        p,
-        delivered(p, rate)?,
-        "router_runs_per_s",
-        "cpu.router",
-    ))
-}
-
-/// A cost per frame and per run from trials, each (frames, runs, CPU
-/// time) a second: the least-squares fit of `cpu = frames × per_frame +
-/// runs × per_run`. When the trials cannot tell the two apart (runs in
-/// proportion to frames, or a negative part from noise), the cost per
-/// frame at the highest rate with no part per run.
-pub(super) fn split(trials: &[(f64, f64, f64)]) -> (f64, Option<f64>) {
-    let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| trials.iter().map(f).sum::<f64>();
-    let (rr, ww, rw) = (
-        sum(&|t| t.0 * t.0),
-        sum(&|t| t.1 * t.1),
-        sum(&|t| t.0 * t.1),
-    );
-    let (rs, ws) = (sum(&|t| t.0 * t.2), sum(&|t| t.1 * t.2));
-    let det = rr * ww - rw * rw;
-    if det.abs() > 1e-6 * rr * ww {
-        let f = (rs * ww - ws * rw) / det;
-        let b = (ws * rr - rs * rw) / det;
-        if f > 0.0 && b >= 0.0 {
-            return (f, Some(b));
-        }
-    }
-    let last = trials.iter().max_by(|a, b| a.0.total_cmp(&b.0)).copied();
-    let (r, _, s) = last.unwrap_or((1.0, 0.0, 0.0));
-    (s / r.max(1.0), None)
-}
-
-/// A cost per frame when the cost per run is known: the least-squares
-/// fit of `cpu - runs × run = frames × per_frame`.
-pub(super) fn per_frame_given(trials: &[(f64, f64, f64)], run: f64) -> f64 {
-    let num: f64 = trials.iter().map(|t| t.0 * (t.2 - t.1 * run)).sum();
-    let den: f64 = trials.iter().map(|t| t.0 * t.0).sum();
-    (num / den.max(1.0)).max(0.0)
-}
 
 /// Measures every cost `repeats` times, each trial `secs` long.
 pub fn measure(
@@ -302,14 +232,18 @@ pub fn measure(
             );
             let (f, b) = split(&napi);
             run_cost.insert(run_key, b.unwrap_or(0.0));
-            push(
-                key,
-                format!(
-                    "the NAPI threads' CPU per frame, {what}: {rates}, \
-                     CPU = frames x this + runs x {run_key} (least squares)"
-                ),
-                f,
-            );
+            // The polling router's cost per frame comes from the loaded
+            // trial below; these trials fix its cost per run.
+            if fwd != Forwarder::Polling {
+                push(
+                    key,
+                    format!(
+                        "the NAPI threads' CPU per frame, {what}: {rates}, \
+                         CPU = frames x this + runs x {run_key} (least squares)"
+                    ),
+                    f,
+                );
+            }
             push(
                 run_key,
                 format!(
@@ -322,8 +256,12 @@ pub fn measure(
                 push_router(&mut push, "polling", &RATES, &router);
             }
         }
+        // The full ring and the loaded socket: per frame given this
+        // repeat's cost per run, so that the trial where frames dominate
+        // fixes it.
+        let xsk_run = run_cost.get("napi_xsk_run").copied().unwrap_or(0.0);
         let mut full = Vec::new();
-        for &rate in &RATES {
+        for &rate in RATES.iter().chain([&LOADED_RATE]) {
             progress(&format!(
                 "repeat {}/{repeats}: the polling router stopped, its socket's ring full, at {rate:.0} pkts/s",
                 r + 1
@@ -331,13 +269,37 @@ pub fn measure(
             let p = forward::run_trial_paused(lab, Forwarder::Polling, rate, secs, &dut)?;
             full.push(napi_taken(&p));
         }
+        let full_ns = per_frame_given(&full, xsk_run);
         push(
             "napi_xsk_full",
             format!(
                 "the NAPI threads' CPU per frame redirected to a socket whose ring is full \
-                 (the polling router stopped): {rates}, least squares"
+                 (the polling router stopped): {rates} and {LOADED_RATE:.0}, \
+                 CPU - runs x napi_xsk_run = frames x this (least squares)"
             ),
-            split(&full).0,
+            full_ns,
+        );
+        progress(&format!(
+            "repeat {}/{repeats}: the polling router loaded, at {LOADED_RATE:.0} pkts/s",
+            r + 1
+        ));
+        let p = forward::run_trial(lab, Forwarder::Polling, None, LOADED_RATE, secs, &dut)?;
+        let (into, refused, runs, cpu) = napi_split(&p);
+        if into < RATE {
+            return Err(BenchError(format!(
+                "calibrate --real: the polling router took only {into:.0} frames a second at \
+                 {LOADED_RATE:.0} offered; the lab is not forwarding (is another load running?)"
+            )));
+        }
+        push(
+            "napi_xsk_redirect",
+            format!(
+                "the NAPI threads' CPU per frame redirected into the polling router's socket, \
+                 the router busy: one trial at {LOADED_RATE:.0} pkts/s, CPU - runs x \
+                 napi_xsk_run - frames refused at the full ring x napi_xsk_full, over the \
+                 frames redirected"
+            ),
+            ((cpu - runs * xsk_run - refused * full_ns) / into).max(0.0),
         );
         let mut router = Vec::new();
         for &rate in &INTERRUPT_RATES {
@@ -480,7 +442,7 @@ pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str, hz: u64) 
          rx_ring = 256                # veth's receive ring (VETH_RING_SIZE, fixed in the driver)\n\
          tx_ring = 256                # veth transmits into the peer's receive ring\n\n\
          [lab]                        # nanoseconds of the DUT CPU (gen_batches_per_s: a second)\n",
-        list(&RATES)
+        list(&[RATES[0], RATES[1], RATES[2], LOADED_RATE])
     );
     for c in costs {
         let kv = format!("{} = {}", c.key, c.median().round() as u64);
