@@ -274,8 +274,9 @@ pub fn measure(
             "napi_xsk_full",
             format!(
                 "the NAPI threads' CPU per frame redirected to a socket whose ring is full \
-                 (the polling router stopped): {rates} and {LOADED_RATE:.0}, \
-                 CPU - runs x napi_xsk_run = frames x this (least squares)"
+                 (the polling router stopped): trials at {}, \
+                 CPU - runs x napi_xsk_run = frames x this (least squares)",
+                list(&[RATES[0], RATES[1], RATES[2], LOADED_RATE])
             ),
             full_ns,
         );
