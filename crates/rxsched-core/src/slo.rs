@@ -41,7 +41,7 @@
 //!   (receive work on a flood's excess, wake-ups), so a frame's cost falls
 //!   as the quota grows and the quota climbs, a quarter at a time, to where
 //!   its round fills the target (the lab's router under a 1.5 Mpps flood:
-//!   21 to 54-121 in 0.5-6.6 s, `route --slo` report's `log`). Near that
+//!   21 to 54-121 in 0.6-6.6 s, `route --slo` report's `log`). Near that
 //!   point a frame's cost grows about as the quota does, so the map from
 //!   one estimate to the next, `c' = c + w (K / c - c)`, has slope
 //!   `1 - 2w` there: taking each window whole (`w = 1`) is a cycle of

@@ -85,9 +85,9 @@ fn an_objective_holds_the_routers_share_and_sets_the_quota() {
 /// an oscillation); under the flood the quota never falls below what
 /// light load set (a frame's charge falls as the batches grow: the receive
 /// work on the excess is charged per callback, so the quota climbs a
-/// quarter at a time, from about 21 to 54-121 in 0.5-6.6 s) and over the
+/// quarter at a time, from about 21 to 54-121 in 0.6-6.6 s) and over the
 /// flood's last 3 s stays within a factor of 2 (it may swing: 41 to 69
-/// and back three times in one of 8 runs of 7 s, a known shortfall); and
+/// and back three times in one of nine runs of 7 s, a known shortfall); and
 /// the router forwards under the flood too.
 #[test]
 fn an_objective_settles_after_each_step_in_load() {

@@ -46,12 +46,10 @@ pub(super) fn napi_taken(p: &Point) -> (f64, f64, f64) {
 /// socket's full ring: (frames redirected into the socket, frames refused
 /// there, runs, CPU time), a second.
 pub(super) fn napi_split(p: &Point) -> (f64, f64, f64, f64) {
+    let (taken, runs, cpu) = napi_taken(p);
     let offered = p.get("offered_pps").unwrap_or(0.0);
     let arrived = p.get("arrived").unwrap_or(0.0).max(1.0);
-    let share = |k: &str| p.get(k).unwrap_or(0.0) / arrived;
-    let refused = offered * share("drops.xsk_rx_ring");
-    let taken = offered * (1.0 - share("drops.nic_rx_ring")).max(0.0);
-    let (_, runs, cpu) = per_second(p, taken, NAPI_RUNS, NAPI_CPU);
+    let refused = offered * p.get("drops.xsk_rx_ring").unwrap_or(0.0) / arrived;
     ((taken - refused).max(0.0), refused, runs, cpu)
 }
 
