@@ -121,6 +121,8 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
         // The keepalive connects, mostly.
         "tcp_connected" => 1.0 - d.rarely(1.0),
         "tcp_rtt_max_us" => d.within(100.0, 400.0),
+        // Protected over unprotected forwarding, pair by pair.
+        "paired_ratio" => d.within(0.85, 1.1),
         // Frames the DUT's kernel forwarded around our router: none, mostly.
         "dut_kernel_forwarded" => d.rarely(400.0),
         // A receive thread's CPU per datagram falls as its batches grow.

@@ -17,6 +17,7 @@ pub mod error;
 #[cfg(test)]
 mod fixed_points;
 pub mod forward;
+mod keepalive;
 pub mod lab;
 pub mod predict;
 pub mod proc;

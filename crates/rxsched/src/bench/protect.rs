@@ -10,24 +10,28 @@
 //! router with queue 1 protected, the polling router that steers the
 //! stream sharing the flood's queue 0 (`--protect-rules default`), the
 //! same without protection, the interrupt-driven router and the kernel's
-//! own forwarding. Beside ping, a
-//! TCP connection to the router itself (`iperf3`, another client nobody
-//! here wrote, paced to 100 bytes every 100 ms: a keepalive) says whether
-//! TCP had to retransmit, and its round-trip estimate. Its server is the
-//! router's control plane, as an operator runs a routing daemon: on the
-//! DUT's CPU at a real-time priority above the router's threads
-//! ([`CONTROL_PLANE_PRIO`]). Last, alternating runs of the polling router
-//! with and without protection, flood only, at the top rate: the median of
-//! each, so that a 5% cost of protection can be told from this machine's
-//! noise (single runs here move by about 15%).
+//! own forwarding. Beside ping, a TCP connection to the router itself
+//! exchanging 100 bytes every 100 ms (`sockperf`, another client nobody
+//! here wrote: a keepalive, [`super::keepalive`]) says whether TCP had to
+//! retransmit, and its exchanges' round trips. Its server is the router's
+//! control plane, as an operator runs a routing daemon: on the DUT's CPU at
+//! a real-time priority above the router's threads
+//! ([`super::keepalive::CONTROL_PLANE_PRIO`]). Last, pairs of runs of the
+//! polling router with and without protection, flood only, at the top
+//! rate, each pair's order the other way from the last's (ABBA): the
+//! median of each pair's ratio, so that a 5% cost of protection can be
+//! told from this machine's noise (single runs here move by 10-15%, with
+//! the machine's speed over minutes, which a pair of adjacent runs
+//! shares).
 
 use super::forward::{self, Counters};
+use super::keepalive::Keepalive;
 use super::proc::{run, start, Gen, Route, Running, Sink};
 use super::sweep::{at_rate, median, Sweep, TOP_RATE};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, GEN_CPU, S0};
+use rxsched_linux::lab::{Lab, Role, D0, GEN_CPU, S0};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use std::process::{Command, Stdio};
@@ -67,25 +71,10 @@ const PING_RATE: f64 = 100.0;
 /// Where the protected stream goes: through the router, and to it.
 const TARGETS: [[u8; 4]; 2] = [S0.ip, D0.ip];
 
-/// The keepalive's pacing, in bits per second, and its writes, in bytes:
-/// one write every 100 ms.
-/// The keepalive server's real-time priority (SCHED_FIFO): above the
-/// router's polling thread (50) and its protected receive thread (51). A
-/// process in the normal class on the router's CPU waits while the
-/// router's real-time threads work, up to what the kernel's real-time
-/// budget leaves (a tenth of each period): by hand, under a top-rate flood,
-/// its round-trip estimate averaged 1.6-2.1 ms there against 0.13-0.22 ms
-/// on the other CPU, and M4 (`--cycle-limit 50`) did not cure it. A routing
-/// daemon is run this way for the same reason.
-const CONTROL_PLANE_PRIO: u32 = 60;
-
-/// Alternating runs of each of the two polling routers in the comparison
-/// of their forwarding, and each run's seconds.
-const PAIRS: usize = 5;
+/// Pairs of runs of the two polling routers in the comparison of their
+/// forwarding, and each run's seconds.
+const PAIRS: usize = 8;
 const PAIR_SECS: f64 = 3.0;
-
-const KEEPALIVE_BPS: &str = "8k";
-const KEEPALIVE_WRITE: &str = "100";
 
 impl Variant {
     fn label(self) -> &'static str {
@@ -244,24 +233,29 @@ fn paired(v: Variant) -> String {
 }
 
 /// The polling router with protection and without, flood only at the top
-/// rate, [`PAIRS`] runs of each in turn: series `<label>-paired`, each the
-/// median run by forwarded rate (with the lowest and highest).
+/// rate, [`PAIRS`] pairs of runs, the second pair in the other order from
+/// the first and so on: series `<label>-paired`, each the median run by
+/// forwarded rate (with the lowest and highest); the first also carries
+/// the median over pairs of protected over unprotected forwarding
+/// (`paired_ratio`, with the lowest and highest).
 fn forwarding_pairs(lab: &Lab, progress: &dyn Fn(&str)) -> Result<Vec<Series>, BenchError> {
     let pair = PAIRED;
     let mut runs: [Vec<Point>; 2] = Default::default();
     for i in 0..PAIRS {
-        for (v, got) in pair.iter().zip(runs.iter_mut()) {
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
             progress(&format!(
-                "{}: forwarding only, {}, run {}/{PAIRS}",
-                v.label(),
+                "{}: forwarding only, {}, pair {}/{PAIRS}",
+                pair[k].label(),
                 at_rate(TOP_RATE),
                 i + 1
             ));
-            got.push(flood_only(lab, *v, TOP_RATE)?);
+            runs[k].push(flood_only(lab, pair[k], TOP_RATE)?);
         }
     }
     let y = |p: &Point| p.get("delivered_pps").unwrap_or(0.0);
-    Ok(pair
+    let ratios = paired_ratios(&runs[0], &runs[1], y);
+    let mut series: Vec<Series> = pair
         .iter()
         .zip(runs)
         .map(|(v, got)| {
@@ -270,7 +264,31 @@ fn forwarding_pairs(lab: &Lab, progress: &dyn Fn(&str)) -> Result<Vec<Series>, B
                 .push(median(got, y, "delivered_lowest", "delivered_highest"));
             s
         })
-        .collect())
+        .collect();
+    if let Some((lo, mid, hi)) = ratios {
+        let p = &mut series[0].points[0];
+        p.set("paired_ratio", mid);
+        p.set("paired_ratio_lowest", lo);
+        p.set("paired_ratio_highest", hi);
+    }
+    Ok(series)
+}
+
+/// Each pair's `a` over `b` by `y`: the lowest, the median and the highest.
+fn paired_ratios(a: &[Point], b: &[Point], y: impl Fn(&Point) -> f64) -> Option<(f64, f64, f64)> {
+    let mut r: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(_, b)| y(b) > 0.0)
+        .map(|(a, b)| y(a) / y(b))
+        .collect();
+    r.sort_by(f64::total_cmp);
+    let mid = match r.len() {
+        0 => return None,
+        n if n % 2 == 1 => r[n / 2],
+        n => (r[n / 2 - 1] + r[n / 2]) / 2.0,
+    };
+    Some((r[0], mid, r[r.len() - 1]))
 }
 
 /// One run of `v` forwarding the generator's flood at `rate` for
@@ -397,127 +415,6 @@ fn stream(p: &mut Point, pinged: &[Pinged]) {
     }
 }
 
-/// A TCP connection from the generator's stack to the router itself,
-/// `iperf3` at both ends, writing 100 bytes every 100 ms.
-struct Keepalive {
-    server: std::process::Child,
-    /// Taken when its output is read.
-    client: Option<std::process::Child>,
-}
-
-/// What the keepalive's sender said (`iperf3 -J`): bytes sent, TCP's
-/// retransmissions, and its smoothed round-trip estimate (sampled once a
-/// second), mean and largest, in µs.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Kept {
-    /// Bytes the client sent.
-    pub bytes: f64,
-    /// Segments TCP retransmitted.
-    pub retransmits: f64,
-    /// The mean of the round-trip estimate's samples, in µs.
-    pub rtt_mean_us: f64,
-    /// The largest sample, in µs.
-    pub rtt_max_us: f64,
-}
-
-impl Keepalive {
-    /// Starts the server in the DUT's namespace and, once it listens, the
-    /// client in the generator's, on its CPU, for `secs`.
-    fn start(lab: &Lab, secs: f64) -> Result<Keepalive, BenchError> {
-        let addr = std::net::Ipv4Addr::from(D0.ip).to_string();
-        let missing = |e: std::io::Error| {
-            BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
-        };
-        let (prio, cpu) = (CONTROL_PLANE_PRIO.to_string(), DUT_CPU.to_string());
-        let server = Command::new("ip")
-            .args(["netns", "exec", &lab.ns(Role::Dut)])
-            .args(["chrt", "-f", &prio, "taskset", "-c", &cpu])
-            .args(["iperf3", "-s", "-1", "-B", &addr])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(missing)?;
-        std::thread::sleep(Duration::from_millis(300));
-        let client = Command::new("ip")
-            .args(["netns", "exec", &lab.ns(Role::Gen), "taskset", "-c"])
-            .arg(GEN_CPU.to_string())
-            .args([
-                "iperf3",
-                "-J",
-                "-c",
-                &addr,
-                "-b",
-                KEEPALIVE_BPS,
-                "-l",
-                KEEPALIVE_WRITE,
-                "-t",
-            ])
-            .arg(format!("{:.0}", secs.max(1.0)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(missing)?;
-        Ok(Keepalive {
-            server,
-            client: Some(client),
-        })
-    }
-
-    /// Waits for the client, stops the server if it has not ended, and
-    /// reads what the client said: `None` when the connection never carried
-    /// anything (under a flood its handshake may die with the flood's
-    /// frames, a measured outcome, said on one line, not a failed bench).
-    fn finish(mut self) -> Result<Option<Kept>, BenchError> {
-        let client = self.client.take().expect("taken once");
-        let out = client
-            .wait_with_output()
-            .map_err(|e| BenchError(format!("iperf3: {e}")))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let kept = parse_iperf(&text);
-        if kept.is_none() {
-            let why = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(String::from))
-                .unwrap_or_else(|| "no report".into());
-            eprintln!("bench: the keepalive connection carried nothing: iperf3: {why}");
-        }
-        Ok(kept)
-    }
-}
-
-impl Drop for Keepalive {
-    fn drop(&mut self) {
-        for c in self.client.iter_mut().chain([&mut self.server]) {
-            if let Ok(None) = c.try_wait() {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Reads `iperf3 -J`'s sender's end.
-pub fn parse_iperf(json: &str) -> Option<Kept> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let s = v.get("end")?.get("streams")?.get(0)?.get("sender")?;
-    let f = |k: &str| s.get(k).and_then(serde_json::Value::as_f64);
-    Some(Kept {
-        bytes: f("bytes")?,
-        retransmits: f("retransmits").unwrap_or(0.0),
-        rtt_mean_us: f("mean_rtt")?,
-        rtt_max_us: f("max_rtt")?,
-    })
-}
-
-impl Kept {
-    fn set(&self, p: &mut Point) {
-        p.set("tcp_keepalive_bytes", self.bytes);
-        p.set("tcp_retransmits", self.retransmits);
-        p.set("tcp_rtt_mean_us", self.rtt_mean_us);
-        p.set("tcp_rtt_max_us", self.rtt_max_us);
-    }
-}
-
 /// `ping` from the generator's namespace, on the generator's CPU, to `ip`:
 /// `count` requests at [`PING_RATE`], a second's wait for the last reply.
 fn ping(lab: &Lab, ip: [u8; 4], count: u32) -> Result<std::process::Child, BenchError> {
@@ -573,22 +470,25 @@ mod tests {
         assert_eq!(pt.get("ping_to_router_p99_us"), Some(0.0));
     }
 
-    /// iperf3's JSON, as 3.12 prints it (the parts read).
+    /// The nearest-rank quantile.
     #[test]
-    fn reads_what_iperf3_said() {
-        let j = r#"{"start":{},"intervals":[],"end":{"streams":[{"sender":{"socket":5,"bytes":3000,"retransmits":2,"max_rtt":149,"min_rtt":92,"mean_rtt":127}}],"sum_sent":{"retransmits":2}}}"#;
-        let k = parse_iperf(j).unwrap();
-        assert_eq!(
-            (k.bytes, k.retransmits, k.rtt_mean_us, k.rtt_max_us),
-            (3000.0, 2.0, 127.0, 149.0)
-        );
-        assert_eq!(parse_iperf(r#"{"error":"unable to connect"}"#), None);
-        let mut p = Point::default();
-        k.set(&mut p);
-        assert_eq!(p.get("tcp_retransmits"), Some(2.0));
+    fn pairs_are_judged_by_the_median_of_their_ratios() {
+        let pts = |v: &[f64]| -> Vec<Point> {
+            v.iter()
+                .map(|&d| Point::xy("offered_pps", 1.0, "delivered_pps", d))
+                .collect()
+        };
+        let y = |p: &Point| p.get("delivered_pps").unwrap_or(0.0);
+        // The machine's speed drifts from pair to pair; each pair's ratio
+        // is 0.9, 1.0, 1.1 or 1.2, whatever the drift.
+        let a = pts(&[90.0, 200.0, 110.0, 360.0]);
+        let b = pts(&[100.0, 200.0, 100.0, 300.0]);
+        let (lo, mid, hi) = paired_ratios(&a, &b, y).unwrap();
+        assert!((lo - 0.9).abs() < 1e-9 && (hi - 1.2).abs() < 1e-9);
+        assert!((mid - 1.05).abs() < 1e-9, "median of four: {mid}");
+        assert!(paired_ratios(&a[..1], &pts(&[0.0]), y).is_none());
     }
 
-    /// The nearest-rank quantile.
     #[test]
     fn quantiles_by_nearest_rank() {
         let mut v: Vec<f64> = (1..=200).rev().map(f64::from).collect();
