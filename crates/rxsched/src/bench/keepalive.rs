@@ -9,15 +9,21 @@
 //! at rates that change from run to run, in the kernel's own series as
 //! often as in ours (a single round trip of a few tens of ms moves the
 //! estimate, which weighs a sample by 1/8, that far); with nothing offered
-//! it has not. Not explained yet; running the client at SCHED_FIFO 60 did
-//! not remove it (two runs by hand with it, two without, under the
-//! protected router at the top rate: 656 and 2,964 µs with, 148 and 161
-//! without). `sockperf ping-pong`, which times every exchange, is no
-//! substitute on this lab: it paces its messages by spinning (64% of a
-//! CPU at 10 exchanges a second), so on the generator's CPU it either
-//! takes the generator's time (at a real-time priority the flood fell to
-//! a quarter) or times its own waits for that CPU (in the normal class a
-//! quarter of its exchanges took 1.7-6 ms under a flood, p50 about 200 µs).
+//! it has not. Captured on both sides (the kernel's own forwarding, 50k
+//! offered), the late ACKs reached g0 6.6-99 ms after their segments left
+//! it, while at d0 (captured in 13 trials) no ACK came more than 5 ms
+//! after its segment arrived (the one looked at closely: 0.27 ms after a
+//! segment that had taken 98 ms from g0): the segment was held between g0
+//! and d0, before the DUT's stack; why is not found (d0's receive threads
+//! are pinned to the DUT's CPU). Running the client at SCHED_FIFO 60 did not remove it (two runs
+//! by hand with it, two without, under the protected router at the top
+//! rate: 656 and 2,964 µs with, 148 and 161 without). `sockperf
+//! ping-pong`, which times every exchange, is no substitute on this lab:
+//! it paces its messages by spinning (64% of a CPU at 10 exchanges a
+//! second), so on the generator's CPU it either takes the generator's
+//! time (at a real-time priority the flood fell to a quarter) or times its
+//! own waits for that CPU (in the normal class a quarter of its exchanges
+//! took 1.7-6 ms under a flood, p50 about 200 µs).
 
 use super::BenchError;
 use crate::result::Point;
@@ -29,10 +35,10 @@ use std::time::Duration;
 /// router's polling thread (50) and its protected receive thread (51). A
 /// process in the normal class on the router's CPU waits while the
 /// router's real-time threads work, up to what the kernel's real-time
-/// budget leaves (a twentieth of each period): by hand, under a top-rate flood,
-/// its round-trip estimate averaged 1.6-2.1 ms there against 0.13-0.22 ms
-/// on the other CPU, and M4 (`--cycle-limit 50`) did not cure it. A routing
-/// daemon is run this way for the same reason.
+/// budget leaves (a twentieth of each period): by hand, under a top-rate
+/// flood, its round-trip estimate averaged 1.6-2.1 ms there against
+/// 0.13-0.22 ms on the other CPU, and M4 (`--cycle-limit 50`) did not cure
+/// it. A routing daemon is run this way for the same reason.
 pub const CONTROL_PLANE_PRIO: u32 = 60;
 
 /// The keepalive's pacing, in bits per second, and its writes, in bytes:

@@ -11,9 +11,9 @@
 //! stream sharing the flood's queue 0 (`--protect-rules default`), the
 //! same without protection, the interrupt-driven router and the kernel's
 //! own forwarding. Beside ping, a TCP connection to the router itself
-//! exchanging 100 bytes every 100 ms (`sockperf`, another client nobody
-//! here wrote: a keepalive, [`super::keepalive`]) says whether TCP had to
-//! retransmit, and its exchanges' round trips. Its server is the router's
+//! writing 100 bytes every 100 ms (`iperf3`, another client nobody here
+//! wrote: a keepalive, [`super::keepalive`]) says whether TCP had to
+//! retransmit, and its round-trip estimate. Its server is the router's
 //! control plane, as an operator runs a routing daemon: on the DUT's CPU at
 //! a real-time priority above the router's threads
 //! ([`super::keepalive::CONTROL_PLANE_PRIO`]). Last, pairs of runs of the
@@ -27,7 +27,7 @@
 use super::forward::{self, Counters};
 use super::keepalive::Keepalive;
 use super::proc::{run, start, Gen, Route, Running, Sink};
-use super::sweep::{at_rate, median, Sweep, TOP_RATE};
+use super::sweep::{at_rate, median, median_of, Sweep, TOP_RATE};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
@@ -282,12 +282,7 @@ fn paired_ratios(a: &[Point], b: &[Point], y: impl Fn(&Point) -> f64) -> Option<
         .filter(|(_, b)| y(b) > 0.0)
         .map(|(a, b)| y(a) / y(b))
         .collect();
-    r.sort_by(f64::total_cmp);
-    let mid = match r.len() {
-        0 => return None,
-        n if n % 2 == 1 => r[n / 2],
-        n => (r[n / 2 - 1] + r[n / 2]) / 2.0,
-    };
+    let mid = median_of(&mut r)?;
     Some((r[0], mid, r[r.len() - 1]))
 }
 
@@ -470,7 +465,6 @@ mod tests {
         assert_eq!(pt.get("ping_to_router_p99_us"), Some(0.0));
     }
 
-    /// The nearest-rank quantile.
     #[test]
     fn pairs_are_judged_by_the_median_of_their_ratios() {
         let pts = |v: &[f64]| -> Vec<Point> {
@@ -489,6 +483,7 @@ mod tests {
         assert!(paired_ratios(&a[..1], &pts(&[0.0]), y).is_none());
     }
 
+    /// The nearest-rank quantile.
     #[test]
     fn quantiles_by_nearest_rank() {
         let mut v: Vec<f64> = (1..=200).rev().map(f64::from).collect();

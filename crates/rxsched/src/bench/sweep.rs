@@ -160,6 +160,17 @@ pub fn median(mut trials: Vec<Point>, key: impl Fn(&Point) -> f64, low: &str, hi
     m
 }
 
+/// The median of `v` (the mean of the middle two when their number is
+/// even), sorting it; `None` when it is empty.
+pub fn median_of(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

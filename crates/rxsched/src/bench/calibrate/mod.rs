@@ -31,13 +31,7 @@ pub struct Cost {
 impl Cost {
     /// The median of the repeats.
     pub fn median(&self) -> f64 {
-        let mut v = self.samples.clone();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        crate::bench::sweep::median_of(&mut self.samples.clone()).unwrap_or(0.0)
     }
 
     /// (largest - smallest) / median.
