@@ -250,38 +250,6 @@ pub fn net_dev(what: &str) -> SysResult<String> {
     })
 }
 
-/// Time the hypervisor has taken from `cpu` (the `steal` column of
-/// `/proc/stat`), in ns: while it is stolen nothing on that CPU runs, so a
-/// measurement of what a process there achieved leaves it out.
-pub fn cpu_steal_ns(cpu: usize) -> SysResult<u64> {
-    let text = std::fs::read_to_string("/proc/stat").map_err(|e| SysError {
-        what: format!("cpu{cpu}"),
-        syscall: "read(/proc/stat)",
-        source: e,
-    })?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    steal_ticks(&text, cpu)
-        .map(|t| t * 1_000_000_000 / hz)
-        .ok_or_else(|| SysError {
-            what: format!("cpu{cpu}"),
-            syscall: "read(/proc/stat)",
-            source: io::Error::new(
-                io::ErrorKind::NotFound,
-                "no such CPU line or no steal column",
-            ),
-        })
-}
-
-/// The steal column (the eighth after the name) of CPU `cpu`'s line of `/proc/stat`.
-fn steal_ticks(text: &str, cpu: usize) -> Option<u64> {
-    let name = format!("cpu{cpu}");
-    let line = text
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
-    line.split_whitespace().nth(8)?.parse().ok()
-}
-
 /// A counter from the text of `/proc/net/dev` ([`net_dev`]): `rx_packets`,
 /// `rx_dropped`, `tx_packets`, `tx_errors` or `tx_dropped`.
 pub fn dev_counter(text: &str, name: &str, counter: &str) -> Option<u64> {
@@ -321,14 +289,6 @@ mod tests {
         assert_eq!(super::dev_counter(t, "d0", "tx_dropped"), Some(9));
         assert_eq!(super::dev_counter(t, "d0", "tx_errors"), Some(2));
         assert_eq!(super::dev_counter(t, "d1", "rx_dropped"), None);
-    }
-
-    #[test]
-    fn proc_stat_steal_column() {
-        let t = "cpu  9 0 9 9 0 0 9 99 0 0\ncpu0 1 0 2 3 4 5 6 7 0 0\ncpu1 1 0 2 3 4 5 6 42 0 0\nintr 1\n";
-        assert_eq!(super::steal_ticks(t, 1), Some(42));
-        assert_eq!(super::steal_ticks(t, 0), Some(7));
-        assert_eq!(super::steal_ticks(t, 2), None);
     }
 }
 
@@ -550,8 +510,10 @@ pub fn cpus() -> usize {
 
 mod epoll;
 pub mod signals;
+pub mod steal;
 
 pub use epoll::Epoll;
+pub use steal::{cpu_steal_ns, StallWatch, Stalls};
 
 /// The real clock: CLOCK_MONOTONIC, and the calling thread's CPU time as
 /// the cycle counter of M4.

@@ -120,7 +120,9 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
         "tcp_retransmits" => d.rarely(2.0),
         // The keepalive connects, mostly.
         "tcp_connected" => 1.0 - d.rarely(1.0),
-        "tcp_rtt_max_us" => d.within(100.0, 400.0),
+        "tcp_rtt_max_us" | "tcp_exchange_p99_us" => d.within(100.0, 400.0),
+        // The hypervisor stopped the DUT's CPU in every trial: rarely.
+        "dut_stalls" => d.rarely(1.0),
         // Protected over unprotected forwarding, pair by pair.
         "paired_ratio" => d.within(0.85, 1.1),
         // Frames the DUT's kernel forwarded around our router: none, mostly.
@@ -162,6 +164,7 @@ pub fn series(file: &BenchFile, seed: u64) -> Vec<Series> {
     let b = &file.bench;
     let mut metrics = vec![b.y.metric.clone()];
     metrics.extend(file.check.iter().filter_map(|c| c.metric.clone()));
+    metrics.extend(file.check.iter().filter_map(|c| c.unless.clone()));
     metrics.extend(b.table.iter().cloned());
     metrics.retain(|m| *m != b.x.metric);
     metrics.sort();

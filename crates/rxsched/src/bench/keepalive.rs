@@ -2,8 +2,20 @@
 //! from the generator's stack to the router itself, `iperf3` at both ends
 //! (a client nobody here wrote), writing 100 bytes every 100 ms; its
 //! server on the DUT's CPU as an operator runs a routing daemon. Each point
-//! has TCP's retransmissions and the sender's smoothed round-trip estimate
-//! (sampled once a second), mean and largest.
+//! has TCP's retransmissions, the sender's smoothed round-trip estimate
+//! (sampled once a second), mean and largest, and every exchange's round
+//! trip, from a `tcpdump` capture on g0: each data segment's first
+//! transmission to the first ACK that covers it (p50, p99).
+//!
+//! The spikes below were found to be the host's (2026-11-28): with a
+//! tracer on the DUT's CPU (bpftrace on the scheduler's and NAPI's
+//! tracepoints) and its steal read every 20 ms, every trial whose largest
+//! estimate reached 1.9-6.3 ms came with a 100-ms stop of the DUT's
+//! virtual CPU (no hrtimer, no switch, no NAPI poll on it for 90-101 ms,
+//! and the steal column up by 100 ms), and no trial without one did (134-
+//! 423 µs); a SCHED_FIFO 99 thread there woke 100 ms late six times a
+//! minute under the kernel's forwarding at 50k. The bench now watches
+//! for such stops ([`rxsched_linux::sys::StallWatch`]).
 //!
 //! The largest estimate jumps to 2-10 ms at one or two points of a run,
 //! at rates that change from run to run, in the kernel's own series as
@@ -25,9 +37,12 @@
 //! own waits for that CPU (in the normal class a quarter of its exchanges
 //! took 1.7-6 ms under a flood, p50 about 200 µs).
 
+use super::protect::quantile;
 use super::BenchError;
 use crate::result::Point;
-use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, GEN_CPU};
+use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, G0, GEN_CPU};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -45,6 +60,8 @@ pub const CONTROL_PLANE_PRIO: u32 = 60;
 /// one write every 100 ms.
 const KEEPALIVE_BPS: &str = "8k";
 const KEEPALIVE_WRITE: &str = "100";
+/// iperf3's port: its control connection and the keepalive's.
+const PORT: u16 = 5201;
 
 /// A TCP connection from the generator's stack to the router itself,
 /// `iperf3` at both ends, writing 100 bytes every 100 ms.
@@ -52,12 +69,15 @@ pub struct Keepalive {
     server: std::process::Child,
     /// Taken when its output is read.
     client: Option<std::process::Child>,
+    /// tcpdump on g0, and the file it writes.
+    tcpdump: std::process::Child,
+    pcap: PathBuf,
 }
 
 /// What the keepalive's sender said (`iperf3 -J`): bytes sent, TCP's
 /// retransmissions, and its smoothed round-trip estimate (sampled once a
 /// second), mean and largest, in µs.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Kept {
     /// Bytes the client sent.
     pub bytes: f64,
@@ -67,6 +87,9 @@ pub struct Kept {
     pub rtt_mean_us: f64,
     /// The largest sample, in µs.
     pub rtt_max_us: f64,
+    /// Every exchange's round trip (a segment to the ACK that covers it),
+    /// in µs, from the capture on g0.
+    pub exchanges_us: Vec<f64>,
 }
 
 impl Keepalive {
@@ -77,6 +100,16 @@ impl Keepalive {
         let missing = |e: std::io::Error| {
             BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
         };
+        let pcap = std::env::temp_dir().join(format!("rxsched-keepalive-{}.pcap", std::process::id()));
+        let tcpdump = Command::new("ip")
+            .args(["netns", "exec", &lab.ns(Role::Gen)])
+            .args(["tcpdump", "-i", G0.iface, "-s", "128", "-U", "-w"])
+            .arg(&pcap)
+            .args(["tcp", "port", &PORT.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| BenchError(format!("tcpdump: {e} (install it: apt-get install tcpdump)")))?;
         let (prio, cpu) = (CONTROL_PLANE_PRIO.to_string(), DUT_CPU.to_string());
         let server = Command::new("ip")
             .args(["netns", "exec", &lab.ns(Role::Dut)])
@@ -109,6 +142,8 @@ impl Keepalive {
         Ok(Keepalive {
             server,
             client: Some(client),
+            tcpdump,
+            pcap,
         })
     }
 
@@ -122,7 +157,16 @@ impl Keepalive {
             .wait_with_output()
             .map_err(|e| BenchError(format!("iperf3: {e}")))?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let kept = parse_iperf(&text);
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        unsafe { libc::kill(self.tcpdump.id() as i32, libc::SIGINT) };
+        let _ = self.tcpdump.wait();
+        let pcap = std::fs::read(&self.pcap);
+        let _ = std::fs::remove_file(&self.pcap);
+        let pcap = pcap.map_err(|e| BenchError(format!("tcpdump's capture {}: {e}", self.pcap.display())))?;
+        let kept = parse_iperf(&text).map(|k| Kept {
+            exchanges_us: exchanges(&pcap),
+            ..k
+        });
         if kept.is_none() {
             let why = serde_json::from_str::<serde_json::Value>(&text)
                 .ok()
@@ -136,7 +180,7 @@ impl Keepalive {
 
 impl Drop for Keepalive {
     fn drop(&mut self) {
-        for c in self.client.iter_mut().chain([&mut self.server]) {
+        for c in self.client.iter_mut().chain([&mut self.server, &mut self.tcpdump]) {
             if let Ok(None) = c.try_wait() {
                 let _ = c.kill();
             }
@@ -155,7 +199,88 @@ pub fn parse_iperf(json: &str) -> Option<Kept> {
         retransmits: f("retransmits").unwrap_or(0.0),
         rtt_mean_us: f("mean_rtt")?,
         rtt_max_us: f("max_rtt")?,
+        exchanges_us: Vec::new(),
     })
+}
+
+/// One TCP segment of a capture: when, which client port, whether the
+/// client sent it, its sequence range's end and its acknowledgement.
+struct Seg {
+    t_us: f64,
+    client_port: u16,
+    from_client: bool,
+    seq_end: u32,
+    ack: u32,
+    payload: u32,
+}
+
+/// Reads a captured Ethernet/IPv4/TCP frame to or from [`PORT`].
+fn segment(t_us: f64, f: &[u8]) -> Option<Seg> {
+    if f.len() < 14 + 20 || u16::from_be_bytes([f[12], f[13]]) != 0x0800 {
+        return None;
+    }
+    let ip = &f[14..];
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if ip[9] != 6 || ip.len() < ihl + 20 {
+        return None;
+    }
+    let tcp = &ip[ihl..];
+    let port = |i: usize| u16::from_be_bytes([tcp[i], tcp[i + 1]]);
+    let word = |i: usize| u32::from_be_bytes([tcp[i], tcp[i + 1], tcp[i + 2], tcp[i + 3]]);
+    let (sport, dport) = (port(0), port(2));
+    let from_client = dport == PORT;
+    if !from_client && sport != PORT {
+        return None;
+    }
+    let payload = total.saturating_sub(ihl + usize::from(tcp[12] >> 4) * 4) as u32;
+    Some(Seg {
+        t_us,
+        client_port: if from_client { sport } else { dport },
+        from_client,
+        seq_end: word(4).wrapping_add(payload),
+        ack: word(8),
+        payload,
+    })
+}
+
+/// Every exchange's round trip in a pcap capture of iperf3's connections,
+/// in µs: from each data segment's first transmission by the client to the
+/// first ACK that covers it, on the connection that carried the most
+/// segments (iperf3's control connection shares the port).
+pub fn exchanges(pcap: &[u8]) -> Vec<f64> {
+    let Ok(mut r) = pcap_file::pcap::PcapReader::new(pcap) else {
+        return Vec::new();
+    };
+    // Per client port: segments awaiting their ACK (end, sent at), and
+    // the round trips found.
+    let mut conns: HashMap<u16, (Vec<(u32, f64)>, Vec<f64>)> = HashMap::new();
+    while let Some(Ok(p)) = r.next_packet() {
+        let Some(s) = segment(p.timestamp.as_secs_f64() * 1e6, &p.data) else {
+            continue;
+        };
+        let (waiting, rtts) = conns.entry(s.client_port).or_default();
+        // `a` at or after `b`, in sequence space.
+        let covers = |a: u32, b: u32| a.wrapping_sub(b) as i32 >= 0;
+        if s.from_client && s.payload > 0 {
+            if !waiting.iter().any(|w| covers(w.0, s.seq_end)) {
+                waiting.push((s.seq_end, s.t_us));
+            }
+        } else if !s.from_client {
+            waiting.retain(|&(end, sent)| {
+                let acked = covers(s.ack, end);
+                if acked {
+                    rtts.push(s.t_us - sent);
+                }
+                !acked
+            });
+        }
+    }
+    conns
+        .into_values()
+        .map(|c| c.1)
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
 }
 
 impl Kept {
@@ -165,12 +290,68 @@ impl Kept {
         p.set("tcp_retransmits", self.retransmits);
         p.set("tcp_rtt_mean_us", self.rtt_mean_us);
         p.set("tcp_rtt_max_us", self.rtt_max_us);
+        let mut x = self.exchanges_us.clone();
+        p.set("tcp_exchanges", x.len() as f64);
+        if !x.is_empty() {
+            p.set("tcp_exchange_p50_us", quantile(&mut x, 0.5));
+            p.set("tcp_exchange_p99_us", quantile(&mut x, 0.99));
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An Ethernet/IPv4/TCP frame with `payload` bytes.
+    fn frame(sport: u16, dport: u16, seq: u32, ack: u32, payload: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend([0x08, 0x00]);
+        let total = (20 + 20 + payload) as u16;
+        f.extend([0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0, 0, 64, 6, 0, 0]);
+        f.extend([198, 18, 0, 1, 198, 18, 0, 2]);
+        f.extend(sport.to_be_bytes());
+        f.extend(dport.to_be_bytes());
+        f.extend(seq.to_be_bytes());
+        f.extend(ack.to_be_bytes());
+        f.extend([0x50, 0x10, 0, 0, 0, 0, 0, 0]);
+        f.extend(vec![0u8; payload]);
+        f
+    }
+
+    /// Each data segment's first transmission to the first ACK covering
+    /// it, on the busier connection; a retransmission and a cumulative
+    /// ACK counted as TCP would see them.
+    #[test]
+    fn exchanges_are_timed_from_a_capture() {
+        let (ctl, data) = (40000, 40001);
+        let s = u32::MAX - 50; // sequence numbers wrap on the way
+        let frames: Vec<(u64, Vec<u8>)> = vec![
+            (0, frame(ctl, PORT, 7, 0, 10)),
+            (5_000, frame(PORT, ctl, 0, 17, 0)),
+            (10_000, frame(data, PORT, s, 0, 100)),
+            (10_150, frame(PORT, data, 0, s.wrapping_add(100), 0)),
+            (110_000, frame(data, PORT, s.wrapping_add(100), 0, 100)),
+            (110_300, frame(data, PORT, s.wrapping_add(100), 0, 100)),
+            (111_000, frame(PORT, data, 0, s.wrapping_add(200), 0)),
+            (210_000, frame(data, PORT, s.wrapping_add(200), 0, 100)),
+            (210_050, frame(data, PORT, s.wrapping_add(300), 0, 100)),
+            (210_200, frame(PORT, data, 0, s.wrapping_add(400), 0)),
+        ];
+        let mut out = Vec::new();
+        let mut w = pcap_file::pcap::PcapWriter::new(&mut out).unwrap();
+        for (us, f) in &frames {
+            let t = Duration::from_micros(*us);
+            w.write_packet(&pcap_file::pcap::PcapPacket::new(t, f.len() as u32, f))
+                .unwrap();
+        }
+        drop(w);
+        let mut x = exchanges(&out);
+        x.sort_by(f64::total_cmp);
+        let x: Vec<i64> = x.iter().map(|v| v.round() as i64).collect();
+        assert_eq!(x, vec![150, 150, 200, 1000]);
+        assert!(exchanges(b"not a capture").is_empty());
+    }
 
     /// iperf3's JSON, as 3.12 prints it (the parts read).
     #[test]

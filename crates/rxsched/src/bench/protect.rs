@@ -31,7 +31,8 @@ use super::sweep::{at_rate, median, median_of, Sweep, TOP_RATE};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
-use rxsched_linux::lab::{Lab, Role, D0, GEN_CPU, S0};
+use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, GEN_CPU, S0};
+use rxsched_linux::sys::StallWatch;
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use std::process::{Command, Stdio};
@@ -175,7 +176,7 @@ impl Pinged {
 }
 
 /// The `q` quantile of `v` (sorted here), nearest rank; 0 if empty.
-fn quantile(v: &mut [f64], q: f64) -> f64 {
+pub(super) fn quantile(v: &mut [f64], q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -354,6 +355,7 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         .then(|| start(lab, Gen::new(rate, secs)))
         .transpose()?;
     std::thread::sleep(Duration::from_millis(300));
+    let watch = StallWatch::start(DUT_CPU, GEN_CPU).map_err(|e| BenchError(e.to_string()))?;
     let tcp = Keepalive::start(lab, secs - 1.0)?;
     let pings = TARGETS
         .iter()
@@ -367,6 +369,7 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         pinged.push(parse_ping(&String::from_utf8_lossy(&out.stdout)));
     }
     let kept = tcp.finish()?;
+    let stalls = watch.stop().map_err(|e| BenchError(e.to_string()))?;
     let g: Option<GenReport> = gen.map(|g| g.finish()).transpose()?;
     let sk: Option<SinkReport> = sink.map(|s| s.finish()).transpose()?;
     let after = Counters::read(lab, router.as_ref())?;
@@ -385,6 +388,9 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
         forward::kernel_forwarded(&before, &after) as f64,
     );
     stream(&mut p, &pinged);
+    p.set("dut_stalls", f64::from(stalls.count));
+    p.set("dut_stall_longest_ms", stalls.longest_ns as f64 / 1e6);
+    p.set("dut_steal_share", stalls.share());
     p.set("tcp_connected", f64::from(u8::from(kept.is_some())));
     if let Some(k) = kept {
         k.set(&mut p);

@@ -46,6 +46,12 @@ const MAX_TRIALS: usize = 3;
 pub trait Measured {
     /// The share of the DUT CPU the hypervisor took meanwhile (0 if unknown).
     fn steal(&self) -> f64;
+    /// How many times the hypervisor stopped the DUT CPU at once for at
+    /// least [`rxsched_linux::sys::steal::STALL_NS`] while a latency was
+    /// measured (0 if not watched).
+    fn stalls(&self) -> f64 {
+        0.0
+    }
     /// Records how many trials the point took.
     fn set_trials(&mut self, n: usize);
 }
@@ -55,28 +61,47 @@ impl Measured for Point {
         self.get("dut_steal_share").unwrap_or(0.0)
     }
 
+    fn stalls(&self) -> f64 {
+        self.get("dut_stalls").unwrap_or(0.0)
+    }
+
     fn set_trials(&mut self, n: usize) {
         self.set("trials", n as f64);
     }
 }
 
-/// One point from up to [`MAX_TRIALS`] trials: the first whose DUT steal
-/// share is at most [`STEAL_RETRY`], or else the one with the least steal.
-/// The point records how many trials it took (`trials`).
+/// Whether the host disturbed a trial: it stalled the DUT CPU during a
+/// latency measurement, or took more than [`STEAL_RETRY`] of it.
+fn disturbed<T: Measured>(t: &T) -> bool {
+    t.stalls() > 0.0 || t.steal() > STEAL_RETRY
+}
+
+/// One point from up to [`MAX_TRIALS`] trials: the first the host did not
+/// disturb ([`disturbed`]), or else the one with the fewest stalls and,
+/// among those, the least steal. The point records how many trials it
+/// took (`trials`).
 pub fn steady<T: Measured>(
     mut trial: impl FnMut() -> Result<T, BenchError>,
     progress: &dyn Fn(&str),
 ) -> Result<T, BenchError> {
     let mut best = trial()?;
     let mut n = 1;
-    while best.steal() > STEAL_RETRY && n < MAX_TRIALS {
-        progress(&format!(
-            "  the hypervisor took {:.0}% of the DUT CPU; measuring again",
-            100.0 * best.steal()
-        ));
+    while disturbed(&best) && n < MAX_TRIALS {
+        progress(&if best.stalls() > 0.0 {
+            format!(
+                "  the hypervisor stopped the DUT CPU {} time(s) during the measurement; measuring again",
+                best.stalls()
+            )
+        } else {
+            format!(
+                "  the hypervisor took {:.0}% of the DUT CPU; measuring again",
+                100.0 * best.steal()
+            )
+        });
         let p = trial()?;
         n += 1;
-        if p.steal() < best.steal() {
+        let key = |t: &T| (t.stalls(), t.steal());
+        if key(&p).partial_cmp(&key(&best)) == Some(std::cmp::Ordering::Less) {
             best = p;
         }
     }
@@ -179,12 +204,18 @@ mod tests {
     /// Trials whose steal shares are `steals`, in order; each point's y is
     /// its trial number.
     fn points(steals: &[f64]) -> (Point, usize) {
+        stalled(steals, &[0.0; 3])
+    }
+
+    /// [`points`], the trials stalled `stalls` times.
+    fn stalled(steals: &[f64], stalls: &[f64]) -> (Point, usize) {
         let next = RefCell::new(0);
         let p = steady(
             || {
                 let mut i = next.borrow_mut();
                 let mut p = Point::xy("offered_pps", 1.0, "delivered_pps", *i as f64);
                 p.set("dut_steal_share", steals[*i]);
+                p.set("dut_stalls", stalls[*i]);
                 *i += 1;
                 Ok(p)
             },
@@ -210,6 +241,15 @@ mod tests {
             (n, p.get("delivered_pps"), p.get("trials")),
             (3, Some(1.0), Some(3.0))
         );
+    }
+
+    /// A stall during the measurement counts before a larger steal share.
+    #[test]
+    fn a_stalled_point_is_measured_again_and_the_least_stalled_kept() {
+        let (p, n) = stalled(&[0.01, 0.0, 0.0], &[1.0, 0.0, 0.0]);
+        assert_eq!((n, p.get("delivered_pps")), (2, Some(1.0)));
+        let (p, n) = stalled(&[0.01, 0.05, 0.02], &[2.0, 1.0, 1.0]);
+        assert_eq!((n, p.get("delivered_pps")), (3, Some(2.0)));
     }
 
     /// Every variant at every x, in order, numbered across the whole sweep.

@@ -30,6 +30,12 @@ pub struct Check {
     /// Ignore points beyond this x.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<f64>,
+    /// Leave out the points where this metric is above 0 (say
+    /// `dut_stalls`: the hypervisor stopped the DUT's CPU in every trial of
+    /// the point). The verdict says how many it left out; a rule against a
+    /// series' first point fails when that point is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unless: Option<String>,
     /// The claim of the text this check stands for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
@@ -46,18 +52,25 @@ pub struct Check {
 impl Check {
     /// Evaluates the check against a result's points.
     pub fn evaluate(&self, r: &ResultFile) -> Verdict {
-        let v = View {
-            r,
-            metric: self.metric.as_deref().unwrap_or(&r.y.metric),
-            until: self.until.unwrap_or(f64::MAX),
-        };
-        let (pass, detail) = v.apply(&self.rule);
+        let (pass, detail) = self.view(r).apply(&self.rule);
         Verdict {
             name: self.name.clone(),
             pass,
             detail,
             claim: self.claim.clone(),
             known_miss: self.known_miss.clone(),
+        }
+    }
+}
+
+impl Check {
+    /// A result as this check sees it.
+    fn view<'a>(&'a self, r: &'a ResultFile) -> View<'a> {
+        View {
+            r,
+            metric: self.metric.as_deref().unwrap_or(&r.y.metric),
+            until: self.until.unwrap_or(f64::MAX),
+            unless: self.unless.as_deref(),
         }
     }
 }
@@ -89,6 +102,9 @@ pub fn validate(
         if let Some(m) = &c.metric {
             metric(m).map_err(|e| (key("metric"), e))?;
         }
+        if let Some(m) = &c.unless {
+            metric(m).map_err(|e| (key("unless"), e))?;
+        }
         if let Some(cl) = &c.claim {
             if (cl.kind == ClaimKind::Construction) != cl.construction.is_some() {
                 return Err((
@@ -107,11 +123,13 @@ pub fn validate(
     Ok(())
 }
 
-/// A result as one check sees it: which metric, up to which x.
+/// A result as one check sees it: which metric, up to which x, without
+/// which points.
 struct View<'a> {
     r: &'a ResultFile,
     metric: &'a str,
     until: f64,
+    unless: Option<&'a str>,
 }
 
 /// A verdict and the numbers behind it.
@@ -186,8 +204,12 @@ impl View<'_> {
             RatioEverywhere(c) => self.ratio_everywhere(c),
             PooledRatio(c) => self.pooled_ratio(c),
             LastOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, true)),
-            OverFirst(b) => self.each(&b.series, |_, cv| over_first(cv, b)),
-            FromFirst(b) => self.each(&b.series, |_, cv| from_first(cv, b)),
+            OverFirst(b) => self.each(&b.series, |s, cv| {
+                self.first_kept(s).unwrap_or_else(|| over_first(cv, b))
+            }),
+            FromFirst(b) => self.each(&b.series, |s, cv| {
+                self.first_kept(s).unwrap_or_else(|| from_first(cv, b))
+            }),
             RangeOverMlfrr(b) => self.each(&b.series, |s, cv| self.over_mlfrr(s, cv, b, false)),
             Mlfrr(b) => self.each(&b.series, |s, _| self.mlfrr(s, b)),
             Tracks {
@@ -200,13 +222,42 @@ impl View<'_> {
         }
     }
 
-    /// A series' curve of the check's metric, up to `until`.
+    /// A series' curve of the check's metric, up to `until`, without the
+    /// points `unless` leaves out.
     fn curve(&self, label: &str) -> Vec<(f64, f64)> {
+        let out = self.left_out(label);
         self.r
             .curve_of(label, self.metric)
             .into_iter()
-            .filter(|p| p.0 <= self.until)
+            .filter(|p| p.0 <= self.until && !out.contains(&p.0))
             .collect()
+    }
+
+    /// The x of each point of a series that `unless` leaves out.
+    fn left_out(&self, label: &str) -> Vec<f64> {
+        self.unless.map_or_else(Vec::new, |m| {
+            self.r
+                .curve_of(label, m)
+                .into_iter()
+                .filter(|p| p.1 > 0.0)
+                .map(|p| p.0)
+                .collect()
+        })
+    }
+
+    /// A failure if `unless` leaves out the series' first point, which a
+    /// rule against the first point needs.
+    fn first_kept(&self, label: &str) -> Option<Outcome> {
+        let first = self.r.curve_of(label, self.metric).first()?.0;
+        self.left_out(label).contains(&first).then(|| {
+            (
+                false,
+                format!(
+                    "its first point (x = {first}) is left out ({} above 0): nothing to measure against",
+                    self.unless.unwrap_or_default()
+                ),
+            )
+        })
     }
 
     /// A rule applied to each listed series; passes if all do.
@@ -222,7 +273,12 @@ impl View<'_> {
             }
             let (p, d) = f(s, &cv);
             ok &= p;
-            parts.push(format!("{s}: {d}"));
+            let out = self.left_out(s).iter().filter(|x| **x <= self.until).count();
+            let note = match (out, self.unless) {
+                (0, _) | (_, None) => String::new(),
+                (n, Some(m)) => format!(" ({n} point(s) left out: {m} above 0)"),
+            };
+            parts.push(format!("{s}: {d}{note}"));
         }
         (ok, parts.join("; "))
     }
@@ -265,6 +321,26 @@ mod tests {
 
     fn check(toml_src: &str) -> Check {
         toml::from_str(toml_src).unwrap()
+    }
+
+    /// Latencies 100, 150, 900, 120 with the third point stalled (and,
+    /// in the second result, the first too).
+    #[test]
+    fn unless_leaves_out_the_points_it_names() {
+        let stalled = |first: bool| {
+            let mut r = result(&[("s", &[100.0, 150.0, 900.0, 120.0])]);
+            for (i, p) in r.series[0].points.iter_mut().enumerate() {
+                p.set("stalls", f64::from(u8::from(i == 2 || (first && i == 0))));
+            }
+            r
+        };
+        let over = |unless: &str| check(&format!("name='o'\nkind='over_first'\nseries=['s']\nmax=2{unless}\n"));
+        let v = over("").evaluate(&stalled(false));
+        assert!(!v.pass, "{}", v.detail);
+        let v = over("\nunless='stalls'").evaluate(&stalled(false));
+        assert!(v.pass && v.detail.contains("1 point(s) left out"), "{}", v.detail);
+        let v = over("\nunless='stalls'").evaluate(&stalled(true));
+        assert!(!v.pass && v.detail.contains("first point"), "{}", v.detail);
     }
 
     #[test]

@@ -15,12 +15,7 @@ impl Check {
     /// The residuals of this check against result `r`, one per published
     /// point; `None` for a rule that names no published number.
     pub fn residuals(&self, r: &ResultFile) -> Option<Vec<f64>> {
-        let v = View {
-            r,
-            metric: self.metric.as_deref().unwrap_or(&r.y.metric),
-            until: self.until.unwrap_or(f64::MAX),
-        };
-        v.residuals(&self.rule)
+        self.view(r).residuals(&self.rule)
     }
 }
 
