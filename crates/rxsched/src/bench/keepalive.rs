@@ -100,16 +100,23 @@ impl Keepalive {
         let missing = |e: std::io::Error| {
             BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
         };
-        let pcap = std::env::temp_dir().join(format!("rxsched-keepalive-{}.pcap", std::process::id()));
+        let pcap =
+            std::env::temp_dir().join(format!("rxsched-keepalive-{}.pcap", std::process::id()));
         let tcpdump = Command::new("ip")
             .args(["netns", "exec", &lab.ns(Role::Gen)])
-            .args(["tcpdump", "-i", G0.iface, "-s", "128", "-U", "-w"])
+            // The whole frame: pcap-file refuses a record whose frame was
+            // longer than the capture's snapshot length.
+            .args(["tcpdump", "-i", G0.iface, "-U", "-w"])
             .arg(&pcap)
             .args(["tcp", "port", &PORT.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| BenchError(format!("tcpdump: {e} (install it: apt-get install tcpdump)")))?;
+            .map_err(|e| {
+                BenchError(format!(
+                    "tcpdump: {e} (install it: apt-get install tcpdump)"
+                ))
+            })?;
         let (prio, cpu) = (CONTROL_PLANE_PRIO.to_string(), DUT_CPU.to_string());
         let server = Command::new("ip")
             .args(["netns", "exec", &lab.ns(Role::Dut)])
@@ -162,7 +169,8 @@ impl Keepalive {
         let _ = self.tcpdump.wait();
         let pcap = std::fs::read(&self.pcap);
         let _ = std::fs::remove_file(&self.pcap);
-        let pcap = pcap.map_err(|e| BenchError(format!("tcpdump's capture {}: {e}", self.pcap.display())))?;
+        let pcap = pcap
+            .map_err(|e| BenchError(format!("tcpdump's capture {}: {e}", self.pcap.display())))?;
         let kept = parse_iperf(&text).map(|k| Kept {
             exchanges_us: exchanges(&pcap),
             ..k
@@ -180,7 +188,11 @@ impl Keepalive {
 
 impl Drop for Keepalive {
     fn drop(&mut self) {
-        for c in self.client.iter_mut().chain([&mut self.server, &mut self.tcpdump]) {
+        for c in self
+            .client
+            .iter_mut()
+            .chain([&mut self.server, &mut self.tcpdump])
+        {
             if let Ok(None) = c.try_wait() {
                 let _ = c.kill();
             }
@@ -244,6 +256,11 @@ fn segment(t_us: f64, f: &[u8]) -> Option<Seg> {
     })
 }
 
+/// One connection of a capture: its segments awaiting their ACK (the end
+/// of each one's sequence range, when it was first sent), and the round
+/// trips found.
+type Conn = (Vec<(u32, f64)>, Vec<f64>);
+
 /// Every exchange's round trip in a pcap capture of iperf3's connections,
 /// in µs: from each data segment's first transmission by the client to the
 /// first ACK that covers it, on the connection that carried the most
@@ -252,9 +269,7 @@ pub fn exchanges(pcap: &[u8]) -> Vec<f64> {
     let Ok(mut r) = pcap_file::pcap::PcapReader::new(pcap) else {
         return Vec::new();
     };
-    // Per client port: segments awaiting their ACK (end, sent at), and
-    // the round trips found.
-    let mut conns: HashMap<u16, (Vec<(u32, f64)>, Vec<f64>)> = HashMap::new();
+    let mut conns: HashMap<u16, Conn> = HashMap::new();
     while let Some(Ok(p)) = r.next_packet() {
         let Some(s) = segment(p.timestamp.as_secs_f64() * 1e6, &p.data) else {
             continue;
@@ -308,7 +323,20 @@ mod tests {
         let mut f = vec![0u8; 12];
         f.extend([0x08, 0x00]);
         let total = (20 + 20 + payload) as u16;
-        f.extend([0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0, 0, 64, 6, 0, 0]);
+        f.extend([
+            0x45,
+            0,
+            (total >> 8) as u8,
+            total as u8,
+            0,
+            0,
+            0,
+            0,
+            64,
+            6,
+            0,
+            0,
+        ]);
         f.extend([198, 18, 0, 1, 198, 18, 0, 2]);
         f.extend(sport.to_be_bytes());
         f.extend(dport.to_be_bytes());
@@ -338,14 +366,13 @@ mod tests {
             (210_050, frame(data, PORT, s.wrapping_add(300), 0, 100)),
             (210_200, frame(PORT, data, 0, s.wrapping_add(400), 0)),
         ];
-        let mut out = Vec::new();
-        let mut w = pcap_file::pcap::PcapWriter::new(&mut out).unwrap();
+        let mut w = pcap_file::pcap::PcapWriter::new(Vec::new()).unwrap();
         for (us, f) in &frames {
             let t = Duration::from_micros(*us);
             w.write_packet(&pcap_file::pcap::PcapPacket::new(t, f.len() as u32, f))
                 .unwrap();
         }
-        drop(w);
+        let out = w.into_writer();
         let mut x = exchanges(&out);
         x.sort_by(f64::total_cmp);
         let x: Vec<i64> = x.iter().map(|v| v.round() as i64).collect();

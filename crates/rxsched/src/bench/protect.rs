@@ -32,9 +32,9 @@ use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, GEN_CPU, S0};
-use rxsched_linux::sys::StallWatch;
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
+use rxsched_linux::sys::StallWatch;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

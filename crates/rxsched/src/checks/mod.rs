@@ -273,7 +273,11 @@ impl View<'_> {
             }
             let (p, d) = f(s, &cv);
             ok &= p;
-            let out = self.left_out(s).iter().filter(|x| **x <= self.until).count();
+            let out = self
+                .left_out(s)
+                .iter()
+                .filter(|x| **x <= self.until)
+                .count();
             let note = match (out, self.unless) {
                 (0, _) | (_, None) => String::new(),
                 (n, Some(m)) => format!(" ({n} point(s) left out: {m} above 0)"),
@@ -334,11 +338,19 @@ mod tests {
             }
             r
         };
-        let over = |unless: &str| check(&format!("name='o'\nkind='over_first'\nseries=['s']\nmax=2{unless}\n"));
+        let over = |unless: &str| {
+            check(&format!(
+                "name='o'\nkind='over_first'\nseries=['s']\nmax=2{unless}\n"
+            ))
+        };
         let v = over("").evaluate(&stalled(false));
         assert!(!v.pass, "{}", v.detail);
         let v = over("\nunless='stalls'").evaluate(&stalled(false));
-        assert!(v.pass && v.detail.contains("1 point(s) left out"), "{}", v.detail);
+        assert!(
+            v.pass && v.detail.contains("1 point(s) left out"),
+            "{}",
+            v.detail
+        );
         let v = over("\nunless='stalls'").evaluate(&stalled(true));
         assert!(!v.pass && v.detail.contains("first point"), "{}", v.detail);
     }
