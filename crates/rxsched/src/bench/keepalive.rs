@@ -7,35 +7,27 @@
 //! trip, from a `tcpdump` capture on g0: each data segment's first
 //! transmission to the first ACK that covers it (p50, p99).
 //!
-//! The spikes below were found to be the host's (2026-11-28): with a
-//! tracer on the DUT's CPU (bpftrace on the scheduler's and NAPI's
-//! tracepoints) and its steal read every 20 ms, every trial whose largest
-//! estimate reached 1.9-6.3 ms came with a 100-ms stop of the DUT's
-//! virtual CPU (no hrtimer, no switch, no NAPI poll on it for 90-101 ms,
-//! and the steal column up by 100 ms), and no trial without one did (134-
-//! 423 µs); a SCHED_FIFO 99 thread there woke 100 ms late six times a
-//! minute under the kernel's forwarding at 50k. The bench now watches
-//! for such stops ([`rxsched_linux::sys::StallWatch`]).
-//!
-//! The largest estimate jumps to 2-10 ms at one or two points of a run,
-//! at rates that change from run to run, in the kernel's own series as
-//! often as in ours (a single round trip of a few tens of ms moves the
-//! estimate, which weighs a sample by 1/8, that far); with nothing offered
-//! it has not. Captured on both sides (the kernel's own forwarding, 50k
-//! offered), the late ACKs reached g0 6.6-99 ms after their segments left
-//! it, while at d0 (captured in 13 trials) no ACK came more than 5 ms
-//! after its segment arrived (the one looked at closely: 0.27 ms after a
-//! segment that had taken 98 ms from g0): the segment was held between g0
-//! and d0, before the DUT's stack; why is not found (d0's receive threads
-//! are pinned to the DUT's CPU). Running the client at SCHED_FIFO 60 did not remove it (two runs
-//! by hand with it, two without, under the protected router at the top
-//! rate: 656 and 2,964 µs with, 148 and 161 without). `sockperf
-//! ping-pong`, which times every exchange, is no substitute on this lab:
-//! it paces its messages by spinning (64% of a CPU at 10 exchanges a
-//! second), so on the generator's CPU it either takes the generator's
-//! time (at a real-time priority the flood fell to a quarter) or times its
-//! own waits for that CPU (in the normal class a quarter of its exchanges
-//! took 1.7-6 ms under a flood, p50 about 200 µs).
+//! The largest estimate used to jump to 2-10 ms at one or two points of a
+//! run, at rates that changed from run to run, in the kernel's own series
+//! as often as in ours (one round trip of a few tens of ms moves an
+//! estimate that weighs a sample by 1/8 that far). Captures on g0 and d0
+//! put the delay between the two (a segment took 98 ms from g0 to d0 and
+//! was ACKed 0.27 ms later). It is the host's (2026-11-28): traced with
+//! bpftrace on the scheduler's, NAPI's and the network's tracepoints, the
+//! late segment was queued on d0 and its receive thread woken at once, and
+//! then the DUT's CPU ran nothing, no timer, no switch, no poll, for
+//! 90-101 ms, while its steal column rose by 100 ms; a SCHED_FIFO 99
+//! thread there woke 100 ms late six times a minute under the kernel's
+//! forwarding at 50k. In 16 ten-second trials by hand, every one with
+//! such a stop had a largest estimate of 0.63-6.3 ms and every one
+//! without had 134-423 µs. The bench watches for the stops
+//! ([`rxsched_linux::sys::StallWatch`]) and judges the exchanges' p99,
+//! which one late exchange does not move. Running the client at
+//! SCHED_FIFO 60 had not helped; `sockperf ping-pong`, which times every
+//! exchange, is no substitute on this lab: it paces its messages by
+//! spinning (64% of a CPU at 10 exchanges a second), so on the
+//! generator's CPU it either takes the generator's time or times its own
+//! waits for that CPU.
 
 use super::protect::quantile;
 use super::BenchError;
