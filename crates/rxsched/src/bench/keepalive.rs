@@ -13,13 +13,13 @@
 //! estimate that weighs a sample by 1/8 that far). Captures on g0 and d0
 //! put the delay between the two (a segment took 98 ms from g0 to d0 and
 //! was ACKed 0.27 ms later). It is the host's (2026-11-28): traced with
-//! bpftrace on the scheduler's, NAPI's and the network's tracepoints, the
-//! late segment was queued on d0 and its receive thread woken at once, and
-//! then the DUT's CPU ran nothing, no timer, no switch, no poll, for
-//! 90-101 ms, while its steal column rose by 100 ms; a SCHED_FIFO 99
+//! bpftrace on the scheduler's, NAPI's and the network's tracepoints, each
+//! late segment had been queued on d0 at once, and the DUT's CPU had then
+//! run nothing, no timer, no switch, no poll, for 90-101 ms; its steal
+//! column rises by 100 ms at such a stop; a SCHED_FIFO 99
 //! thread there woke 100 ms late six times a minute under the kernel's
-//! forwarding at 50k. In 16 ten-second trials by hand, every one with
-//! such a stop had a largest estimate of 0.63-6.3 ms and every one
+//! forwarding at 50k. In 15 ten-second trials by hand timed against the
+//! steal, every one with such a stop had a largest estimate of 0.63-6.3 ms and every one
 //! without had 134-423 µs. The bench watches for the stops
 //! ([`rxsched_linux::sys::StallWatch`]) and judges the exchanges' p99,
 //! which one late exchange does not move. Running the client at
@@ -33,6 +33,7 @@ use super::protect::quantile;
 use super::BenchError;
 use crate::result::Point;
 use rxsched_linux::lab::{Lab, Role, D0, DUT_CPU, G0, GEN_CPU};
+use rxsched_linux::wire::{EthernetFrame, Ipv4Packet, ETHERTYPE_IPV4};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -54,6 +55,7 @@ const KEEPALIVE_BPS: &str = "8k";
 const KEEPALIVE_WRITE: &str = "100";
 /// iperf3's port: its control connection and the keepalive's.
 const PORT: u16 = 5201;
+const IPPROTO_TCP: u8 = 6;
 
 /// A TCP connection from the generator's stack to the router itself,
 /// `iperf3` at both ends, writing 100 bytes every 100 ms.
@@ -220,16 +222,15 @@ struct Seg {
 
 /// Reads a captured Ethernet/IPv4/TCP frame to or from [`PORT`].
 fn segment(t_us: f64, f: &[u8]) -> Option<Seg> {
-    if f.len() < 14 + 20 || u16::from_be_bytes([f[12], f[13]]) != 0x0800 {
+    let eth = EthernetFrame::new_checked(f).ok()?;
+    if eth.ethertype() != ETHERTYPE_IPV4 {
         return None;
     }
-    let ip = &f[14..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if ip[9] != 6 || ip.len() < ihl + 20 {
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    let tcp = ip.payload();
+    if ip.protocol() != IPPROTO_TCP || tcp.len() < 20 {
         return None;
     }
-    let tcp = &ip[ihl..];
     let port = |i: usize| u16::from_be_bytes([tcp[i], tcp[i + 1]]);
     let word = |i: usize| u32::from_be_bytes([tcp[i], tcp[i + 1], tcp[i + 2], tcp[i + 3]]);
     let (sport, dport) = (port(0), port(2));
@@ -237,7 +238,7 @@ fn segment(t_us: f64, f: &[u8]) -> Option<Seg> {
     if !from_client && sport != PORT {
         return None;
     }
-    let payload = total.saturating_sub(ihl + usize::from(tcp[12] >> 4) * 4) as u32;
+    let payload = tcp.len().saturating_sub(usize::from(tcp[12] >> 4) * 4) as u32;
     Some(Seg {
         t_us,
         client_port: if from_client { sport } else { dport },
