@@ -126,17 +126,22 @@ impl Lab {
 
     /// GRO and threaded NAPI on every veth end, each NAPI thread pinned to
     /// its side's CPU, the sink's at [`SINK_NAPI_PRIO`], the others at the
-    /// default priority; and the end hosts' transmit offloads off, so that
-    /// what they send is what a real wire carries (see [`WIRE_OFFLOADS`]).
+    /// default priority; the end hosts' transmit offloads off, so that what
+    /// they send is what a real wire carries (see [`WIRE_OFFLOADS`]); and the
+    /// DUT's TSO, so that what it sends is received on the sink's side
+    /// ([`DUT_OFFLOADS_OFF`]).
     pub(super) fn thread_receive_work(&self) -> Result<(), LabError> {
         use crate::napi_threads::{set_offload, Offload};
         for (e, cpu) in [(G0, GEN_CPU), (D0, DUT_CPU), (D1, DUT_CPU), (S0, GEN_CPU)] {
             self.in_netns(e.role, || {
                 set_offload(e.iface, Offload::Gro, true)?;
-                if e.role != Role::Dut {
-                    for o in WIRE_OFFLOADS {
-                        set_offload(e.iface, o, false)?;
-                    }
+                let off: &[Offload] = if e.role == Role::Dut {
+                    &DUT_OFFLOADS_OFF
+                } else {
+                    &WIRE_OFFLOADS
+                };
+                for &o in off {
+                    set_offload(e.iface, o, false)?;
                 }
                 Ok(())
             })?;

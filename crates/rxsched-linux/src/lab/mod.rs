@@ -113,12 +113,26 @@ pub const S0: End = End {
 /// peer what the sender's stack made: TCP and UDP checksums left for a NIC
 /// to finish (CHECKSUM_PARTIAL) and segments larger than the MTU, which no
 /// real wire carries and which a router that forwards raw frames passes on
-/// broken. (The DUT's own devices keep theirs: the kernel's forwarding
-/// copes with both, and rxsched's sockets see frames before GRO.)
+/// broken. (The DUT's own devices keep their checksums for the stack to
+/// finish: the kernel's forwarding copes, and rxsched's sockets see frames
+/// before GRO. They lose TSO: see [`DUT_OFFLOADS_OFF`].)
 pub const WIRE_OFFLOADS: [crate::napi_threads::Offload; 2] = [
     crate::napi_threads::Offload::TxChecksum,
     crate::napi_threads::Offload::Tso,
 ];
+
+/// The DUT's transmit offloads the lab turns off: TSO. A veth whose sender
+/// has TSO on gives a socket buffer it sends (everything the kernel
+/// forwards, and the AF_XDP router's copy-mode transmissions) not to its
+/// peer's NAPI thread but to the receive backlog of the *sending* CPU, so
+/// the sink's whole receive work (its stack and its tc program) ran on the
+/// DUT's CPU, charged to whatever sent: the kernel's forwarding and the
+/// router paid for the sink where the XDP forwarders, whose frames veth
+/// always queues for the peer's NAPI, did not. Without TSO every frame the
+/// DUT sends is received in the sink's own thread, on the generator's CPU,
+/// as a second host would receive it. (The DUT's own TCP then segments in
+/// software, as on a NIC without TSO.)
+pub const DUT_OFFLOADS_OFF: [crate::napi_threads::Offload; 1] = [crate::napi_threads::Offload::Tso];
 
 /// Receive-interrupt moderation on the DUT's devices, as a NIC's
 /// `rx-usecs`: after a NAPI poll that found work, the device's interrupt

@@ -324,3 +324,100 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
         c.gen_batches_per_s
     );
 }
+
+/// How many times the sink's receive threads (`napi/s0-*`) have been put on
+/// a CPU (`/proc/TID/schedstat`), and on which CPUs they may run.
+fn sink_receive_runs() -> (u64, Vec<String>) {
+    let (mut runs, mut cpus) = (0, Vec::new());
+    for task in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(threads) = std::fs::read_dir(task.path().join("task")) else {
+            continue;
+        };
+        for t in threads.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if !comm.starts_with("napi/s0-") {
+                continue;
+            }
+            let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+            runs += stat
+                .split_whitespace()
+                .nth(2)
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+            cpus.extend(
+                status
+                    .lines()
+                    .filter(|l| l.starts_with("Cpus_allowed_list"))
+                    .map(|l| l.split_whitespace().last().unwrap_or("").to_string()),
+            );
+        }
+    }
+    (runs, cpus)
+}
+
+/// What the DUT sends is received in the sink's own receive thread, on
+/// the generator's CPU, as a second host would receive it, whether the
+/// kernel forwards it or the AF_XDP router sends it (copy mode, a socket
+/// buffer each): none of the sink's work is left on the DUT's CPU. (With
+/// TSO on the DUT's veth, such buffers went to the receive backlog of the
+/// sending CPU, the DUT's, and the sink's thread never ran for them.)
+#[test]
+fn what_the_dut_sends_is_received_on_the_sinks_side() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(t) = TestLab::new("w") else { return };
+    let l = &t.0;
+    for router in [false, true] {
+        let what = if router {
+            "route --mode polling"
+        } else {
+            "the kernel"
+        };
+        let r = router.then(|| {
+            start(
+                l,
+                Role::Dut,
+                &[
+                    "route",
+                    "--mode",
+                    "polling",
+                    "--cpu",
+                    "1",
+                    "--duration",
+                    "20",
+                ],
+            )
+        });
+        let sink = start(l, Role::Sink, &["sink", "--duration", "10", "--idle", "1"]);
+        let (before, cpus) = sink_receive_runs();
+        send(l, 10_000, &[]);
+        let s: SinkReport = report(sink);
+        let (after, _) = sink_receive_runs();
+        if let Some(r) = r {
+            stop(&r);
+            let _: RouterReport = report(r);
+        }
+        assert!(
+            s.received >= 9_900,
+            "through {what}: the sink received {} of 10,000",
+            s.received
+        );
+        assert!(
+            !cpus.is_empty() && cpus.iter().all(|c| c == "0"),
+            "the sink's receive threads may run on CPUs {cpus:?}, not only the generator's (0)"
+        );
+        // At 20,000 frames a second the thread runs for every few frames; a
+        // tenth of the frames is far below that and far above nothing.
+        let runs = after - before;
+        assert!(
+            runs >= 1_000,
+            "through {what}: the sink's receive thread ran {runs} times for {} frames: \
+             the sink's receive work was done elsewhere (the DUT's CPU)",
+            s.received
+        );
+        eprintln!(
+            "through {what}: the sink's receive thread ran {runs} times for {} frames",
+            s.received
+        );
+    }
+}
