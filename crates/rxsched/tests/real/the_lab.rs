@@ -338,12 +338,8 @@ fn sink_receive_runs() -> (u64, Vec<String>) {
             if !comm.starts_with("napi/s0-") {
                 continue;
             }
-            let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
-            runs += stat
-                .split_whitespace()
-                .nth(2)
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0);
+            let tid: i32 = t.file_name().to_string_lossy().parse().unwrap_or(0);
+            runs += rxsched_linux::napi_threads::runs(tid).unwrap_or(0);
             let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
             cpus.extend(
                 status
