@@ -107,6 +107,41 @@ fn at_a_low_rate_everything_is_forwarded() {
     }
 }
 
+/// The generator's batches come at random, so one that finds the NAPI
+/// thread awake does not wake it: the busier the thread, the fewer its
+/// runs, about the batches a second times the share of time it sleeps
+/// (the interrupt router's NAPI thread: measured 14,700 runs a second at
+/// 49,000 pkts/s, 3,900 at 956,000). Evenly spaced batches would wake it
+/// once each until it is busy all the time, and this fails.
+#[test]
+fn a_busier_napi_thread_runs_fewer_times() {
+    let batches = rxsched_sim::profile::Profile::load("linux-veth-lab", None)
+        .unwrap()
+        .lab
+        .unwrap()
+        .gen_batches_per_s as f64;
+    let runs = |rate: f64| {
+        let m = at("interrupt", rate);
+        (
+            m.extra["napi_runs_per_s"],
+            m.cpu["napi"] + m.cpu["interrupt"],
+        )
+    };
+    let (low, _) = runs(50e3);
+    let (high, busy) = runs(900e3);
+    assert!(
+        high < 0.6 * low,
+        "NAPI runs: {low:.0} at 50k, {high:.0} at 900k"
+    );
+    let expected = batches * (1.0 - busy);
+    assert!(
+        (high / expected - 1.0).abs() < 0.3,
+        "{high:.0} runs at 900k where {batches:.0} batches a second find the thread asleep \
+         {:.2} of the time: {expected:.0}",
+        1.0 - busy
+    );
+}
+
 /// M4 at 50%: the compute process keeps about half the CPU however hard
 /// the flood, where without it the router and its receive work take it.
 #[test]

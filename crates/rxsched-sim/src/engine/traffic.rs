@@ -231,7 +231,7 @@ impl Traffic {
 }
 
 /// An exponentially distributed gap with the given mean.
-fn exponential(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
+pub(crate) fn exponential(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
     let u: f64 = rng.gen_range(f64::EPSILON..1.0);
     -u.ln() * mean
 }

@@ -5,7 +5,14 @@
 //!
 //! - The generator sends in batches: its program runs in batches of 64,
 //!   each sending the frames due, `gen_batches_per_s` batches a second
-//!   when its frames are few, more and full ones when they are many.
+//!   when its frames are few, more and full ones when they are many. The
+//!   batches come at random (exponential gaps): the generator's CPU also
+//!   runs the sink's receive work and the host's, which hold its loop at
+//!   odd moments. Measured, the NAPI threads' runs a second over the share
+//!   of time they sleep stay near one figure from 25,000 to 950,000
+//!   pkts/s, as random arrivals would have it (a batch that finds the
+//!   thread awake does not wake it); evenly spaced batches would wake it
+//!   for each until it is busy nearly all the time.
 //! - A batch lands on the veth's receive ring (`veth_ring`); what does not
 //!   fit is dropped before any work (`nic_rx_ring`), and the device's NAPI
 //!   thread is woken if it sleeps.
@@ -47,9 +54,12 @@ pub mod sched;
 mod stage;
 
 use crate::engine::interval::Interval;
+use crate::engine::traffic::exponential;
 use crate::metrics::{histogram, Histogram};
 use crate::profile::{LabCosts, Profile};
 use crate::scenario::{LabForwarder, LabScreen, ProcessKind, Scenario};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use rxsched_core::{Clock, CycleLimit, DropPoint, Nanos, PollLoop, PollingFacility, QueueFeedback};
 use sched::{Class, Sched, IDLE, NORMAL};
 use std::collections::{BTreeMap, VecDeque};
@@ -146,8 +156,12 @@ pub struct Lab {
     /// Interrupt work pending on the CPU, and done so far.
     irq: Nanos,
     irq_cpu: Nanos,
+    /// When the generator's next batch lands, and the mean gap.
     next_batch: f64,
     batch_gap: f64,
+    /// The generator's gaps, and the one before the next batch.
+    rng: ChaCha8Rng,
+    since_batch: f64,
     owed: f64,
     arrived: u64,
     delivered: u64,
@@ -254,6 +268,8 @@ impl Lab {
             irq_cpu: 0,
             next_batch: 0.0,
             batch_gap: 1e9 / batches,
+            rng: ChaCha8Rng::seed_from_u64(s.run.seed),
+            since_batch: 0.0,
             owed: 0.0,
             arrived: 0,
             delivered: 0,
@@ -344,7 +360,10 @@ impl Lab {
 
     /// A generator batch lands on the veth's ring.
     fn batch(&mut self) {
-        self.owed += self.rate * self.batch_gap / 1e9;
+        // The frames come due since the last batch.
+        self.owed += self.rate * self.since_batch / 1e9;
+        let gap = exponential(&mut self.rng, self.batch_gap);
+        self.since_batch = gap;
         let n = self.owed.floor();
         self.owed -= n;
         let n = n as u64;
@@ -362,7 +381,7 @@ impl Lab {
             self.cpu.wake(NAPI);
             self.irq += self.c.wake;
         }
-        self.next_batch += self.batch_gap;
+        self.next_batch += gap;
     }
 
     /// The NAPI thread's next poll, or its sleep.

@@ -102,8 +102,9 @@ pub struct LabCosts {
     /// A wake-up of a sleeping thread by the receive work, to the task it
     /// interrupts (`wakecost`).
     pub wake: u64,
-    /// The generator's transmit batches a second (each wakes the DUT's
-    /// receive work once when it sleeps): how it paces, not a DUT cost.
+    /// The generator's transmit batches a second, at random (exponential
+    /// gaps); each wakes the DUT's receive work if it sleeps: how it
+    /// paces, not a DUT cost.
     pub gen_batches_per_s: u64,
     /// The veth receive ring (fixed in the driver), in frames.
     pub veth_ring: u64,

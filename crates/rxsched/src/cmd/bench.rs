@@ -1,6 +1,6 @@
 //! `rxsched bench real ...`: the real dataplane swept in the lab.
 
-use super::{summary, verdict, write, write_index};
+use super::{dir_of, summary, verdict, write, write_index};
 use indicatif::ProgressBar;
 use rxsched::error::{Error, Result};
 use rxsched::result::ResultFile;
@@ -80,14 +80,12 @@ pub fn predict(files: &[PathBuf], profile: &str) -> Result<ExitCode> {
         let mut r: ResultFile = serde_json::from_str(&text)
             .map_err(|e| Error::Input(format!("{}: not a result file: {e}", f.display())))?;
         predict_one(&mut r, profile, &|m| eprintln!("predict: {m}"))?;
-        let dir = f.parent().unwrap_or(Path::new("."));
+        let dir = dir_of(f);
         write(dir, &r)?;
         rxsched::out::line(&summary(&r, 0.0, dir))?;
         ok &= r.passed();
     }
-    if let Some(dir) = files[0].parent() {
-        write_index(dir)?;
-    }
+    write_index(dir_of(&files[0]))?;
     Ok(verdict(ok))
 }
 

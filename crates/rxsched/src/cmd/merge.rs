@@ -134,7 +134,7 @@ fn swarm(shards: &[(PathBuf, Manifest)], seed: u64, out: &Path) -> Result<ExitCo
         for (k, n) in &part.covers {
             *all.covers.entry(k.clone()).or_default() += n;
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = super::dir_of(path);
         for f in &part.failures {
             let (from, to) = (dir.join(&f.2), out.join(&f.2));
             let same = std::fs::canonicalize(&from).ok() == std::fs::canonicalize(&to).ok();

@@ -136,6 +136,15 @@ pub fn plan_mark(plan: &Plan) -> PlanMark {
     }
 }
 
+/// The directory a file is in: `.` for a bare file name (whose parent is
+/// the empty path).
+pub fn dir_of(file: &Path) -> &Path {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Writes a result's files into `out`; a failure names the directory.
 pub fn write(out: &Path, r: &ResultFile) -> Result<()> {
     rxsched::report::write_all(out, r).map_err(|e| out_error(out, e))
