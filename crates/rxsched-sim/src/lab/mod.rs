@@ -22,7 +22,8 @@
 //!   there; the routers' frames go to the AF_XDP socket's ring
 //!   (`xsk_rx_ring`), dropped when it is full after that work was spent
 //!   (`xsk_rx_ring`; such a frame costs `napi_xsk_full`), and wake the
-//!   router's thread.
+//!   router's thread. Beside the interrupt router a wake-up of its thread
+//!   costs the NAPI thread `napi_xsk_wake` more.
 //! - The router's thread forwards up to a quota of frames at a time: in
 //!   polling mode through the core's [`PollLoop`] (M4 charged with the
 //!   thread's and the NAPI thread's CPU time and wake-ups, as the real
@@ -97,6 +98,8 @@ enum Item {
     NapiRun,
     /// A NAPI poll over these frames (their arrival times).
     NapiPoll(Vec<Nanos>),
+    /// The NAPI thread's frames woke the interrupt router's thread.
+    NapiWoke,
     /// The router's thread woke: its run beside its frames.
     RouterRun,
     /// The router forwards these frames.
@@ -414,8 +417,16 @@ impl Lab {
             let kept = frames.len().min(self.xsk_room());
             self.xsk.extend(&frames[..kept]);
             self.drop(DropPoint::XskRxRing, (frames.len() - kept) as u64);
+            let asleep = !self.cpu.t[ROUTER].runnable;
             if kept > 0 {
                 self.socket_ready();
+            }
+            // Waking the interrupt router costs the receive work more than
+            // waking the polling router does (`napi_xsk_wake`, measured).
+            let woke = asleep && self.cpu.t[ROUTER].runnable;
+            if self.fwd == LabForwarder::Interrupt && woke && self.c.napi_xsk_wake > 0 {
+                self.item[NAPI] = Some((Item::NapiWoke, self.c.napi_xsk_wake));
+                return;
             }
         } else {
             self.deliver(&frames);
@@ -426,7 +437,7 @@ impl Lab {
     /// Thread `t`'s item finished.
     fn finished(&mut self, t: usize, item: Item) {
         match item {
-            Item::NapiRun => self.napi_next(),
+            Item::NapiRun | Item::NapiWoke => self.napi_next(),
             Item::NapiPoll(frames) => self.napi_polled(frames),
             Item::RouterRun => {
                 self.charge();

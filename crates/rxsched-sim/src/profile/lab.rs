@@ -41,6 +41,11 @@ pub struct LabCosts {
     /// A run of the polling router's thread beside its frames: woken by
     /// the socket, its poll calls, going back to sleep.
     pub router_polling_run: u64,
+    /// The device's receive work beside the interrupt-mode router, per
+    /// wake-up of the router's sleeping thread by the frames it puts on
+    /// the socket: what it costs over the same work beside the polling
+    /// router (`napi_xsk_run`, `napi_xsk_redirect`).
+    pub napi_xsk_wake: u64,
     /// The interrupt-mode router's work per frame.
     pub router_interrupt: u64,
     /// A run of the interrupt-mode router's forwarding thread beside its

@@ -74,6 +74,7 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
             }
             match fwd {
                 F::Interrupt => keys.extend([
+                    "lab.napi_xsk_wake",
                     "lab.router_interrupt",
                     "lab.router_interrupt_run",
                     "lab.xsk_rx_ring",

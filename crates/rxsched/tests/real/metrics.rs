@@ -192,8 +192,9 @@ fn route_serves_its_counters_to_a_prometheus_client() {
             page.as_object().map_or(0, |o| o.len()),
             a.wrong,
         );
-        assert!(r.rx >= 20_000, "{saw}");
-        if a.wrong.is_empty() && devices_ok && cpu == 2 {
+        // Every frame sent reached the router (a trial where some did not,
+        // e.g. the virtual CPU stalled while they were sent, is tried again).
+        if r.rx >= 20_000 && a.wrong.is_empty() && devices_ok && cpu == 2 {
             Ok(saw)
         } else {
             Err(saw)

@@ -59,6 +59,15 @@ pub const RATES: [f64; 3] = [20_000.0, 100_000.0, 250_000.0];
 /// and all well under its peak.
 pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
 
+/// The rate at which the interrupt router's cost per frame is measured:
+/// past its peak (some 150,000 to 300,000 pkts/s here), where it is never
+/// short of frames, and well short of where its receive work takes the
+/// whole CPU. (Fitted from the low rates beside its runs, the cost per frame
+/// came out between 0.50 and 0.92 µs over two calibrations, with a spread
+/// of 155%; in the benches' points from 100,000 pkts/s up it spent 0.75 to
+/// 1.14 µs a frame beside its runs.)
+pub const INTERRUPT_LOADED_RATE: f64 = 400_000.0;
+
 /// The lowest trial rate.
 pub const RATE: f64 = RATES[0];
 
@@ -71,7 +80,7 @@ pub const RATE: f64 = RATES[0];
 pub const LOADED_RATE: f64 = 1_000_000.0;
 
 /// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 32] = [
+pub const KEYS: [&str; 33] = [
     "napi_kernel_forward",
     "napi_xdp_forward",
     "napi_xdp_route",
@@ -81,6 +90,7 @@ pub const KEYS: [&str; 32] = [
     "napi_route_run",
     "napi_xsk_run",
     "napi_xsk_full",
+    "napi_xsk_wake",
     "router_polling",
     "router_polling_run",
     "router_interrupt",
@@ -257,7 +267,7 @@ pub fn measure(
                 b.unwrap_or(0.0),
             );
             if fwd == Forwarder::Polling {
-                push_router(&mut push, "polling", &RATES, &router);
+                push_polling_router(&mut push, &RATES, &router);
             }
         }
         // The full ring and the loaded socket: per frame given this
@@ -296,6 +306,7 @@ pub fn measure(
                  {LOADED_RATE:.0} offered; the lab is not forwarding (is another load running?)"
             )));
         }
+        let redirect = ((cpu - runs * xsk_run - refused * full_ns) / into).max(0.0);
         push(
             "napi_xsk_redirect",
             format!(
@@ -304,13 +315,75 @@ pub fn measure(
                  napi_xsk_run - frames refused at the full ring x napi_xsk_full, over the \
                  frames redirected"
             ),
-            ((cpu - runs * xsk_run - refused * full_ns) / into).max(0.0),
+            redirect,
         );
         let mut router = Vec::new();
+        let mut woken = Vec::new();
         for &rate in &INTERRUPT_RATES {
-            router.push(router_rates(&trial(Forwarder::Interrupt, rate)?, rate)?);
+            let p = trial(Forwarder::Interrupt, rate)?;
+            let (frames, napi_runs, napi_cpu) = napi_rates(&p, rate)?;
+            let r = router_rates(&p, rate)?;
+            // What the receive work spent beyond its costs beside the
+            // polling router, against the router's wake-ups (its runs).
+            woken.push((r.1, 0.0, napi_cpu - frames * redirect - napi_runs * xsk_run));
+            router.push(r);
         }
-        push_router(&mut push, "interrupt", &INTERRUPT_RATES, &router);
+        let rates_i = format!("trials at {}", list(&INTERRUPT_RATES));
+        push(
+            "napi_xsk_wake",
+            format!(
+                "the NAPI threads' CPU beside the interrupt router per wake-up of its thread, \
+                 over their costs beside the polling router: {rates_i}, CPU - frames x \
+                 napi_xsk_redirect - runs x napi_xsk_run = router runs x this (least squares)"
+            ),
+            per_frame_given(&woken, 0.0),
+        );
+        let (_, run) = split(&router);
+        let run = run.unwrap_or(0.0);
+        push(
+            "router_interrupt_run",
+            format!(
+                "a run of the interrupt router's thread beside its frames (woken, polls, \
+                 sleeps): {rates_i}, CPU = frames x router_interrupt + runs x this (least squares)"
+            ),
+            run,
+        );
+        // Its cost per frame where frames fill its time: at the low rates
+        // its runs take most of it.
+        progress(&format!(
+            "repeat {}/{repeats}: the interrupt router loaded, at {INTERRUPT_LOADED_RATE:.0} pkts/s",
+            r + 1
+        ));
+        let p = forward::run_trial(
+            lab,
+            Forwarder::Interrupt,
+            None,
+            INTERRUPT_LOADED_RATE,
+            secs,
+            &dut,
+        )?;
+        let (fwd_frames, router_runs, router_cpu) = per_second(
+            &p,
+            p.get("delivered_pps").unwrap_or(0.0),
+            "router_runs_per_s",
+            "cpu.router",
+        );
+        if fwd_frames < RATE {
+            return Err(BenchError(format!(
+                "calibrate --real: the interrupt router forwarded only {fwd_frames:.0} frames a \
+                 second at {INTERRUPT_LOADED_RATE:.0} offered; the lab is not forwarding (is \
+                 another load running?)"
+            )));
+        }
+        push(
+            "router_interrupt",
+            format!(
+                "the interrupt router's CPU per frame forwarded, loaded: one trial at \
+                 {INTERRUPT_LOADED_RATE:.0} pkts/s, CPU - runs x router_interrupt_run, over the \
+                 frames forwarded"
+            ),
+            ((router_cpu - router_runs * run) / fwd_frames).max(0.0),
+        );
         let stage_trial =
             |fwd, screen: Option<&Screen>, rate, what: &str| screened(fwd, screen, rate, what);
         let screens = stages::Screens {
@@ -402,29 +475,24 @@ pub(super) fn push_split(
     );
 }
 
-/// Records a router's cost per frame and per run of its thread
-/// (`router_MODE`, `router_MODE_run`) from its trials at `rates`; without
-/// a part per run, that key is 0.
-fn push_router(
+/// Records the polling router's cost per frame and per run of its thread
+/// (`router_polling`, `router_polling_run`) from its trials at `rates`;
+/// without a part per run, that key is 0.
+fn push_polling_router(
     push: &mut impl FnMut(&'static str, String, f64),
-    mode: &str,
     rates: &[f64],
     trials: &[(f64, f64, f64)],
 ) {
-    let (frame, run) = match mode {
-        "polling" => ("router_polling", "router_polling_run"),
-        _ => ("router_interrupt", "router_interrupt_run"),
-    };
     let (f, b) = split(trials);
     let trials = format!("trials at {}", list(rates));
     push(
-        frame,
-        format!("the {mode} router's CPU per frame: {trials}, CPU = frames x this + runs x {run} (least squares)"),
+        "router_polling",
+        format!("the polling router's CPU per frame: {trials}, CPU = frames x this + runs x router_polling_run (least squares)"),
         f,
     );
     push(
-        run,
-        format!("a run of the {mode} router's thread beside its frames (woken, polls, sleeps): {trials}"),
+        "router_polling_run",
+        format!("a run of the polling router's thread beside its frames (woken, polls, sleeps): {trials}"),
         b.unwrap_or(0.0),
     );
 }
