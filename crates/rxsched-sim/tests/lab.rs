@@ -165,6 +165,52 @@ fn the_cycle_limit_leaves_the_compute_process_its_share() {
     assert!(without < 0.2, "compute without the limit {without}");
 }
 
+/// M4's own accounting (`router_charge`: the router reading the clocks it
+/// charges) costs the polling router at each of its runs, with the cycle
+/// limit on and only then: its CPU rises by about its runs times the cost.
+/// (The limit at 100%, so that it never binds and the runs stay put.)
+#[test]
+fn the_cycle_limits_accounting_costs_the_router_each_run() {
+    let text = rxsched_sim::profile::BUILTIN
+        .iter()
+        .find(|(n, _)| *n == "linux-veth-lab")
+        .map(|(_, src)| src.to_string())
+        .unwrap();
+    let charge = "router_charge = ";
+    let at = text.find(charge).unwrap() + charge.len();
+    let end = at + text[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+    let dir = std::env::temp_dir().join(format!("rxsched-charge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let router = |cost: u64, limit: bool| {
+        let path = dir.join(format!("p{cost}.toml"));
+        std::fs::write(&path, format!("{}{cost}{}", &text[..at], &text[end..])).unwrap();
+        let src = BASE.replace(
+            "\"linux-veth-lab\"",
+            &format!("{:?}", path.display().to_string()),
+        );
+        let l = Loaded::parse("test.toml", src, None).unwrap();
+        let sets = [
+            "traffic.rate_pps=20000".to_string(),
+            format!("kernel.cycle_limit.enabled={limit}"),
+            "kernel.cycle_limit.percent=100".to_string(),
+        ]
+        .map(|s| rxsched_sim::scenario::parse_set(&s).unwrap());
+        let m = run(&l.with(&sets).unwrap(), None).unwrap().0;
+        (m.cpu["router"], m.extra["router_runs_per_s"])
+    };
+    let (base, runs) = router(0, true);
+    let (charged, _) = router(20_000, true);
+    let added = (charged - base) / (runs * 20e-6);
+    assert!(
+        (0.8..1.25).contains(&added),
+        "router CPU {base:.3} -> {charged:.3} at {runs:.0} runs a second: {added:.2} of 20 us a run"
+    );
+    let (off0, _) = router(0, false);
+    let (off1, _) = router(20_000, false);
+    assert_eq!(off0, off1, "without M4 the accounting is not run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A profile without the costs the chosen forwarder reads is refused,
 /// naming them.
 #[test]

@@ -27,7 +27,8 @@
 //! - The router's thread forwards up to a quota of frames at a time: in
 //!   polling mode through the core's [`PollLoop`] (M4 charged with the
 //!   thread's and the NAPI thread's CPU time and wake-ups, as the real
-//!   router charges it), its NAPI thread just below it at `SCHED_FIFO` and
+//!   router charges it, reading those clocks at each wake-up for
+//!   `router_charge` more), its NAPI thread just below it at `SCHED_FIFO` and
 //!   at `SCHED_IDLE` while input is inhibited; in interrupt mode as a
 //!   normal thread below the NAPI thread at device priority.
 //! - A wake-up from outside the CPU (the generator's batch waking the NAPI
@@ -330,9 +331,22 @@ impl Lab {
         self.screen == LabScreen::Process || self.fwd.captures()
     }
 
+    /// The router's cost a run (M4's accounting included) and a frame.
     fn router_costs(&self) -> (Nanos, Nanos) {
         let c = &self.c;
         let screened = self.screen == LabScreen::Process;
+        // With M4 the router reads its clocks and its receive threads' at
+        // every wake-up to charge the loop (`route`'s `InputCtl::charge`);
+        // a monitor's reading of its own clock alone is not told apart.
+        let charge = match self.fwd {
+            LabForwarder::Polling | LabForwarder::PollingInXdp if self.limit => c.router_charge,
+            _ => 0,
+        };
+        let (run, frame) = self.router_costs_uncharged(c, screened);
+        (run + charge, frame)
+    }
+
+    fn router_costs_uncharged(&self, c: &LabCosts, screened: bool) -> (Nanos, Nanos) {
         match self.fwd {
             LabForwarder::CaptureCopy => (c.capture_run, c.capture_copy),
             LabForwarder::CaptureTake => (c.capture_take_run, c.capture_take),

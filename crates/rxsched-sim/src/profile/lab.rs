@@ -41,6 +41,11 @@ pub struct LabCosts {
     /// A run of the polling router's thread beside its frames: woken by
     /// the socket, its poll calls, going back to sleep.
     pub router_polling_run: u64,
+    /// A polling router's accounting for M4 (`--cycle-limit`, or an
+    /// objective's), per wake-up of its thread: reading its own CPU clock
+    /// and wake-ups and its receive threads' (`/proc/TID/schedstat`) to
+    /// charge the loop, on top of `router_polling_run`.
+    pub router_charge: u64,
     /// The device's receive work beside the interrupt-mode router, per
     /// wake-up of the router's sleeping thread by the frames it puts on
     /// the socket: what it costs over the same work beside the polling

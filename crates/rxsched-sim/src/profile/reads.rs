@@ -119,6 +119,10 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
                 (LabScreen::Program, F::Kernel) => keys.push("lab.napi_nft_forward"),
                 (LabScreen::Program, _) => keys.push("lab.napi_xdp_screen"),
             }
+            let charged = s.kernel.cycle_limit.enabled || s.kernel.slo.is_some();
+            if charged && matches!(fwd, F::Polling | F::PollingInXdp) {
+                keys.push("lab.router_charge");
+            }
             return keys;
         }
         _ => {}
