@@ -342,12 +342,7 @@ impl Lab {
             LabForwarder::Polling | LabForwarder::PollingInXdp if self.limit => c.router_charge,
             _ => 0,
         };
-        let (run, frame) = self.router_costs_uncharged(c, screened);
-        (run + charge, frame)
-    }
-
-    fn router_costs_uncharged(&self, c: &LabCosts, screened: bool) -> (Nanos, Nanos) {
-        match self.fwd {
+        let (run, frame) = match self.fwd {
             LabForwarder::CaptureCopy => (c.capture_run, c.capture_copy),
             LabForwarder::CaptureTake => (c.capture_take_run, c.capture_take),
             LabForwarder::Interrupt if screened => {
@@ -356,7 +351,8 @@ impl Lab {
             LabForwarder::Interrupt => (c.router_interrupt_run, c.router_interrupt),
             _ if screened => (c.router_screen_run, c.router_screen),
             _ => (c.router_polling_run, c.router_polling),
-        }
+        };
+        (run + charge, frame)
     }
 
     fn drop(&mut self, at: DropPoint, n: u64) {
