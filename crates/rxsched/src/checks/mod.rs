@@ -153,6 +153,9 @@ impl View<'_> {
             } => self.each(series, |_, cv| livelock_at(cv, *fraction, *min, *max)),
             PeakRatio(c) => self.ratio("peak", c, |s| curve::peak(&self.curve(s)).1),
             MlfrrRatio(c) => self.ratio("mlfrr", c, |s| self.r.mlfrr(s)),
+            MlfrrBetweenRatio(c) => self.ratio("mlfrr between the swept rates", c, |s| {
+                self.r.mlfrr_between(s)
+            }),
             LastRatio(c) => self.ratio("last", c, |s| curve::last(&self.curve(s))),
             FirstRatio(c) => self.first_ratio(c),
             OrderLast { series, tolerance } => self.order_last(series, *tolerance),

@@ -94,7 +94,7 @@ impl View<'_> {
             // Ratios read between the points, so that they move with the
             // costs: peaks as `peak_reference` reads them, MLFRRs between
             // the swept rates.
-            Rule::PeakRatio(c) | Rule::MlfrrRatio(c) => {
+            Rule::PeakRatio(c) | Rule::MlfrrRatio(c) | Rule::MlfrrBetweenRatio(c) => {
                 let f = |s: &str| match rule {
                     Rule::PeakRatio(_) => interpolated_peak(&self.curve(s)),
                     _ => self.r.mlfrr_between(s),

@@ -91,6 +91,11 @@ pub enum Rule {
     PeakRatio(Compare),
     /// MLFRR of `series` over MLFRR of `other`.
     MlfrrRatio(Compare),
+    /// The same, each MLFRR read between the swept rates
+    /// ([`crate::result::ResultFile::mlfrr_between`]): where the swept
+    /// rates are farther apart than the bounds, two curves a few percent
+    /// apart can take their last loss-free points a whole step apart.
+    MlfrrBetweenRatio(Compare),
     /// Last point of `series` over that of `other`.
     LastRatio(Compare),
     /// First point of `series` over that of `other`.
@@ -233,8 +238,8 @@ impl Rule {
     pub fn series(&self) -> Vec<&String> {
         use Rule::*;
         match self {
-            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c)
-            | PooledRatio(c) => c.series.iter().chain(&c.other).collect(),
+            PeakRatio(c) | MlfrrRatio(c) | MlfrrBetweenRatio(c) | LastRatio(c) | FirstRatio(c)
+            | RatioEverywhere(c) | PooledRatio(c) => c.series.iter().chain(&c.other).collect(),
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => {
                 c.series.iter().chain(&c.other).collect()
             }
@@ -268,8 +273,8 @@ impl Rule {
         use Rule::*;
         let open = |min: &Option<f64>, max: &Option<f64>| min.is_none() && max.is_none();
         let unbounded = match self {
-            PeakRatio(c) | MlfrrRatio(c) | LastRatio(c) | FirstRatio(c) | RatioEverywhere(c)
-            | PooledRatio(c) => open(&c.min, &c.max),
+            PeakRatio(c) | MlfrrRatio(c) | MlfrrBetweenRatio(c) | LastRatio(c) | FirstRatio(c)
+            | RatioEverywhere(c) | PooledRatio(c) => open(&c.min, &c.max),
             QuantileDiff(c) | PointDiff(c) | PointRatio(c) | MeanRatio(c) => open(&c.min, &c.max),
             LastOverMlfrr(b) | RangeOverMlfrr(b) | Mlfrr(b) | OverFirst(b) | FromFirst(b) => {
                 open(&b.min, &b.max)
