@@ -453,6 +453,8 @@ mod tests {
                 lossy("close", &rates, &[0.0, 0.002, 0.083, 0.3]),
                 // A third less: loses 30% already at 800k.
                 lossy("far", &rates, &[0.0, 0.3, 0.45, 0.58]),
+                // Delivers 970k at 1M and 780k at 1.3M.
+                lossy("sagging", &rates, &[0.0, 0.0, 0.03, 0.4]),
             ],
             Vec::new(),
         );
@@ -477,5 +479,21 @@ mod tests {
         assert!(!judge("mlfrr_ratio", "close"));
         assert!(judge("mlfrr_between_ratio", "close"));
         assert!(!judge("mlfrr_between_ratio", "far"));
+        // At the highest rate, what was delivered is judged against what
+        // the MLFRR's point delivered (964k), not the rate offered there:
+        // 923k is 0.96 of it (0.92 of the 1M offered).
+        let top = |s: &str| {
+            let src = format!("name='t'\nkind='last_over_mlfrr'\nseries=['{s}']\nmin=0.95\n");
+            toml::from_str::<crate::checks::Check>(&src)
+                .unwrap()
+                .evaluate(&r)
+        };
+        let v = top("measured");
+        assert!(
+            v.pass && v.detail.contains("/ delivered at the MLFRR 964000"),
+            "{}",
+            v.detail
+        );
+        assert!(!top("sagging").pass);
     }
 }
