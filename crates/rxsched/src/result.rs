@@ -193,7 +193,7 @@ pub struct Verdict {
 }
 
 /// What a result is, apart from its data.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Meta {
     /// Experiment id.
     pub id: String,
@@ -436,11 +436,7 @@ mod tests {
         let rates = [400e3, 800e3, 1e6, 1.3e6];
         let meta = Meta {
             id: "t".into(),
-            title: String::new(),
-            source: String::new(),
-            profile: String::new(),
-            seed: 0,
-            quick: false,
+            ..Default::default()
         };
         let mut r = ResultFile::new(
             meta,

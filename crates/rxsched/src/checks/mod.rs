@@ -311,11 +311,7 @@ mod tests {
             .collect();
         let meta = Meta {
             id: "t".into(),
-            title: String::new(),
-            source: String::new(),
-            profile: String::new(),
-            seed: 0,
-            quick: false,
+            ..Default::default()
         };
         ResultFile::new(
             meta,
