@@ -385,3 +385,56 @@ fn the_monitor_needs_feedback_to_write_under_overload() {
         copy.cpu
     );
 }
+
+/// A thread pays its run's cost each time it is put on the CPU, woken or
+/// coming back after a preemption, as `calibrate --real` reads runs (the
+/// thread's runs in `/proc/TID/schedstat`) and fits its costs to them: at
+/// a rate where the polling router preempts the receive work at most of
+/// its polls, and the receive work the interrupt router, each thread's CPU
+/// is its runs times its run plus its frames times its cost per frame.
+/// Charged only when it woke from sleep, the receive work beside the
+/// polling router came to 0.80 of that.
+#[test]
+fn a_run_is_paid_each_time_the_thread_is_put_on_the_cpu() {
+    let lab = rxsched_sim::profile::Profile::load("linux-veth-lab", None)
+        .unwrap()
+        .lab
+        .unwrap();
+    // A thread's CPU over its runs times its run plus its frames times
+    // its cost per frame.
+    let paid = |m: &Metrics, thread: &str, runs: &str, run: u64, frames: f64, per_frame: u64| {
+        m.cpu[thread] * 1e9 / (m.extra[runs] * run as f64 + frames * per_frame as f64)
+    };
+    let p = at("polling", 500e3);
+    assert_eq!(p.drops.values().sum::<u64>() * 100 / p.arrived.max(1), 0);
+    let i = at("interrupt", 200e3);
+    for (what, ratio) in [
+        (
+            "polling's receive work",
+            paid(
+                &p,
+                "napi",
+                "napi_runs_per_s",
+                lab.napi_xsk_run,
+                p.offered_pps,
+                lab.napi_xsk_redirect,
+            ),
+        ),
+        (
+            "the interrupt router",
+            paid(
+                &i,
+                "router",
+                "router_runs_per_s",
+                lab.router_interrupt_run,
+                i.delivered_pps,
+                lab.router_interrupt,
+            ),
+        ),
+    ] {
+        assert!(
+            (ratio - 1.0).abs() < 0.03,
+            "{what}: {ratio:.3} of runs x run + frames x cost"
+        );
+    }
+}

@@ -390,7 +390,8 @@ impl Lab {
             .extend(std::iter::repeat_n(self.now, kept as usize));
         self.drop(DropPoint::NicRxRing, n - kept);
         if kept > 0 && !self.cpu.t[NAPI].runnable {
-            self.item[NAPI] = Some((Item::NapiRun, self.napi_costs().0));
+            // Its run's cost comes as it is switched in (`switched_in`).
+            self.item[NAPI] = Some((Item::NapiRun, 0));
             self.cpu.wake(NAPI);
             self.irq += self.c.wake;
         }
@@ -442,6 +443,22 @@ impl Lab {
             self.deliver(&frames);
         }
         self.napi_next();
+    }
+
+    /// Thread `t` was switched in: it pays its run (what `calibrate
+    /// --real` fits a run to: the thread's runs in `/proc/TID/schedstat`,
+    /// each time it is put on the CPU, whether it woke from sleep or was
+    /// preempted and came back).
+    fn switched_in(&mut self, t: usize) {
+        let run = match t {
+            NAPI => self.napi_costs().0,
+            ROUTER => self.router_costs().0,
+            STAGE => self.stage_costs().0,
+            _ => 0,
+        };
+        if let Some((_, left)) = &mut self.item[t] {
+            *left += run;
+        }
     }
 
     /// Thread `t`'s item finished.
@@ -515,7 +532,11 @@ impl Lab {
     fn simulate(&mut self) {
         loop {
             // Interrupt work first: no thread runs meanwhile.
+            let was = self.cpu.running;
             let running = if self.irq > 0 { None } else { self.cpu.pick() };
+            if let Some(r) = running.filter(|&r| Some(r) != was) {
+                self.switched_in(r);
+            }
             let done_at =
                 running.and_then(|r| self.item[r].as_ref().map(|(_, left)| self.now + left));
             let mut next = (self.next_batch.ceil() as Nanos).min(self.w.end);

@@ -27,14 +27,15 @@ impl Lab {
         }
     }
 
+    /// The router's thread wakes; its run's cost comes as it is switched
+    /// in (`switched_in`).
     pub(super) fn router_wake(&mut self) {
-        let (run, _) = self.router_costs();
         let item = if self.fwd == LabForwarder::PollingInXdp {
             Item::Look
         } else {
             Item::RouterRun
         };
-        self.item[ROUTER] = Some((item, run));
+        self.item[ROUTER] = Some((item, 0));
         self.cpu.wake(ROUTER);
     }
 

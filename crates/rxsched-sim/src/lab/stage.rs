@@ -18,7 +18,7 @@ const WRITE_BATCH: usize = 64;
 
 impl Lab {
     /// The stage's costs: (a run, a frame) and its batch.
-    fn stage_costs(&self) -> (Nanos, Nanos, usize) {
+    pub(super) fn stage_costs(&self) -> (Nanos, Nanos, usize) {
         let c = &self.c;
         if self.fwd.captures() {
             (c.writer_run, c.writer_frame, WRITE_BATCH)
@@ -40,7 +40,8 @@ impl Lab {
         };
         self.drop(at, (frames.len() - kept) as u64);
         if kept > 0 && !self.cpu.t[STAGE].runnable {
-            self.item[STAGE] = Some((Item::StageRun, self.stage_costs().0));
+            // Its run's cost comes as it is switched in.
+            self.item[STAGE] = Some((Item::StageRun, 0));
             self.cpu.wake(STAGE);
         }
     }

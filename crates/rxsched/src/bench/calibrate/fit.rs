@@ -1,7 +1,7 @@
 //! From a trial's point to a thread's frames, runs and CPU time a second,
 //! and from several trials to a cost per frame and per run.
 
-use super::BenchError;
+use super::{list, BenchError};
 use crate::result::Point;
 
 /// A thread's trial, a second: `frames`, the thread's runs and its CPU
@@ -95,6 +95,28 @@ pub(super) fn per_frame_given(trials: &[(f64, f64, f64)], run: f64) -> f64 {
     let num: f64 = trials.iter().map(|t| t.0 * (t.2 - t.1 * run)).sum();
     let den: f64 = trials.iter().map(|t| t.0 * t.0).sum();
     (num / den.max(1.0)).max(0.0)
+}
+
+/// Records the polling router's cost per run of its thread
+/// (`router_polling_run`) from its trials at `rates`, fitted beside a cost
+/// per frame there (without a part per run, the run is 0). Returns the
+/// two; the loaded trial measures the profile's cost per frame.
+pub(super) fn push_polling_router(
+    push: &mut impl FnMut(&'static str, String, f64),
+    rates: &[f64],
+    trials: &[(f64, f64, f64)],
+) -> (f64, f64) {
+    let (f, b) = split(trials);
+    let trials = format!("trials at {}", list(rates));
+    push(
+        "router_polling_run",
+        format!(
+            "a run of the polling router's thread beside its frames (woken, polls, sleeps): \
+             {trials}, CPU = frames x a cost per frame of their own + runs x this (least squares)"
+        ),
+        b.unwrap_or(0.0),
+    );
+    (f, b.unwrap_or(0.0))
 }
 
 #[cfg(test)]

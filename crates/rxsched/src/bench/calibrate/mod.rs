@@ -15,7 +15,8 @@ mod write;
 use super::BenchOpts;
 use crate::result::Point;
 use fit::{
-    delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_second, router_rates, split,
+    delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_second,
+    push_polling_router, router_rates, split,
 };
 use std::collections::BTreeMap;
 pub use write::profile;
@@ -324,7 +325,8 @@ pub fn measure(
             format!(
                 "the polling router's CPU per wake-up with --cycle-limit 50 (reading the clocks \
                  it charges) over its costs without: trials at {}, CPU - frames x \
-                 router_polling - runs x router_polling_run = runs x this (least squares)",
+                 the low rates' cost per frame - runs x router_polling_run = runs x this \
+                 (least squares)",
                 list(&CHARGE_RATES)
             ),
             per_frame_given(&charged, 0.0),
@@ -342,6 +344,25 @@ pub fn measure(
             )));
         }
         let redirect = ((cpu - runs * xsk_run - refused * full_ns) / into).max(0.0);
+        // The router's own cost per frame, in the same trial: its polls
+        // are full here, as under overload (at the low rates they hold a
+        // few frames each, and the fit there puts 1.4 times as much on a
+        // frame as the router spent at 964,000 pkts/s in a bench).
+        let (fwd, router_runs, router_cpu) = per_second(
+            &p,
+            p.get("delivered_pps").unwrap_or(0.0),
+            "router_runs_per_s",
+            "cpu.router",
+        );
+        push(
+            "router_polling",
+            format!(
+                "the polling router's CPU per frame forwarded, loaded: one trial at \
+                 {LOADED_RATE:.0} pkts/s, CPU - runs x router_polling_run, over the frames \
+                 forwarded"
+            ),
+            ((router_cpu - router_runs * polling_router.1) / fwd.max(1.0)).max(0.0),
+        );
         push(
             "napi_xsk_redirect",
             format!(
@@ -508,29 +529,6 @@ pub(super) fn push_split(
         format!("{what}, CPU per run of the thread beside its frames: {rates} (0: not told apart)"),
         b.unwrap_or(0.0),
     );
-}
-
-/// Records the polling router's cost per frame and per run of its thread
-/// (`router_polling`, `router_polling_run`) from its trials at `rates`;
-/// without a part per run, that key is 0. Returns the two.
-fn push_polling_router(
-    push: &mut impl FnMut(&'static str, String, f64),
-    rates: &[f64],
-    trials: &[(f64, f64, f64)],
-) -> (f64, f64) {
-    let (f, b) = split(trials);
-    let trials = format!("trials at {}", list(rates));
-    push(
-        "router_polling",
-        format!("the polling router's CPU per frame: {trials}, CPU = frames x this + runs x router_polling_run (least squares)"),
-        f,
-    );
-    push(
-        "router_polling_run",
-        format!("a run of the polling router's thread beside its frames (woken, polls, sleeps): {trials}"),
-        b.unwrap_or(0.0),
-    );
-    (f, b.unwrap_or(0.0))
 }
 
 #[cfg(test)]
