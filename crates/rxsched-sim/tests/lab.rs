@@ -392,8 +392,8 @@ fn the_monitor_needs_feedback_to_write_under_overload() {
 /// a rate where the polling router preempts the receive work at most of
 /// its polls, and the receive work the interrupt router, each thread's CPU
 /// is its runs times its run plus its frames times its cost per frame.
-/// Charged only when it woke from sleep, the receive work beside the
-/// polling router came to 0.80 of that.
+/// Charged only when it woke from sleep (before 0.42), the receive work
+/// beside the polling router came to 0.80 of that at 498,000 pkts/s.
 #[test]
 fn a_run_is_paid_each_time_the_thread_is_put_on_the_cpu() {
     let lab = rxsched_sim::profile::Profile::load("linux-veth-lab", None)
@@ -406,7 +406,8 @@ fn a_run_is_paid_each_time_the_thread_is_put_on_the_cpu() {
         m.cpu[thread] * 1e9 / (m.extra[runs] * run as f64 + frames * per_frame as f64)
     };
     let p = at("polling", 500e3);
-    assert_eq!(p.drops.values().sum::<u64>() * 100 / p.arrived.max(1), 0);
+    // Under 1% lost: every frame arrived is a frame the receive work took.
+    assert!(p.drops.values().sum::<u64>() * 100 < p.arrived.max(1));
     let i = at("interrupt", 200e3);
     for (what, ratio) in [
         (

@@ -255,28 +255,28 @@ impl View<'_> {
     /// point may deliver up to that much less than its x: the delivered
     /// rates are compared with each other, not with an offered one.
     pub(super) fn over_mlfrr(&self, s: &str, cv: &Curve, b: &Bounded, delivered: bool) -> Outcome {
-        let mut m = self.r.mlfrr(s);
-        let v = if delivered {
-            m = cv.iter().find(|p| p.0 == m).map_or(m, |p| p.1);
-            last(cv)
+        let m = self.r.mlfrr(s);
+        let (what, v, of, m) = if delivered {
+            let at_m = cv.iter().find(|p| p.0 == m).map_or(m, |p| p.1);
+            (
+                "delivered at the highest rate",
+                last(cv),
+                "delivered at the MLFRR",
+                at_m,
+            )
         } else {
-            cv.last().map_or(0.0, |p| p.0)
+            (
+                "highest offered rate",
+                cv.last().map_or(0.0, |p| p.0),
+                "MLFRR",
+                m,
+            )
         };
         let ratio = if m > 0.0 { v / m } else { 0.0 };
-        let what = if delivered {
-            "delivered at the highest rate"
-        } else {
-            "highest offered rate"
-        };
         (
             within(ratio, b.min, b.max),
             format!(
-                "{what} {v:.0} / {} {m:.0} = {ratio:.2} (want {})",
-                if delivered {
-                    "delivered at the MLFRR"
-                } else {
-                    "MLFRR"
-                },
+                "{what} {v:.0} / {of} {m:.0} = {ratio:.2} (want {})",
                 bounds(b.min, b.max)
             ),
         )

@@ -12,6 +12,13 @@ pub(super) fn per_second(p: &Point, frames: f64, runs: &str, cpu: &str) -> (f64,
     (frames, runs, cpu)
 }
 
+/// The router's thread at a loaded point: the frames it forwarded (what
+/// it could, not what was offered), its runs and its CPU time.
+pub(super) fn router_loaded(p: &Point) -> (f64, f64, f64) {
+    let fwd = p.get("delivered_pps").unwrap_or(0.0);
+    per_second(p, fwd, "router_runs_per_s", "cpu.router")
+}
+
 /// The NAPI threads at a point offered `rate`, over the frames forwarded.
 pub(super) fn napi_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
     Ok(per_second(p, delivered(p, rate)?, NAPI_RUNS, NAPI_CPU))

@@ -16,7 +16,7 @@ use super::BenchOpts;
 use crate::result::Point;
 use fit::{
     delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_second,
-    push_polling_router, router_rates, split,
+    push_polling_router, router_loaded, router_rates, split,
 };
 use std::collections::BTreeMap;
 pub use write::profile;
@@ -348,12 +348,7 @@ pub fn measure(
         // are full here, as under overload (at the low rates they hold a
         // few frames each, and the fit there puts 1.4 times as much on a
         // frame as the router spent at 964,000 pkts/s in a bench).
-        let (fwd, router_runs, router_cpu) = per_second(
-            &p,
-            p.get("delivered_pps").unwrap_or(0.0),
-            "router_runs_per_s",
-            "cpu.router",
-        );
+        let (fwd, router_runs, router_cpu) = router_loaded(&p);
         push(
             "router_polling",
             format!(
@@ -418,12 +413,7 @@ pub fn measure(
             secs,
             &dut,
         )?;
-        let (fwd_frames, router_runs, router_cpu) = per_second(
-            &p,
-            p.get("delivered_pps").unwrap_or(0.0),
-            "router_runs_per_s",
-            "cpu.router",
-        );
+        let (fwd_frames, router_runs, router_cpu) = router_loaded(&p);
         if fwd_frames < RATE {
             return Err(BenchError(format!(
                 "calibrate --real: the interrupt router forwarded only {fwd_frames:.0} frames a \
