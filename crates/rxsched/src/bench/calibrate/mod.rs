@@ -1,9 +1,11 @@
 //! `rxsched calibrate --real`: the lab's per-frame costs, each measured in
 //! isolation on the DUT CPU and never fitted to an overload curve. A cost
 //! is the CPU time of the thread that does the work (the device's NAPI
-//! thread, or our router's forwarding thread) over the frames forwarded,
-//! in a trial at a rate low enough that nothing queues; the wake-up cost
-//! is `wakecost`'s. Each is the median of its repeats, with their spread.
+//! thread, or our router's forwarding thread) over the frames forwarded:
+//! a cost per run from trials at rates low enough that nothing queues, a
+//! cost per frame from the same trials or, where runs fill a thread's time
+//! there, from one loaded trial beside those runs; the wake-up cost is
+//! `wakecost`'s. Each is the median of its repeats, with their spread.
 
 use super::error::BenchError;
 use super::forward::{self, Forwarder, Screen};
@@ -15,7 +17,7 @@ mod write;
 use super::BenchOpts;
 use crate::result::Point;
 use fit::{
-    delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_second,
+    delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_frame_loaded, per_second,
     push_polling_router, router_loaded, router_rates, split,
 };
 use std::collections::BTreeMap;
@@ -83,9 +85,10 @@ pub const CHARGE_RATES: [f64; 2] = [20_000.0, 50_000.0];
 pub const RATE: f64 = RATES[0];
 
 /// The rate at which the device's receive work for the polling router's
-/// socket is measured where frames, not NAPI runs, fill its time: well
-/// past what the router forwards, so that the receive work runs beside a
-/// busy router as it does under overload. At the low rates (some 12,000
+/// socket (and for the monitor's, copying and taking) is measured where
+/// frames, not NAPI runs, fill its time: well past what the router
+/// forwards, so that the receive work runs beside a busy router as it
+/// does under overload. At the low rates (some 12,000
 /// runs a second at each) the runs take most of the NAPI threads' time and
 /// the cost per frame is poorly fixed (a spread of 120% over repeats).
 pub const LOADED_RATE: f64 = 1_000_000.0;
@@ -336,14 +339,15 @@ pub fn measure(
             r + 1
         ));
         let p = forward::run_trial(lab, Forwarder::Polling, None, LOADED_RATE, secs, &dut)?;
-        let (into, refused, runs, cpu) = napi_split(&p);
+        let loaded = napi_split(&p, "xsk_rx_ring");
+        let into = loaded.0;
         if into < RATE {
             return Err(BenchError(format!(
                 "calibrate --real: the polling router took only {into:.0} frames a second at \
                  {LOADED_RATE:.0} offered; the lab is not forwarding (is another load running?)"
             )));
         }
-        let redirect = ((cpu - runs * xsk_run - refused * full_ns) / into).max(0.0);
+        let redirect = per_frame_loaded(loaded, xsk_run, full_ns);
         // The router's own cost per frame, in the same trial: its polls
         // are full here, as under overload (at the low rates they hold a
         // few frames each, and the fit there puts 1.4 times as much on a

@@ -3,8 +3,8 @@
 //! forms), and the monitor (`rxsched capture`).
 
 use super::{
-    list, napi_rates, napi_taken, per_frame_given, per_second, push_split, router_rates, split,
-    BenchError, Forwarder, Point, Screen, RATES,
+    list, napi_rates, napi_split, napi_taken, per_frame_given, per_frame_loaded, per_second,
+    push_split, router_rates, split, BenchError, Forwarder, Point, Screen, LOADED_RATE, RATES,
 };
 use crate::bench::calibrate::INTERRUPT_RATES;
 use crate::bench::capture::calibration_trial;
@@ -125,8 +125,13 @@ pub(super) fn measure_screen(
 }
 
 /// The monitor's costs (`rxsched capture`, feedback on, to /dev/null):
-/// copying and taking at each of [`RATES`], and copying with the monitor
-/// stopped (its ring buffer full).
+/// copying and taking at each of [`RATES`], copying with the monitor
+/// stopped (its ring buffer full), and copying and taking loaded, at
+/// [`LOADED_RATE`]. The low rates fix the costs per run; the costs per
+/// frame come from the loaded trials, where frames fill the threads' time
+/// (at the low rates the runs do, and the fit there put 1,081 ns on a
+/// copy in one calibration where the monitor's NAPI threads spent 490-530
+/// a frame beside their runs past 1.2 M pkts/s in a bench the same hour).
 pub(super) fn measure_capture(
     lab: &rxsched_linux::lab::Lab,
     dut: &forward::Dut,
@@ -137,9 +142,9 @@ pub(super) fn measure_capture(
 ) -> Result<(), BenchError> {
     let (mut napi, mut reader, mut writer, mut taking, mut full) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let wrote = |p: &Point, rate: f64, what: &str| -> Result<(), BenchError> {
+    let wrote = |p: &Point, least: f64, rate: f64, what: &str| -> Result<(), BenchError> {
         let written = p.get("delivered_pps").unwrap_or(0.0);
-        if written < rate / 2.0 {
+        if written < least {
             return Err(BenchError(format!(
                 "calibrate --real: the monitor {what} wrote {written:.0} of {rate:.0} pkts/s; \
                  the lab is not capturing (is another load running?)"
@@ -156,7 +161,7 @@ pub(super) fn measure_capture(
             let what = if take { "taking" } else { "copying" };
             progress(rate, what);
             let p = calibration_trial(lab, take, false, rate, secs, dut)?;
-            wrote(&p, rate, what)?;
+            wrote(&p, rate / 2.0, rate, what)?;
             let reads = thread(&p, "router_runs_per_s", "cpu.router");
             if take {
                 taking.push(reads);
@@ -171,20 +176,41 @@ pub(super) fn measure_capture(
             lab, false, true, rate, secs, dut,
         )?));
     }
-    let (f, b) = split(&napi);
+    // Loaded: past what the monitor writes, so its threads are never
+    // short of frames (it must still write more than the low rates offer).
+    let mut loaded = Vec::new();
+    for take in [false, true] {
+        let what = if take {
+            "taking, loaded,"
+        } else {
+            "copying, loaded,"
+        };
+        progress(LOADED_RATE, what);
+        let p = calibration_trial(lab, take, false, LOADED_RATE, secs, dut)?;
+        wrote(&p, RATES[RATES.len() - 1], LOADED_RATE, what)?;
+        loaded.push(p);
+    }
+    let (copying, taken) = (&loaded[0], &loaded[1]);
+    let (_, copy_run) = split(&napi);
+    let copy_run = copy_run.unwrap_or(0.0);
+    let copy_full = per_frame_given(&full, copy_run);
+    let at = format!("one trial at {LOADED_RATE:.0} pkts/s");
     push(
         "napi_copy",
         format!(
             "the NAPI threads' CPU per frame with the monitor copying (the copy, and the \
-             host's stack taking the frame to its discard): {rates}, CPU = frames x this \
-             + runs x napi_copy_run (least squares)"
+             host's stack taking the frame to its discard), loaded: {at}, CPU - runs x \
+             napi_copy_run - frames refused at the full ring buffer x napi_copy_full, over \
+             the frames copied"
         ),
-        f,
+        per_frame_loaded(napi_split(copying, "copy_ring"), copy_run, copy_full),
     );
-    let copy_run = b.unwrap_or(0.0);
     push(
         "napi_copy_run",
-        format!("a NAPI thread's run beside its frames, the monitor copying: {rates}"),
+        format!(
+            "a NAPI thread's run beside its frames, the monitor copying: {rates}, \
+             CPU = frames x a cost per frame of their own + runs x this (least squares)"
+        ),
         copy_run,
     );
     push(
@@ -193,29 +219,47 @@ pub(super) fn measure_capture(
             "the NAPI threads' CPU per frame with the monitor stopped (its ring buffer \
              full: no copy): {rates}, least squares beside napi_copy_run"
         ),
-        per_frame_given(&full, copy_run),
+        copy_full,
     );
-    let (f, b) = split(&reader);
+    // A thread's cost per frame written at a loaded point, beside its runs.
+    let per_written = |p: &Point, run: f64| {
+        let (w, runs, cpu) = thread(p, "router_runs_per_s", "cpu.router");
+        per_frame_loaded((w, 0.0, runs, cpu), run, 0.0)
+    };
+    let run = split(&reader).1.unwrap_or(0.0);
     push(
         "capture_copy",
         format!(
-            "the monitor's polling thread per copy read onto its queue: {rates}, \
-             CPU = frames x this + runs x capture_run (least squares)"
+            "the monitor's polling thread per copy read onto its queue, loaded: {at}, \
+             CPU - runs x capture_run, over the frames written"
         ),
-        f,
+        per_written(copying, run),
     );
-    let run = b.unwrap_or(0.0);
     push(
         "capture_run",
-        format!("a run of the monitor's polling thread beside its frames, copying: {rates}"),
+        format!(
+            "a run of the monitor's polling thread beside its frames, copying: {rates}, \
+             CPU = frames x a cost per frame of their own + runs x this (least squares)"
+        ),
         run,
     );
-    push_split(
-        push,
-        ("capture_take", "capture_take_run"),
-        "the monitor's polling thread taking frames off its socket (--take)",
-        rates,
-        &taking,
+    let run = split(&taking).1.unwrap_or(0.0);
+    push(
+        "capture_take",
+        format!(
+            "the monitor's polling thread taking frames off its socket (--take), CPU per \
+             frame, loaded: {at}, CPU - runs x capture_take_run, over the frames written"
+        ),
+        per_written(taken, run),
+    );
+    push(
+        "capture_take_run",
+        format!(
+            "the monitor's polling thread taking frames off its socket (--take), CPU per run \
+             of the thread beside its frames: {rates}, CPU = frames x a cost per frame of \
+             their own + runs x this (least squares; 0: not told apart)"
+        ),
+        run,
     );
     let (f, b) = split(&writer);
     let both = format!(
