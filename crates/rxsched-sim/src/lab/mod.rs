@@ -22,8 +22,9 @@
 //!   there; the routers' frames go to the AF_XDP socket's ring
 //!   (`xsk_rx_ring`), dropped when it is full after that work was spent
 //!   (`xsk_rx_ring`; such a frame costs `napi_xsk_full`), and wake the
-//!   router's thread. Beside the interrupt router a wake-up of its thread
-//!   costs the NAPI thread `napi_xsk_wake` more.
+//!   router's thread. Beside the interrupt router a frame costs the NAPI
+//!   thread `napi_xsk_interrupt` (measured beside that router), and a
+//!   wake-up of its thread `napi_xsk_wake` more.
 //! - The router's thread forwards up to a quota of frames at a time: in
 //!   polling mode through the core's [`PollLoop`] (M4 charged with the
 //!   thread's and the NAPI thread's CPU time and wake-ups, as the real
@@ -310,7 +311,8 @@ impl Lab {
             LabForwarder::XdpFwd => (c.napi_xdp_run, c.napi_xdp_forward),
             LabForwarder::PollingInXdp if rules => (c.napi_route_run, c.napi_xdp_screen),
             LabForwarder::PollingInXdp => (c.napi_route_run, c.napi_xdp_route),
-            LabForwarder::Interrupt | LabForwarder::Polling | LabForwarder::CaptureTake => {
+            LabForwarder::Interrupt => (c.napi_xsk_run, c.napi_xsk_interrupt),
+            LabForwarder::Polling | LabForwarder::CaptureTake => {
                 (c.napi_xsk_run, c.napi_xsk_redirect)
             }
             LabForwarder::CaptureCopy => (c.napi_copy_run, c.napi_copy),

@@ -51,6 +51,11 @@ pub struct LabCosts {
     /// the socket: what it costs over the same work beside the polling
     /// router (`napi_xsk_run`, `napi_xsk_redirect`).
     pub napi_xsk_wake: u64,
+    /// The device's receive work per frame redirected to the interrupt-mode
+    /// router's socket (what `napi_xsk_redirect` is beside the polling
+    /// router), measured with that router loaded: beside it a frame costs
+    /// the receive work more than beside the polling router.
+    pub napi_xsk_interrupt: u64,
     /// The interrupt-mode router's work per frame.
     pub router_interrupt: u64,
     /// A run of the interrupt-mode router's forwarding thread beside its

@@ -64,9 +64,8 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
                 F::Kernel => ["lab.napi_kernel_forward", "lab.napi_kernel_run"],
                 F::XdpFwd => ["lab.napi_xdp_forward", "lab.napi_xdp_run"],
                 F::PollingInXdp => ["lab.napi_xdp_route", "lab.napi_route_run"],
-                F::Interrupt | F::Polling | F::CaptureTake => {
-                    ["lab.napi_xsk_redirect", "lab.napi_xsk_run"]
-                }
+                F::Interrupt => ["lab.napi_xsk_interrupt", "lab.napi_xsk_run"],
+                F::Polling | F::CaptureTake => ["lab.napi_xsk_redirect", "lab.napi_xsk_run"],
                 F::CaptureCopy => ["lab.napi_copy", "lab.napi_copy_run"],
             });
             if fwd.to_socket() {

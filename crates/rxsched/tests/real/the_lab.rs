@@ -302,6 +302,7 @@ fn calibrate_real_writes_a_profile_of_this_machine() {
         ("napi_kernel_forward", c.napi_kernel_forward),
         ("napi_xdp_forward", c.napi_xdp_forward),
         ("napi_xsk_redirect", c.napi_xsk_redirect),
+        ("napi_xsk_interrupt", c.napi_xsk_interrupt),
         ("router_polling", c.router_polling),
         ("router_interrupt", c.router_interrupt),
         ("screen_frame", c.screen_frame),

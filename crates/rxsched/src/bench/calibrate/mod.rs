@@ -94,7 +94,7 @@ pub const RATE: f64 = RATES[0];
 pub const LOADED_RATE: f64 = 1_000_000.0;
 
 /// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 34] = [
+pub const KEYS: [&str; 35] = [
     "napi_kernel_forward",
     "napi_xdp_forward",
     "napi_xdp_route",
@@ -105,6 +105,7 @@ pub const KEYS: [&str; 34] = [
     "napi_xsk_run",
     "napi_xsk_full",
     "napi_xsk_wake",
+    "napi_xsk_interrupt",
     "router_polling",
     "router_polling_run",
     "router_charge",
@@ -384,6 +385,7 @@ pub fn measure(
             router.push(r);
         }
         let rates_i = format!("trials at {}", list(&INTERRUPT_RATES));
+        let wake = per_frame_given(&woken, 0.0);
         push(
             "napi_xsk_wake",
             format!(
@@ -391,7 +393,7 @@ pub fn measure(
                  over their costs beside the polling router: {rates_i}, CPU - frames x \
                  napi_xsk_redirect - runs x napi_xsk_run = router runs x this (least squares)"
             ),
-            per_frame_given(&woken, 0.0),
+            wake,
         );
         let (_, run) = split(&router);
         let run = run.unwrap_or(0.0);
@@ -433,6 +435,23 @@ pub fn measure(
                  frames forwarded"
             ),
             ((router_cpu - router_runs * run) / fwd_frames).max(0.0),
+        );
+        // The receive work's cost per frame beside it, in the same trial:
+        // beyond its runs, the router's wake-ups and the refused frames.
+        let (into, refused, napi_runs, napi_cpu) = napi_split(&p, "xsk_rx_ring");
+        push(
+            "napi_xsk_interrupt",
+            format!(
+                "the NAPI threads' CPU per frame redirected into the interrupt router's \
+                 socket, loaded: one trial at {INTERRUPT_LOADED_RATE:.0} pkts/s, CPU - runs x \
+                 napi_xsk_run - the router's runs x napi_xsk_wake - frames refused at the \
+                 full ring x napi_xsk_full, over the frames redirected"
+            ),
+            per_frame_loaded(
+                (into, refused, napi_runs, napi_cpu - router_runs * wake),
+                xsk_run,
+                full_ns,
+            ),
         );
         let stage_trial =
             |fwd, screen: Option<&Screen>, rate, what: &str| screened(fwd, screen, rate, what);

@@ -126,9 +126,9 @@ pub(super) fn measure_screen(
 
 /// The monitor's costs (`rxsched capture`, feedback on, to /dev/null):
 /// copying and taking at each of [`RATES`], copying with the monitor
-/// stopped (its ring buffer full), and copying and taking loaded, at
-/// [`LOADED_RATE`]. The low rates fix the costs per run; the costs per
-/// frame come from the loaded trials, where frames fill the threads' time
+/// stopped (its ring buffer full), and copying loaded, at [`LOADED_RATE`].
+/// The low rates fix the costs per run (and taking's per frame); copying's
+/// costs per frame come from the loaded trial, where frames fill the threads' time
 /// (at the low rates the runs do, and the fit there put 1,081 ns on a
 /// copy in one calibration where the monitor's NAPI threads spent 490-530
 /// a frame beside their runs past 1.2 M pkts/s in a bench the same hour).
@@ -178,19 +178,14 @@ pub(super) fn measure_capture(
     }
     // Loaded: past what the monitor writes, so its threads are never
     // short of frames (it must still write more than the low rates offer).
-    let mut loaded = Vec::new();
-    for take in [false, true] {
-        let what = if take {
-            "taking, loaded,"
-        } else {
-            "copying, loaded,"
-        };
-        progress(LOADED_RATE, what);
-        let p = calibration_trial(lab, take, false, LOADED_RATE, secs, dut)?;
-        wrote(&p, RATES[RATES.len() - 1], LOADED_RATE, what)?;
-        loaded.push(p);
-    }
-    let (copying, taken) = (&loaded[0], &loaded[1]);
+    progress(LOADED_RATE, "copying, loaded,");
+    let copying = &calibration_trial(lab, false, false, LOADED_RATE, secs, dut)?;
+    wrote(
+        copying,
+        RATES[RATES.len() - 1],
+        LOADED_RATE,
+        "copying, loaded,",
+    )?;
     let (_, copy_run) = split(&napi);
     let copy_run = copy_run.unwrap_or(0.0);
     let copy_full = per_frame_given(&full, copy_run);
@@ -243,23 +238,15 @@ pub(super) fn measure_capture(
         ),
         run,
     );
-    let run = split(&taking).1.unwrap_or(0.0);
-    push(
-        "capture_take",
-        format!(
-            "the monitor's polling thread taking frames off its socket (--take), CPU per \
-             frame, loaded: {at}, CPU - runs x capture_take_run, over the frames written"
-        ),
-        per_written(taken, run),
-    );
-    push(
-        "capture_take_run",
-        format!(
-            "the monitor's polling thread taking frames off its socket (--take), CPU per run \
-             of the thread beside its frames: {rates}, CPU = frames x a cost per frame of \
-             their own + runs x this (least squares; 0: not told apart)"
-        ),
-        run,
+    // Taking, the monitor's runs at the low rates cost more than its runs
+    // loaded (its CPU at 1 Mpps came to less than its runs there at the
+    // low rates' cost per run): the low rates fix both its costs.
+    push_split(
+        push,
+        ("capture_take", "capture_take_run"),
+        "the monitor's polling thread taking frames off its socket (--take)",
+        rates,
+        &taking,
     );
     let (f, b) = split(&writer);
     let both = format!(
