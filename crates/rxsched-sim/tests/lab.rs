@@ -439,3 +439,91 @@ fn a_run_is_paid_each_time_the_thread_is_put_on_the_cpu() {
         );
     }
 }
+
+/// The interrupt router at `rate` on the committed lab profile with
+/// `add` ns more on each of the costs named.
+fn interrupt_with(rate: f64, add: &[(&str, u64)]) -> Metrics {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../profiles/linux-veth-lab.toml"
+    );
+    let mut text = std::fs::read_to_string(path).unwrap();
+    for (key, more) in add {
+        let at = text.find(&format!("\n{key} = ")).expect(key) + 1;
+        let end = at + text[at..].find('\n').unwrap();
+        let line = &text[at..end];
+        let value: u64 = line
+            .split('=')
+            .nth(1)
+            .unwrap()
+            .split('#')
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        text.replace_range(at..end, &format!("{key} = {}", value + more));
+    }
+    let dir = std::env::temp_dir().join(format!("rxsched-lab-costs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("p{}.toml", add.len()));
+    std::fs::write(&file, text).unwrap();
+    let src = BASE.replace(
+        "\"linux-veth-lab\"",
+        &format!("{:?}", file.display().to_string()),
+    );
+    let l = Loaded::parse("test.toml", src, None).unwrap();
+    let sets = [
+        rxsched_sim::scenario::parse_set("lab.forwarder=\"interrupt\"").unwrap(),
+        rxsched_sim::scenario::parse_set(&format!("traffic.rate_pps={rate}")).unwrap(),
+    ];
+    let m = run(&l.with(&sets).unwrap(), None).unwrap().0;
+    std::fs::remove_file(&file).ok();
+    m
+}
+
+/// Beside the interrupt router the receive work pays its own cost per
+/// frame redirected into the socket (`napi_xsk_interrupt`, which
+/// `calibrate --real` measures beside that router), not the one measured
+/// beside the busy polling router (`napi_xsk_redirect`): below the peak,
+/// where every frame goes into the socket, 500 ns more on the first is
+/// 500 ns more of the receive work's CPU a frame, and 500 ns more on the
+/// second moves nothing.
+#[test]
+fn beside_the_interrupt_router_the_receive_work_pays_its_own_cost_per_frame() {
+    let rate = 100e3;
+    let base = interrupt_with(rate, &[]);
+    assert!(
+        base.delivered_pps > 0.99 * rate,
+        "below the peak: {}",
+        base.delivered_pps
+    );
+    let own = interrupt_with(rate, &[("napi_xsk_interrupt", 500)]);
+    let other = interrupt_with(rate, &[("napi_xsk_redirect", 500)]);
+    let lab = rxsched_sim::profile::Profile::load("linux-veth-lab", None)
+        .unwrap()
+        .lab
+        .unwrap();
+    // A busier receive work runs, and wakes the router, fewer times (the
+    // generator's batches come at random): those runs' costs come off.
+    let fewer = |key: &str| (own.extra[key] - base.extra[key]) * 1e-9;
+    let more = own.cpu["napi"] - base.cpu["napi"];
+    let want = 500e-9 * base.delivered_pps
+        + fewer("napi_runs_per_s") * lab.napi_xsk_run as f64
+        + fewer("router_runs_per_s") * lab.napi_xsk_wake as f64;
+    assert!(
+        (more - want).abs() < 0.1 * want,
+        "500 ns more a frame: the receive work's CPU {:.4} -> {:.4} (+{more:.4}), want +{want:.4} \
+         (runs {} -> {})",
+        base.cpu["napi"],
+        own.cpu["napi"],
+        base.extra["napi_runs_per_s"],
+        own.extra["napi_runs_per_s"]
+    );
+    assert!(
+        (other.cpu["napi"] - base.cpu["napi"]).abs() < 1e-9,
+        "napi_xsk_redirect moved the interrupt router's receive work: {:.4} -> {:.4}",
+        base.cpu["napi"],
+        other.cpu["napi"]
+    );
+}

@@ -116,6 +116,11 @@ fn lab_opts(
     })
 }
 
+/// How far the machine's pace may move during a calibration before
+/// `calibrate --real` says its costs mix states: about the spread of a
+/// repeated trial when the pace holds (4-17% on the loaded costs here).
+const PACE_MOVED: f64 = 0.2;
+
 /// `calibrate --real`: measures the lab's per-frame costs and writes them
 /// as the profile `out`.
 pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
@@ -124,7 +129,7 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
     let t0 = std::time::Instant::now();
     let hz = rxsched::bench::calibrate::kernel_hz().map_err(|e| Error::Run(e.0))?;
     let progress = |m: &str| eprintln!("calibrate: {m}");
-    let costs = rxsched::bench::calibrate::measure(&opts, repeats, secs, &progress)
+    let (costs, pace) = rxsched::bench::calibrate::measure(&opts, repeats, secs, &progress)
         .map_err(|e| Error::Run(e.0))?;
     let name = out.file_stem().map_or("linux-veth-lab".into(), |s| {
         s.to_string_lossy().into_owned()
@@ -135,7 +140,7 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
             .map_or_else(|_| "Linux".into(), |r| format!("Linux {}", r.trim())),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let text = rxsched::bench::calibrate::profile(&name, &costs, repeats, &host, hz);
+    let text = rxsched::bench::calibrate::profile(&name, &costs, &pace, repeats, &host, hz);
     std::fs::write(out, &text)
         .map_err(|e| Error::Input(format!("{}: cannot write the profile: {e}", out.display())))?;
     for c in &costs {
@@ -151,6 +156,22 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
             100.0 * c.spread(),
             c.how
         ))?;
+    }
+    let moved = rxsched::bench::calibrate::pace_moved(&pace);
+    let paces: Vec<String> = pace.iter().map(|p| format!("{p:.0}")).collect();
+    rxsched::out::line(&format!(
+        "pace                 {} ns a frame at the start and after each repeat (moved {:.0}%)",
+        paces.join(", "),
+        100.0 * moved
+    ))?;
+    if moved > PACE_MOVED {
+        eprintln!(
+            "calibrate --real: the machine's pace moved {:.0}% during the calibration \
+             ({} ns a frame): its costs mix the states it passed through, and a bench \
+             predicted from it misses by about as much; calibrate again when the pace holds",
+            100.0 * moved,
+            paces.join(", ")
+        );
     }
     rxsched::out::line(&format!(
         "wrote {} in {:.0} s",

@@ -161,13 +161,42 @@ const NAPI: &[(&str, &str, Forwarder, &str)] = &[
     ),
 ];
 
-/// Measures every cost `repeats` times, each trial `secs` long.
+/// What a calibration measured: the costs, and the machine's pace at its
+/// start and after each repeat ([`pace`], ns a frame).
+pub type Measured = (Vec<Cost>, Vec<f64>);
+
+/// The machine's pace: one trial, the same every time (the polling router
+/// stopped, [`LOADED_RATE`] offered, the receive work refusing every frame
+/// at its socket), read as the NAPI threads' CPU per frame, runs included.
+/// This guest's costs move by tens of percent within an hour (the same
+/// trial by hand: 500 ns a frame one minute, 800 another); a calibration
+/// whose pace moved mixes two states, and a bench in another state than
+/// its calibration's misses by about as much.
+fn pace(lab: &rxsched_linux::lab::Lab, secs: f64, dut: &forward::Dut) -> Result<f64, BenchError> {
+    let p = forward::run_trial_paused(lab, Forwarder::Polling, LOADED_RATE, secs, dut)?;
+    let (taken, _, cpu) = napi_taken(&p);
+    Ok(cpu / taken.max(1.0))
+}
+
+/// How far a calibration's pace moved: (largest - smallest) / smallest.
+pub fn pace_moved(pace: &[f64]) -> f64 {
+    let lo = pace.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = pace.iter().copied().fold(0.0, f64::max);
+    if lo.is_finite() && lo > 0.0 {
+        (hi - lo) / lo
+    } else {
+        0.0
+    }
+}
+
+/// Measures every cost `repeats` times, each trial `secs` long, and the
+/// machine's pace at the start and after each repeat.
 pub fn measure(
     opts: &BenchOpts,
     repeats: usize,
     secs: f64,
     progress: &dyn Fn(&str),
-) -> Result<Vec<Cost>, BenchError> {
+) -> Result<Measured, BenchError> {
     let lab = &opts.lab;
     let mut costs: BTreeMap<&'static str, Cost> = BTreeMap::new();
     let mut push = |key: &'static str, how: String, v: f64| {
@@ -197,12 +226,20 @@ pub fn measure(
         feedback,
         queue: None,
     };
+    let mut paces = Vec::new();
     for r in 0..repeats {
         progress(&format!(
             "repeat {}/{repeats}: the compute process alone and the wake-up cost",
             r + 1
         ));
         let dut = forward::measure_dut(lab, 0.5)?;
+        if r == 0 {
+            paces.push(pace(lab, secs, &dut)?);
+            progress(&format!(
+                "the machine's pace at the start: {:.0} ns a frame",
+                paces[0]
+            ));
+        }
         push(
             "wake",
             "wakecost: a thread woken on the DUT CPU, the time the task it interrupts loses".into(),
@@ -475,9 +512,15 @@ pub fn measure(
                 ))
             },
         )?;
+        let now = pace(lab, secs, &dut)?;
+        progress(&format!(
+            "the machine's pace after repeat {}: {now:.0} ns a frame",
+            r + 1
+        ));
+        paces.push(now);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(KEYS.iter().filter_map(|k| costs.remove(k)).collect())
+    Ok((KEYS.iter().filter_map(|k| costs.remove(k)).collect(), paces))
 }
 
 /// The running kernel's `CONFIG_HZ`, from `/proc/config.gz` or
@@ -569,7 +612,18 @@ mod tests {
                 samples: vec![1000.0, 1200.0],
             })
             .collect();
-        let text = profile("linux-veth-lab", &costs, 2, "a test host", 250);
+        let text = profile(
+            "linux-veth-lab",
+            &costs,
+            &[500.0, 520.0, 800.0],
+            2,
+            "a test host",
+            250,
+        );
+        assert!(
+            text.contains("500, 520, 800 ns (moved 60%)"),
+            "the pace in the header: {text}"
+        );
         let p = rxsched_sim::Profile::parse("lab.toml", &text).unwrap();
         let lab = p.lab.unwrap();
         assert_eq!(lab.napi_kernel_forward, 1100);

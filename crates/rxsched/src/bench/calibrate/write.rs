@@ -4,12 +4,24 @@
 use super::{list, Cost, LOADED_RATE, RATES};
 use rxsched_linux::backend::copy::{RING_BYTES, SHORT_RECORD_BYTES, WAKE_BYTES};
 
-/// The profile text: every cost with how it was measured and its spread.
-pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str, hz: u64) -> String {
+/// The profile text: every cost with how it was measured and its spread,
+/// and the machine's pace through the calibration.
+pub fn profile(
+    name: &str,
+    costs: &[Cost],
+    pace: &[f64],
+    repeats: usize,
+    host: &str,
+    hz: u64,
+) -> String {
+    let paces: Vec<String> = pace.iter().map(|p| format!("{p:.0}")).collect();
     let mut s = format!(
         "# Written by `rxsched calibrate --real` on {host}: each cost measured in\n\
          # isolation on the DUT CPU ({repeats} repeats, the median), never fitted to an\n\
          # overload curve. Measure your own host the same way (README).\n\
+         # The machine's pace at the start and after each repeat (the receive work's\n\
+         # CPU per frame refused at the stopped polling router's socket, {LOADED_RATE:.0}\n\
+         # pkts/s, runs included): {} ns (moved {:.0}%).\n\
          name = {name:?}\n\
          testbed = \"the XDP lab: three network namespaces joined by veth pairs, the DUT on one CPU ({host})\"\n\
          calibrated_from = [\"rxsched calibrate --real: per-thread CPU time at {}, and wakecost\"]\n\n\
@@ -20,6 +32,8 @@ pub fn profile(name: &str, costs: &[Cost], repeats: usize, host: &str, hz: u64) 
          rx_ring = 256                # veth's receive ring (VETH_RING_SIZE, fixed in the driver)\n\
          tx_ring = 256                # veth transmits into the peer's receive ring\n\n\
          [lab]                        # nanoseconds of the DUT CPU (gen_batches_per_s: a second)\n",
+        paces.join(", "),
+        100.0 * super::pace_moved(pace),
         list(&[RATES[0], RATES[1], RATES[2], LOADED_RATE])
     );
     for c in costs {
