@@ -116,11 +116,6 @@ fn lab_opts(
     })
 }
 
-/// How far the machine's pace may move during a calibration before
-/// `calibrate --real` says its costs mix states: about the spread of a
-/// repeated trial when the pace holds (4-17% on the loaded costs here).
-const PACE_MOVED: f64 = 0.2;
-
 /// `calibrate --real`: measures the lab's per-frame costs and writes them
 /// as the profile `out`.
 pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
@@ -164,7 +159,7 @@ pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
         paces.join(", "),
         100.0 * moved
     ))?;
-    if moved > PACE_MOVED {
+    if moved > rxsched::bench::calibrate::PACE_MOVED {
         eprintln!(
             "calibrate --real: the machine's pace moved {:.0}% during the calibration \
              ({} ns a frame): its costs mix the states it passed through, and a bench \

@@ -135,6 +135,31 @@ pub(super) fn push_polling_router(
     (f, b.unwrap_or(0.0))
 }
 
+/// Records a thread's cost per frame and per run (`keys`) from its
+/// trials (`rates` says which), split by least squares.
+pub(super) fn push_split(
+    push: &mut impl FnMut(&'static str, String, f64),
+    keys: (&'static str, &'static str),
+    what: &str,
+    rates: &str,
+    trials: &[(f64, f64, f64)],
+) {
+    let (f, b) = split(trials);
+    let (frame, run) = keys;
+    push(
+        frame,
+        format!(
+            "{what}, CPU per frame: {rates}, CPU = frames x this + runs x {run} (least squares)"
+        ),
+        f,
+    );
+    push(
+        run,
+        format!("{what}, CPU per run of the thread beside its frames: {rates} (0: not told apart)"),
+        b.unwrap_or(0.0),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,8 @@ use super::error::BenchError;
 use super::forward::{self, Forwarder, Screen};
 
 mod fit;
+mod host;
+mod pace;
 mod stages;
 mod write;
 
@@ -18,8 +20,11 @@ use super::BenchOpts;
 use crate::result::Point;
 use fit::{
     delivered, napi_rates, napi_split, napi_taken, per_frame_given, per_frame_loaded, per_second,
-    push_polling_router, router_loaded, router_rates, split,
+    push_polling_router, push_split, router_loaded, router_rates, split,
 };
+pub use host::kernel_hz;
+use pace::pace;
+pub use pace::{pace_moved, PACE_MOVED};
 use std::collections::BTreeMap;
 pub use write::profile;
 
@@ -162,32 +167,8 @@ const NAPI: &[(&str, &str, Forwarder, &str)] = &[
 ];
 
 /// What a calibration measured: the costs, and the machine's pace at its
-/// start and after each repeat ([`pace`], ns a frame).
+/// start and after each repeat ([`pace::pace`], ns a frame).
 pub type Measured = (Vec<Cost>, Vec<f64>);
-
-/// The machine's pace: one trial, the same every time (the polling router
-/// stopped, [`LOADED_RATE`] offered, the receive work refusing every frame
-/// at its socket), read as the NAPI threads' CPU per frame, runs included.
-/// This guest's costs move by tens of percent within an hour (the same
-/// trial by hand: 500 ns a frame one minute, 800 another); a calibration
-/// whose pace moved mixes two states, and a bench in another state than
-/// its calibration's misses by about as much.
-fn pace(lab: &rxsched_linux::lab::Lab, secs: f64, dut: &forward::Dut) -> Result<f64, BenchError> {
-    let p = forward::run_trial_paused(lab, Forwarder::Polling, LOADED_RATE, secs, dut)?;
-    let (taken, _, cpu) = napi_taken(&p);
-    Ok(cpu / taken.max(1.0))
-}
-
-/// How far a calibration's pace moved: (largest - smallest) / smallest.
-pub fn pace_moved(pace: &[f64]) -> f64 {
-    let lo = pace.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = pace.iter().copied().fold(0.0, f64::max);
-    if lo.is_finite() && lo > 0.0 {
-        (hi - lo) / lo
-    } else {
-        0.0
-    }
-}
 
 /// Measures every cost `repeats` times, each trial `secs` long, and the
 /// machine's pace at the start and after each repeat.
@@ -398,7 +379,7 @@ pub fn measure(
                  {LOADED_RATE:.0} pkts/s, CPU - runs x router_polling_run, over the frames \
                  forwarded"
             ),
-            ((router_cpu - router_runs * polling_router.1) / fwd.max(1.0)).max(0.0),
+            per_frame_loaded((fwd, 0.0, router_runs, router_cpu), polling_router.1, 0.0),
         );
         push(
             "napi_xsk_redirect",
@@ -471,7 +452,7 @@ pub fn measure(
                  {INTERRUPT_LOADED_RATE:.0} pkts/s, CPU - runs x router_interrupt_run, over the \
                  frames forwarded"
             ),
-            ((router_cpu - router_runs * run) / fwd_frames).max(0.0),
+            per_frame_loaded((fwd_frames, 0.0, router_runs, router_cpu), run, 0.0),
         );
         // The receive work's cost per frame beside it, in the same trial:
         // beyond its runs, the router's wake-ups and the refused frames.
@@ -523,35 +504,6 @@ pub fn measure(
     Ok((KEYS.iter().filter_map(|k| costs.remove(k)).collect(), paces))
 }
 
-/// The running kernel's `CONFIG_HZ`, from `/proc/config.gz` or
-/// `/boot/config-RELEASE`; refused, naming both, when neither says.
-pub fn kernel_hz() -> Result<u64, BenchError> {
-    use std::io::Read;
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let boot = format!("/boot/config-{}", release.trim());
-    let mut texts = Vec::new();
-    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
-        let mut s = String::new();
-        if flate2::read::GzDecoder::new(f)
-            .read_to_string(&mut s)
-            .is_ok()
-        {
-            texts.push(s);
-        }
-    }
-    texts.extend(std::fs::read_to_string(&boot).ok());
-    texts
-        .iter()
-        .flat_map(|t| t.lines())
-        .find_map(|l| l.strip_prefix("CONFIG_HZ=")?.trim().parse().ok())
-        .ok_or_else(|| {
-            BenchError(format!(
-                "calibrate --real: neither /proc/config.gz nor {boot} gives CONFIG_HZ \
-                 (the scheduler's tick); give it as tick_hz in the profile by hand"
-            ))
-        })
-}
-
 /// Rates as a list for a comment: `20000, 100000 and 250000 pkts/s`.
 pub(super) fn list(rates: &[f64]) -> String {
     let v: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
@@ -560,31 +512,6 @@ pub(super) fn list(rates: &[f64]) -> String {
         Some((last, rest)) => format!("{} and {last} pkts/s", rest.join(", ")),
         None => String::new(),
     }
-}
-
-/// Records a thread's cost per frame and per run (`keys`) from its
-/// trials (`rates` says which), split by least squares.
-pub(super) fn push_split(
-    push: &mut impl FnMut(&'static str, String, f64),
-    keys: (&'static str, &'static str),
-    what: &str,
-    rates: &str,
-    trials: &[(f64, f64, f64)],
-) {
-    let (f, b) = split(trials);
-    let (frame, run) = keys;
-    push(
-        frame,
-        format!(
-            "{what}, CPU per frame: {rates}, CPU = frames x this + runs x {run} (least squares)"
-        ),
-        f,
-    );
-    push(
-        run,
-        format!("{what}, CPU per run of the thread beside its frames: {rates} (0: not told apart)"),
-        b.unwrap_or(0.0),
-    );
 }
 
 #[cfg(test)]
