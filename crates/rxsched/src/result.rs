@@ -260,6 +260,22 @@ pub struct ResultFile {
     /// form's, and `--seed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<String>,
+    /// The machine's pace when a real bench ran, beside its calibration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<Pace>,
+}
+
+/// The machine's pace (`rxsched calibrate --real`'s fixed trial: the
+/// receive work's CPU per frame at the stopped polling router, ns) at a
+/// real bench's start and end, and in the profile it was predicted on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pace {
+    /// At the bench's start and end.
+    pub bench: Vec<f64>,
+    /// The profile's readings (its calibration's start and each repeat);
+    /// empty until predicted, or when the profile records none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<f64>,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -294,6 +310,7 @@ impl ResultFile {
             scatter: false,
             mlfrr_loss: 0.0,
             overrides: Vec::new(),
+            pace: None,
         }
     }
 

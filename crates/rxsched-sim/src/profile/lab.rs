@@ -132,4 +132,9 @@ pub struct LabCosts {
     pub spread: std::collections::BTreeMap<String, f64>,
     /// Repeats per cost.
     pub repeats: u64,
+    /// The machine's pace through the calibration, at its start and after
+    /// each repeat: the receive work's CPU per frame refused at the stopped
+    /// polling router's socket, 1,000,000 pkts/s offered (ns). Not a cost:
+    /// `bench real --predict` reads its own and says when the two differ.
+    pub pace: Vec<f64>,
 }

@@ -15,7 +15,7 @@
 //! there is, and what passing frames on costs is the kernel's receive work
 //! up to that discard (on XDP, building each frame's socket buffer).
 
-use super::forward::{measure_dut, Counters, Dut};
+use super::forward::{Counters, Dut};
 use super::proc::{run, start, Capture, CaptureForm, CycleLimit, Gen, Peer, Proc, Running};
 use super::sweep::{rates, Sweep};
 use super::{out_dir, result, BenchError, BenchOpts};
@@ -381,17 +381,24 @@ fn point(g: &GenReport, sp: &SpinReport, c: Captured, idle: f64) -> Point {
 
 /// Runs the capture benchmark: `real-capture`.
 pub fn capture(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    super::calibrate::with_pace(opts, progress, |dut| capture_at(opts, dut, progress))
+}
+
+/// [`capture`] with the compute process measured alone.
+fn capture_at(
+    opts: &BenchOpts,
+    dut: &Dut,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-capture")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
     let dir = out_dir(opts)?;
-    progress("measuring the compute process alone");
-    let dut = measure_dut(l, 1.0)?;
     let all = variants();
     let mut sweep = Sweep::over_rates(all.len(), &rates, progress);
     let mut series = Vec::new();
     for v in &all {
-        series.push(sweep.series(&v.label, |r| trial(l, v, r, secs, &dut, &dir, false))?);
+        series.push(sweep.series(&v.label, |r| trial(l, v, r, secs, dut, &dir, false))?);
     }
     Ok(vec![result(&file, series)])
 }

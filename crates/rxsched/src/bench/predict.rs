@@ -73,6 +73,10 @@ pub fn add(
         added.push(out);
     }
     r.series.extend(added);
+    if let Some(pace) = &mut r.pace {
+        let prof = rxsched_sim::Profile::load(profile, Some(Path::new(".")))?;
+        pace.profile = prof.lab.map(|l| l.pace).unwrap_or_default();
+    }
     let mut checks = file.check.clone();
     checks.extend(file.prediction.iter().cloned());
     r.checks = crate::checks::evaluate_all(&checks, r);
@@ -161,6 +165,36 @@ mod tests {
     fn only_results_with_predictions_are_predicted() {
         assert!(predicts("real-router") && predicts("real-cpu-limit") && predicts("real-screen"));
         assert!(!predicts("real-latency"));
+    }
+
+    /// A bench's pace meets its calibration's in the result, and the
+    /// words say when the machine was in another state.
+    #[test]
+    fn the_bench_s_pace_is_set_beside_its_calibration_s() {
+        let file = BenchFile::load("real-router").unwrap();
+        let mut r = super::super::result(&file, vec![measured("polling", 450e3)]);
+        r.pace = Some(crate::result::Pace {
+            bench: vec![700.0, 720.0],
+            profile: Vec::new(),
+        });
+        let text = include_str!("../../../../profiles/linux-veth-lab.toml").replacen(
+            "repeats = ",
+            "pace = [500, 520]\nrepeats = ",
+            1,
+        );
+        let path = std::env::temp_dir().join(format!("rxsched-pace-{}.toml", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        add(&mut r, &path.display().to_string(), &|_| {}).unwrap();
+        std::fs::remove_file(&path).ok();
+        let pace = r.pace.as_ref().unwrap();
+        assert_eq!(pace.profile, [500.0, 520.0]);
+        let words = crate::bench::calibrate::verdict(pace);
+        assert!(words.contains("39% more"), "{words}");
+        assert!(crate::report::html::prediction_table(&r).contains("39% more"));
+        // On the committed profile, which records none, it says so.
+        add(&mut r, "linux-veth-lab", &|_| {}).unwrap();
+        let words = crate::bench::calibrate::verdict(r.pace.as_ref().unwrap());
+        assert!(words.contains("records none"), "{words}");
     }
 
     #[test]

@@ -31,6 +31,15 @@ pub const FORWARDERS: [Forwarder; 8] = [
 
 /// Runs the router benchmark: `real-router`, `real-cpu-limit`, `real-latency`.
 pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    super::calibrate::with_pace(opts, progress, |dut| router_at(opts, dut, progress))
+}
+
+/// [`router`] with the compute process measured alone.
+fn router_at(
+    opts: &BenchOpts,
+    dut: &forward::Dut,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<ResultFile>, BenchError> {
     let files = [
         BenchFile::load("real-router")?,
         BenchFile::load("real-cpu-limit")?,
@@ -38,15 +47,13 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     ];
     let lab = &opts.lab;
     let (rates, secs) = rates(opts.quick);
-    progress("measuring the compute process alone");
-    let dut = forward::measure_dut(lab, 1.0)?;
     let mut sweep = Sweep::over_rates(FORWARDERS.len(), &rates, progress);
     let mut series = Vec::new();
     for fwd in FORWARDERS {
-        let trial = |r| forward::run_trial(lab, fwd, None, r, secs, &dut);
+        let trial = |r| forward::run_trial(lab, fwd, None, r, secs, dut);
         series.push(sweep.series(fwd.label(), trial)?);
     }
-    pair_under_overload(lab, &mut series, &rates, secs, &dut, progress)?;
+    pair_under_overload(lab, &mut series, &rates, secs, dut, progress)?;
     progress("measuring the idle polling router");
     let mut idle = Point::xy("offered_pps", 0.0, "delivered_pps", 0.0);
     idle.set("router_cpu_share", forward::idle_cpu(lab, 2.0)?);
@@ -71,7 +78,7 @@ pub fn router(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     let mlfrr = r1.mlfrr("polling");
     limit.extend(unlimited);
     let r2 = result(&files[1], limit);
-    let r3 = latency(&files[2], lab, mlfrr, &dut, opts.quick, progress)?;
+    let r3 = latency(&files[2], lab, mlfrr, dut, opts.quick, progress)?;
     Ok(vec![r1, r2, r3])
 }
 

@@ -7,7 +7,7 @@
 //! same rules as an nftables ruleset (`kernel-nftables`).
 
 use super::error::Context;
-use super::forward::{measure_dut, run_trial, Forwarder, Screen};
+use super::forward::{run_trial, Dut, Forwarder, Screen};
 use super::sweep::{rates, Sweep};
 use super::{out_dir, result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
@@ -127,6 +127,15 @@ impl Drop for NftRules<'_> {
 
 /// Runs the screening benchmark: `real-screen`.
 pub fn screen(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
+    super::calibrate::with_pace(opts, progress, |dut| screen_at(opts, dut, progress))
+}
+
+/// [`screen`] with the compute process measured alone.
+fn screen_at(
+    opts: &BenchOpts,
+    dut: &Dut,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-screen")?;
     let l = &opts.lab;
     let (rates, secs) = rates(opts.quick);
@@ -134,8 +143,6 @@ pub fn screen(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
     let path = dir.join("screen.rules");
     std::fs::write(&path, RULES).context(path.display())?;
     let rules = Rules::parse(&path.display().to_string(), RULES)?;
-    progress("measuring the compute process alone");
-    let dut = measure_dut(l, 1.0)?;
     let all = variants(&path);
     let mut sweep = Sweep::over_rates(all.len(), &rates, progress);
     let mut series = Vec::new();
@@ -145,7 +152,7 @@ pub fn screen(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFil
             Forwarder::Kernel => Some(NftRules::load(l, &rules, &dir)?),
             _ => None,
         };
-        let trial = |r| run_trial(l, v.fwd, v.screen.as_ref(), r, secs, &dut);
+        let trial = |r| run_trial(l, v.fwd, v.screen.as_ref(), r, secs, dut);
         series.push(sweep.series(v.label, trial)?);
     }
     Ok(vec![result(&file, series)])

@@ -67,6 +67,10 @@ fn predict_one(r: &mut ResultFile, profile: &str, progress: &dyn Fn(&str)) -> Re
         ));
     }
     predict::add(r, profile, progress).map_err(|e| Error::Input(e.to_string()))?;
+    if let Some(pace) = &r.pace {
+        let words = rxsched::bench::calibrate::verdict(pace);
+        rxsched::out::line(&format!("{}: {words}", r.id))?;
+    }
     Ok(())
 }
 

@@ -434,9 +434,15 @@ pub(crate) fn prediction_table(r: &ResultFile) -> String {
     if rows.is_empty() {
         return rows;
     }
+    let pace = r.pace.as_ref().map_or(String::new(), |p| {
+        format!(
+            "<p>The machine's pace: {}.</p>\n",
+            esc(&crate::bench::calibrate::verdict(p))
+        )
+    });
     format!(
         "<p>The simulator's prediction of each measured series (<code>--predict</code>), {y} against the measurement at the same offered rate:</p>\n\
-         <table><tr><th>series</th><th>median error</th><th>worst error (at {x})</th></tr>\n{rows}</table>\n",
+         <table><tr><th>series</th><th>median error</th><th>worst error (at {x})</th></tr>\n{rows}</table>\n{pace}",
         y = esc(&r.y.metric),
         x = esc(&r.x.metric)
     )

@@ -24,7 +24,7 @@ use fit::{
 };
 pub use host::kernel_hz;
 use pace::pace;
-pub use pace::{pace_moved, PACE_MOVED};
+pub use pace::{pace_moved, verdict, with_pace, PACE_MOVED};
 use std::collections::BTreeMap;
 pub use write::profile;
 
@@ -548,8 +548,8 @@ mod tests {
             250,
         );
         assert!(
-            text.contains("500, 520, 800 ns (moved 60%)"),
-            "the pace in the header: {text}"
+            text.contains("pace = [500, 520, 800]") && text.contains("moved 60%"),
+            "the pace in the profile: {text}"
         );
         let p = rxsched_sim::Profile::parse("lab.toml", &text).unwrap();
         let lab = p.lab.unwrap();
@@ -560,6 +560,7 @@ mod tests {
             u64::from(rxsched_linux::backend::xdp::RX_RING)
         );
         assert_eq!(lab.tick_hz, 250);
+        assert_eq!(lab.pace, [500.0, 520.0, 800.0]);
         assert!((lab.spread["router_polling"] - 200.0 / 1100.0).abs() < 1e-3);
     }
 

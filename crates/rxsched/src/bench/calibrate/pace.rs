@@ -1,6 +1,7 @@
 //! The machine's pace through a calibration: whether it held still.
 
 use super::{forward, napi_taken, BenchError, Forwarder, LOADED_RATE};
+use crate::result::{Pace, ResultFile};
 
 /// How far the machine's pace may move during a calibration before
 /// `calibrate --real` says its costs mix states: about the spread of a
@@ -32,5 +33,101 @@ pub fn pace_moved(pace: &[f64]) -> f64 {
         (hi - lo) / lo
     } else {
         0.0
+    }
+}
+
+/// Runs a bench the lab host predicts between two readings of the
+/// machine's pace, and records both in each of its results: `--predict`
+/// then says whether the bench ran in its calibration's state. `bench`
+/// gets the compute process's measurement alone, which the pace's trial
+/// needs too.
+pub fn with_pace(
+    opts: &super::super::BenchOpts,
+    progress: &dyn Fn(&str),
+    bench: impl FnOnce(&forward::Dut) -> Result<Vec<ResultFile>, BenchError>,
+) -> Result<Vec<ResultFile>, BenchError> {
+    let secs = if opts.quick { 1.0 } else { 3.0 };
+    progress("measuring the compute process alone");
+    let dut = forward::measure_dut(&opts.lab, 1.0)?;
+    progress("reading the machine's pace");
+    let start = pace(&opts.lab, secs, &dut)?;
+    let mut results = bench(&dut)?;
+    progress("reading the machine's pace again");
+    let end = pace(&opts.lab, secs, &dut)?;
+    for r in &mut results {
+        r.pace = Some(Pace {
+            bench: vec![start, end],
+            profile: Vec::new(),
+        });
+    }
+    Ok(results)
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn list(v: &[f64]) -> String {
+    let s: Vec<String> = v.iter().map(|p| format!("{p:.0}")).collect();
+    s.join(", ")
+}
+
+/// In words, how the bench's pace stood against its calibration's.
+pub fn verdict(p: &Pace) -> String {
+    let bench = format!("the bench's pace {} ns a frame", list(&p.bench));
+    let moved = pace_moved(&p.bench);
+    let during = if moved > PACE_MOVED {
+        format!(
+            "; it moved {:.0}% during the bench, whose points mix two states",
+            100.0 * moved
+        )
+    } else {
+        String::new()
+    };
+    if p.profile.is_empty() {
+        return format!("{bench}; the profile records none (calibrate --real reads it){during}");
+    }
+    let apart = mean(&p.bench) / mean(&p.profile) - 1.0;
+    let cal = format!("its calibration's {}", list(&p.profile));
+    if apart.abs() <= PACE_MOVED {
+        format!(
+            "{bench}, {cal}: the same state ({:+.0}%){during}",
+            100.0 * apart
+        )
+    } else {
+        format!(
+            "{bench}, {cal}: a frame cost {:.0}% {} than when calibrated, and a \
+             prediction may miss by about as much for the machine's sake, not the model's{during}",
+            100.0 * apart.abs(),
+            if apart > 0.0 { "more" } else { "less" }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(bench: &[f64], profile: &[f64]) -> String {
+        verdict(&Pace {
+            bench: bench.to_vec(),
+            profile: profile.to_vec(),
+        })
+    }
+
+    #[test]
+    fn the_verdict_says_whether_the_bench_ran_in_its_calibration_s_state() {
+        let same = words(&[510.0, 530.0], &[500.0, 505.0, 520.0]);
+        assert!(same.contains("the same state (+2%)"), "{same}");
+        assert!(!same.contains("moved"), "{same}");
+        let faster = words(&[400.0, 410.0], &[800.0, 820.0]);
+        assert!(faster.contains("50% less"), "{faster}");
+        let moved = words(&[500.0, 800.0], &[500.0]);
+        assert!(
+            moved.contains("30% more") && moved.contains("moved 60% during the bench"),
+            "{moved}"
+        );
+        let none = words(&[500.0, 510.0], &[]);
+        assert!(none.contains("records none"), "{none}");
     }
 }
