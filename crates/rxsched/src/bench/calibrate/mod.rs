@@ -23,7 +23,7 @@ use fit::{
     push_polling_router, push_split, router_loaded, router_rates, split,
 };
 pub use host::kernel_hz;
-use pace::pace;
+use pace::{pace, said};
 pub use pace::{pace_moved, verdict, with_pace, PACE_MOVED};
 use std::collections::BTreeMap;
 pub use write::profile;
@@ -215,11 +215,9 @@ pub fn measure(
         ));
         let dut = forward::measure_dut(lab, 0.5)?;
         if r == 0 {
-            paces.push(pace(lab, secs, &dut)?);
-            progress(&format!(
-                "the machine's pace at the start: {:.0} ns a frame",
-                paces[0]
-            ));
+            let now = pace(lab, secs, &dut)?;
+            progress(&format!("the machine's pace at the start: {}", said(now)));
+            paces.push(now.0);
         }
         push(
             "wake",
@@ -495,10 +493,11 @@ pub fn measure(
         )?;
         let now = pace(lab, secs, &dut)?;
         progress(&format!(
-            "the machine's pace after repeat {}: {now:.0} ns a frame",
-            r + 1
+            "the machine's pace after repeat {}: {}",
+            r + 1,
+            said(now)
         ));
-        paces.push(now);
+        paces.push(now.0);
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok((KEYS.iter().filter_map(|k| costs.remove(k)).collect(), paces))
