@@ -19,11 +19,12 @@ use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_core::DropPoint;
 use rxsched_linux::guard::GuardReport;
-use rxsched_linux::lab::{Lab, Role, D0, D1};
+use rxsched_linux::lab::{Lab, Role, D0, D1, DUT_CPU, GEN_CPU};
 use rxsched_linux::loadgen::{GenReport, SinkReport};
 use rxsched_linux::router::{Mode, RouterReport};
 use rxsched_linux::spin::SpinReport;
 use rxsched_linux::srp::ServeReport;
+use rxsched_linux::sys::StallWatch;
 use rxsched_linux::udprecv::UdpRecvReport;
 use std::time::Duration;
 
@@ -418,7 +419,14 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
 }
 
 /// The forwarding load of the reservation experiment: well under what
-/// the router forwards with the CPU to itself.
+/// the router forwards with the CPU to itself. Neither side of the
+/// experiment is sure at any load here: at 200,000 pkts/s the router and
+/// its receive threads, starved to 9% of the CPU beside 8 onoff processes
+/// without a reservation, still forwarded 0.82 of it in larger batches;
+/// at 300,000 they fell to 0.60 without one, but kept only 0.78 with one,
+/// the onoff processes still taking 0.65-0.70 of the CPU: a group's weight
+/// gives it its share, not the wake-up latency veth's 256-frame ring needs
+/// (0.85 ms of arrivals at 300,000 pkts/s) while an onoff process runs.
 const FORWARD_PPS: f64 = 200_000.0;
 /// The groups: the forwarder's, and everyone else's.
 const FWD_GROUP: &str = "rxsched-forward";
@@ -466,7 +474,11 @@ fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<P
         &onoffs,
     )?;
     std::thread::sleep(Duration::from_millis(700));
+    // The host stalling the DUT's CPU takes forwarding with it whatever the
+    // groups: such a trial is measured again (the sweep's retry).
+    let watch = StallWatch::start(DUT_CPU, GEN_CPU).map_err(|e| BenchError(e.to_string()))?;
     let g: GenReport = run(l, Gen::new(FORWARD_PPS, secs))?;
+    let stalls = watch.stop().map_err(|e| BenchError(e.to_string()))?;
     let mut onoff_cpu = 0.0;
     for o in onoffs {
         onoff_cpu += o.finish::<SpinReport>()?.cpu_share;
@@ -482,6 +494,8 @@ fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<P
     p.set("arrived", sent);
     p.set("onoff_cpu_share", onoff_cpu);
     p.set("router_cpu_s", rt.cpu_s);
+    p.set("dut_stalls", f64::from(stalls.count));
+    p.set("dut_steal_share", stalls.share());
     p.0.insert(
         "drops".into(),
         serde_json::json!({ "not_delivered": (sent - got).max(0.0) }),
