@@ -174,6 +174,45 @@ fn the_cycle_limit_leaves_the_compute_process_its_share() {
     assert!(without < 0.2, "compute without the limit {without}");
 }
 
+/// What M4 holds to its share is what the real router's input charges:
+/// the threads' CPU and `wake` for each wake-up of the router's thread
+/// (each follows one of the NAPI thread's, and the pair is charged once);
+/// the in-XDP router's thread wakes only to look, so there each NAPI run
+/// is charged as well. Where the limit binds (the polling router from the
+/// lowest rates, each frame waking both; the in-XDP router, whose frames
+/// cost less, from a few hundred thousand a second), the charged share
+/// comes to the limit only when counted that way.
+#[test]
+fn m4_charges_the_wake_ups_the_real_router_charges() {
+    let wake = 9003e-9;
+    for (fwd, rate, napi_charged) in [
+        ("polling", "25000", false),
+        ("polling-in-xdp", "400000", true),
+    ] {
+        let m = lab(&[
+            ("lab.forwarder", format!("\"{fwd}\"")),
+            ("traffic.rate_pps", rate.into()),
+            ("kernel.cycle_limit.enabled", "true".into()),
+            ("run.duration_ms", "1000".into()),
+        ]);
+        let threads = m.cpu["router"] + m.cpu["napi"];
+        let (router, napi) = (m.extra["router_runs_per_s"], m.extra["napi_runs_per_s"]);
+        let charged =
+            |napi_too: bool| threads + wake * (router + if napi_too { napi } else { 0.0 });
+        let (as_real, other) = (charged(napi_charged), charged(!napi_charged));
+        assert!(
+            (0.43..0.53).contains(&as_real),
+            "{fwd}: threads {threads:.3}, {router:.0} router and {napi:.0} NAPI runs a second: \
+             charged {as_real:.3} (the other count {other:.3})"
+        );
+        assert!(
+            (as_real - other).abs() > 0.05,
+            "{fwd}: the two counts differ by {:.3}",
+            (as_real - other).abs()
+        );
+    }
+}
+
 /// M4's own accounting (`router_charge`: the router reading the clocks it
 /// charges) costs the polling router at each of its runs, with the cycle
 /// limit on and only then: its CPU rises by about its runs times the cost.

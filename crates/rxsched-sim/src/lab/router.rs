@@ -46,18 +46,25 @@ impl Lab {
 
     /// M4: charges the loop with the CPU the receive work used since the
     /// last charge (the thread's, the NAPI thread's, and a wake-up cost
-    /// for each wake-up of either), and opens or closes the gate. A
-    /// copying monitor has no gate, and is charged its own thread's alone
-    /// (the receive work is the host's).
+    /// for each wake-up), and opens or closes the gate, as the real
+    /// router's input charges it (`runtime/input.rs`): a wake-up of the
+    /// thread follows one of the receive work, and the pair is charged
+    /// once; the in-XDP router's thread wakes only to look, so there each
+    /// wake-up of the NAPI thread is charged too. A copying monitor has
+    /// no gate, and is charged its own thread's alone (the receive work
+    /// is the host's).
     pub(super) fn charge(&mut self) {
         let copying = self.fwd == LabForwarder::CaptureCopy;
+        let in_xdp = self.fwd == LabForwarder::PollingInXdp;
         let Some(lp) = &mut self.lp else { return };
         if self.limit {
             let (r, n) = (&self.cpu.t[ROUTER], &self.cpu.t[NAPI]);
             let used = if copying {
                 r.cpu + self.c.wake * r.wakeups
-            } else {
+            } else if in_xdp {
                 r.cpu + n.cpu + self.c.wake * (r.wakeups + n.wakeups)
+            } else {
+                r.cpu + n.cpu + self.c.wake * r.wakeups
             };
             lp.charge(self.now, used.saturating_sub(self.charged));
             self.charged = used;
