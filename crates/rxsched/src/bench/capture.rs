@@ -369,11 +369,14 @@ fn point(g: &GenReport, sp: &SpinReport, c: Captured, idle: f64) -> Point {
             ("router", share(a.reader, b.reader)),
             ("writer", share(a.writer, b.writer)),
         ];
-        let used: f64 = parts.iter().map(|(_, v)| v).sum();
-        for (k, v) in parts {
+        let threads: f64 = parts.iter().skip(1).map(|(_, v)| v).sum();
+        for (k, v) in
+            parts
+                .into_iter()
+                .chain(super::forward::remainder(compute, sp.cpu_share, threads))
+        {
             cpu.insert(k.into(), v.into());
         }
-        cpu.insert("idle".into(), (1.0 - used).max(0.0).into());
         p.0.insert("cpu".into(), Value::Object(cpu));
     }
     p

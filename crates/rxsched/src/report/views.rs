@@ -66,6 +66,8 @@ fn drop_colour(p: DropPoint) -> RGBColor {
 fn cpu_colour(ctx: &str) -> RGBColor {
     match ctx {
         "idle" => RGBColor(225, 225, 225),
+        // A real compute process's time that made no progress.
+        "lost" => RGBColor(180, 180, 180),
         "interrupt" | "isr" => RGBColor(214, 39, 40),
         // The device's receive work: a softirq, a DPC, or (Linux's threaded
         // NAPI, real and simulated lab) the device's thread.
@@ -230,8 +232,13 @@ fn cpu_panels(r: &ResultFile) -> Vec<Panel> {
             .collect();
         names.sort();
         names.dedup();
-        // Idle on top; the rest by name.
-        names.sort_by_key(|n| n == "idle");
+        // Idle on top, below it what a real compute process lost; the
+        // rest by name.
+        names.sort_by_key(|n| match n.as_str() {
+            "idle" => 2,
+            "lost" => 1,
+            _ => 0,
+        });
         let layers = names
             .iter()
             .map(|n| Layer {
