@@ -15,7 +15,8 @@
 //! there is, and what passing frames on costs is the kernel's receive work
 //! up to that discard (on XDP, building each frame's socket buffer).
 
-use super::forward::{Counters, Dut};
+use super::counters::Counters;
+use super::forward::Dut;
 use super::proc::{run, start, Capture, CaptureForm, CycleLimit, Gen, Peer, Proc, Running};
 use super::sweep::{rates, Sweep};
 use super::{out_dir, result, BenchError, BenchOpts};

@@ -13,6 +13,7 @@
 
 pub mod calibrate;
 pub mod capture;
+mod counters;
 pub mod error;
 #[cfg(test)]
 mod fixed_points;

@@ -24,7 +24,8 @@
 //! the machine's speed over minutes, which a pair of adjacent runs
 //! shares).
 
-use super::forward::{self, Counters};
+use super::counters::{self, Counters};
+use super::forward;
 use super::keepalive::Keepalive;
 use super::proc::{run, start, Gen, Route, Running, Sink};
 use super::sweep::{at_rate, median, median_of, Sweep, TOP_RATE};
@@ -327,7 +328,7 @@ fn flood_point(
     ours: bool,
 ) -> Point {
     let mut m = forward::metrics(g, sk, rt);
-    forward::dut_drops(&mut m, around.0, around.1, ours);
+    counters::dut_drops(&mut m, around.0, around.1, ours);
     Point::of(&m)
 }
 
@@ -385,7 +386,7 @@ fn trial(lab: &Lab, v: Variant, rate: f64, count: u32) -> Result<Point, BenchErr
     // full); the kernel's own series forwards everything this way.
     p.set(
         "dut_kernel_forwarded",
-        forward::kernel_forwarded(&before, &after) as f64,
+        counters::kernel_forwarded(&before, &after) as f64,
     );
     stream(&mut p, &pinged);
     p.set("dut_stalls", f64::from(stalls.count));

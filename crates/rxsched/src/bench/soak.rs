@@ -4,7 +4,8 @@
 //! clean afterwards (no process left in its namespaces, no XDP program
 //! left on its devices).
 
-use super::forward::{dut_drops, metrics, Counters};
+use super::counters::{dut_drops, Counters};
+use super::forward::metrics;
 use super::proc::{start, Gen, Route, Sink};
 use super::sweep::TOP_RATE;
 use super::{result, BenchError, BenchOpts};

@@ -79,14 +79,15 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-fn list(v: &[f64]) -> String {
+/// Pace readings as the profile and the verdict give them: "503, 837".
+pub(super) fn readings(v: &[f64]) -> String {
     let s: Vec<String> = v.iter().map(|p| format!("{p:.0}")).collect();
     s.join(", ")
 }
 
 /// In words, how the bench's pace stood against its calibration's.
 pub fn verdict(p: &Pace) -> String {
-    let bench = format!("the bench's pace {} ns a frame", list(&p.bench));
+    let bench = format!("the bench's pace {} ns a frame", readings(&p.bench));
     let moved = pace_moved(&p.bench);
     let during = if moved > PACE_MOVED {
         format!(
@@ -100,7 +101,7 @@ pub fn verdict(p: &Pace) -> String {
         return format!("{bench}; the profile records none (calibrate --real reads it){during}");
     }
     let apart = mean(&p.bench) / mean(&p.profile) - 1.0;
-    let cal = format!("its calibration's {}", list(&p.profile));
+    let cal = format!("its calibration's {}", readings(&p.profile));
     if apart.abs() <= PACE_MOVED {
         format!(
             "{bench}, {cal}: the same state ({:+.0}%){during}",

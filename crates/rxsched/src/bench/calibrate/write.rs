@@ -6,8 +6,7 @@ use rxsched_linux::backend::copy::{RING_BYTES, SHORT_RECORD_BYTES, WAKE_BYTES};
 
 /// The profile's `pace` line: the readings, and how far they moved.
 fn pace_line(pace: &[f64]) -> String {
-    let paces: Vec<String> = pace.iter().map(|p| format!("{p:.0}")).collect();
-    let kv = format!("pace = [{}]", paces.join(", "));
+    let kv = format!("pace = [{}]", super::pace::readings(pace));
     format!(
         "{kv:<28} # the machine's pace at the start and after each repeat (ns): the receive \
          work's CPU per frame refused at the stopped polling router's socket, {LOADED_RATE:.0} \
