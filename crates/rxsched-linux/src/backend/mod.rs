@@ -110,8 +110,13 @@ pub enum Servicing {
     /// thread waits, and is held off while it works.
     Polling,
     /// As [`Servicing::Polling`], but the thread and the receive work are
-    /// time-shared like any process (SRP's gateway stage under a share).
-    TimeShared,
+    /// time-shared like any process (SRP's gateway stage under a share),
+    /// asking for a slice of `slice_ns` if given (the kernel's default
+    /// otherwise): see [`crate::sys::slice`].
+    TimeShared {
+        /// The slice, in ns.
+        slice_ns: Option<u64>,
+    },
     /// The receive work runs at device priority, above a normal thread
     /// that drains what it fills (the M1 baseline).
     Interrupt,

@@ -255,6 +255,47 @@ mod tests {
 
     /// The sides served yield to the others; the protected never yield; all
     /// or none served, nobody yields.
+    /// A time-shared gate gives its threads their slice when open, the
+    /// idle class when closed, and the kernel's default slice when it is
+    /// dropped (on a kernel that keeps per-thread slices).
+    #[test]
+    fn a_sliced_gate_opens_with_its_slice_and_leaves_the_default() {
+        use crate::sys::slice::slice;
+        if !crate::sys::is_root() {
+            eprintln!("skipped: a thread leaves SCHED_IDLE only with CAP_SYS_NICE (run the tests as root)");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::spawn(move || {
+            tx.send(rustix::thread::gettid().as_raw_nonzero().get())
+                .unwrap();
+            let _ = stopped.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let default = slice(tid).unwrap();
+        // SAFETY: sched_getscheduler only reads.
+        let policy = || unsafe { libc::sched_getscheduler(tid) };
+        let mut g = NapiGate::of_threads(vec![tid], Sched::Sliced(150_000)).unwrap();
+        let kept = slice(tid).unwrap();
+        assert_eq!(policy(), libc::SCHED_OTHER);
+        g.set(false).unwrap();
+        assert_eq!(policy(), libc::SCHED_IDLE);
+        g.set(true).unwrap();
+        assert_eq!(policy(), libc::SCHED_OTHER);
+        assert_eq!(slice(tid).unwrap(), kept, "the slice again on reopening");
+        drop(g);
+        assert_eq!(slice(tid).unwrap(), default, "the default slice after");
+        stop.send(()).unwrap();
+        h.join().unwrap();
+        match kept {
+            Some(ns) => assert_eq!(ns, 150_000),
+            None => eprintln!(
+                "skipped: this kernel keeps no per-thread slice (Linux 6.12 or later does)"
+            ),
+        }
+    }
+
     #[test]
     fn the_served_sides_yield_to_the_others() {
         let sides = [11, 12, 21, 22];

@@ -157,6 +157,9 @@ pub fn thread_ids(iface: &str) -> SysResult<Vec<i32>> {
 pub enum Sched {
     /// The default time-sharing class.
     Normal,
+    /// Time-shared, asking for a slice of this many ns (EEVDF's
+    /// `sched_runtime`): a wake-up preempts a thread with a longer slice.
+    Sliced(u64),
     /// SCHED_FIFO at this priority (1–99).
     Fifo(i32),
     /// SCHED_IDLE: runs only when the CPU has nothing else to do.
@@ -166,7 +169,8 @@ pub enum Sched {
 /// Schedules thread `tid` as `s`.
 pub fn set_sched(tid: i32, s: Sched) -> SysResult<()> {
     let (policy, prio) = match s {
-        Sched::Normal => (libc::SCHED_OTHER, 0),
+        Sched::Normal => return crate::sys::slice::set_time_shared(tid, None),
+        Sched::Sliced(ns) => return crate::sys::slice::set_time_shared(tid, Some(ns)),
         Sched::Fifo(p) => (libc::SCHED_FIFO, p),
         Sched::Idle => (libc::SCHED_IDLE, 0),
     };

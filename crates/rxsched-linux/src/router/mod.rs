@@ -95,6 +95,9 @@ pub struct RouterConfig {
     /// process: forwarding as a system process under a share (SRP's
     /// gateway stage), rather than a kernel thread.
     pub time_shared: bool,
+    /// Time-shared: the slice the polling thread and the receive threads
+    /// ask for, in ns (`route --slice`; `None`: the kernel's default).
+    pub slice_ns: Option<u64>,
     /// Interrupt mode: the input queue's limit (4.2BSD `ipintrq`: 50).
     pub input_queue: usize,
     /// Frames waiting to be sent per port, at most.
@@ -250,7 +253,9 @@ fn how(cfg: &RouterConfig) -> String {
 /// leave it at device priority.
 fn servicing(cfg: &RouterConfig) -> Servicing {
     match cfg.mode {
-        Mode::Polling if cfg.time_shared => Servicing::TimeShared,
+        Mode::Polling if cfg.time_shared => Servicing::TimeShared {
+            slice_ns: cfg.slice_ns,
+        },
         Mode::Polling => Servicing::Polling,
         Mode::Interrupt | Mode::TwoLevel => Servicing::Interrupt,
     }
@@ -441,6 +446,16 @@ fn forward_from(
     }
     let _ = router.counters().devices.set(devices.clone());
     crate::runtime::take_priority(opened.thread_prio)?;
+    if let Servicing::TimeShared { slice_ns: Some(ns) } = servicing(cfg) {
+        sys::slice::set_time_shared(0, Some(ns))?;
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        if sys::slice::slice(tid)? != Some(ns) {
+            eprintln!(
+                "rxsched route: warning: --slice-us asked for {} µs, but this kernel keeps no slice per thread (Linux 6.12 and later do): the kernel's default slice applies",
+                ns / 1000
+            );
+        }
+    }
     crate::runtime::listening("route", &cfg.ports, &how(cfg));
     if cfg.mode != Mode::TwoLevel {
         return { router }.run(&c);

@@ -510,6 +510,7 @@ pub fn cpus() -> usize {
 
 mod epoll;
 pub mod signals;
+pub mod slice;
 pub mod steal;
 
 pub use epoll::Epoll;

@@ -79,6 +79,14 @@ fn real_commands_name_the_bad_flag_or_interface() {
             "--slo: cpu is missing",
         ),
         (
+            vec!["route", "--slice-us", "100"],
+            "--slice-us is the slice of a time-shared polling thread",
+        ),
+        (
+            vec!["route", "--time-shared", "--slice-us", "50"],
+            "--slice-us: 50 µs is outside",
+        ),
+        (
             vec!["route", "--slo", "latency=200us,cpu=150%"],
             "at most 100%",
         ),

@@ -439,7 +439,8 @@ pub fn open_all(ifaces: &[String], how: Servicing, feed: &Feed, rx_ring: u32) ->
 pub fn napi_sched(how: Servicing) -> (Sched, Option<i32>) {
     match how {
         Servicing::Polling => (Sched::Fifo(NAPI_PRIO), Some(POLL_PRIO)),
-        Servicing::TimeShared => (Sched::Normal, None),
+        Servicing::TimeShared { slice_ns: None } => (Sched::Normal, None),
+        Servicing::TimeShared { slice_ns: Some(ns) } => (Sched::Sliced(ns), None),
         Servicing::Interrupt => (Sched::Fifo(DEVICE_PRIO), None),
     }
 }

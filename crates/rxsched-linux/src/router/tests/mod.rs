@@ -46,6 +46,7 @@ fn cfg(mode: Mode, quota: Quota, feedback: Option<(f64, f64)>) -> RouterConfig {
         feedback_timeout_ns: MS_NS,
         screen: None,
         time_shared: false,
+        slice_ns: None,
         two_level: Default::default(),
         input_queue: 50,
         out_queue: 32,

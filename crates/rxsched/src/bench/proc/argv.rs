@@ -83,6 +83,7 @@ impl Proc {
                 .flag("--mode", r.mode.name())
                 .flag("--backend", "xdp")
                 .switch("--time-shared", r.time_shared)
+                .opt("--slice-us", r.slice_us)
                 .flag("--cpu", dut_cpu)
                 .flag("--duration", r.secs)
                 .cycle_limit(r.cycle_limit)
@@ -229,6 +230,14 @@ mod tests {
                 ..Route::new(Mode::TwoLevel, 9.0)
             }),
             "route --mode two-level --backend xdp --time-shared --cpu 1 --duration 9"
+        );
+        assert_eq!(
+            argv(Route {
+                time_shared: true,
+                slice_us: Some(100),
+                ..Route::new(Mode::Polling, 9.0)
+            }),
+            "route --mode polling --backend xdp --time-shared --slice-us 100 --cpu 1 --duration 9"
         );
         assert_eq!(
             argv(Route {

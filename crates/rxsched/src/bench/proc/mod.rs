@@ -157,6 +157,8 @@ pub struct Route {
     pub secs: f64,
     /// A time-shared process rather than one at a real-time priority.
     pub time_shared: bool,
+    /// Time-shared: the slice its threads ask for, in µs (`--slice-us`).
+    pub slice_us: Option<u64>,
     /// M4, if on.
     pub cycle_limit: Option<CycleLimit>,
     /// A screening process with this rule file.
@@ -184,6 +186,7 @@ impl Route {
             mode,
             secs,
             time_shared: false,
+            slice_us: None,
             cycle_limit: None,
             screen: None,
             feedback: None,

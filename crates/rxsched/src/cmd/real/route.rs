@@ -75,6 +75,15 @@ pub struct RouteArgs {
     /// too while it waits), not above every process.
     #[arg(long)]
     pub time_shared: bool,
+    /// With --time-shared: the slice the polling thread and its receive
+    /// threads ask the scheduler for, in µs (EEVDF, Linux 6.12 and later;
+    /// 100 to 100,000). A woken thread with a shorter slice than the
+    /// running process's preempts it at once instead of waiting up to the
+    /// end of that process's slice (a few ms by default), while the ring
+    /// fills: a CPU group's weight buys the router a share, the slice its
+    /// wake-up latency.
+    #[arg(long, value_name = "US")]
+    pub slice_us: Option<u64>,
     /// Where frames are forwarded: `user` (an AF_XDP or packet socket,
     /// the polling thread forwarding) or `xdp` (the devices' program
     /// forwards them, as xdp-fwd does, and the thread keeps the policy:
@@ -175,6 +184,20 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         .map(|p| screen(p, a.screen_queue))
         .transpose()?;
     let two_level = two_level_config(a)?;
+    let slice_ns = match a.slice_us {
+        Some(_) if !a.time_shared || mode != Mode::Polling || a.cpus.is_some() => {
+            return Err(Error::Input(
+                "--slice-us is the slice of a time-shared polling thread: --mode polling --time-shared, without --cpus".into(),
+            ))
+        }
+        Some(us) if !(100..=100_000).contains(&us) => {
+            return Err(Error::flag(
+                "slice-us",
+                format!("{us} µs is outside the slices the kernel keeps (100 to 100,000 µs)"),
+            ))
+        }
+        us => us.map(|us| us * 1000),
+    };
     if mode != Mode::Polling && (feedback.is_some() || hand_limit) {
         return Err(Error::Input(
             "--feedback and --cycle-limit belong to --mode polling".into(),
@@ -244,6 +267,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
         feedback_timeout_ns: (a.feedback_timeout_ms * 1e6) as u64,
         screen,
         time_shared: a.time_shared,
+        slice_ns,
         two_level,
         // 4.2BSD's ipintrq limit.
         input_queue: 50,
