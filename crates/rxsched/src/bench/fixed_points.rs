@@ -44,6 +44,7 @@ fn xs(id: &str, metric: &str, d: &mut Draw) -> Vec<f64> {
         (_, metric) => match metric {
             "step" => vec![0.0, 1.0, 2.0],
             "onoff_processes" => vec![0.0, 1.0, 2.0, 4.0, 6.0, 8.0],
+            "pair" => (1..=5).map(f64::from).collect(),
             "minutes" => (1..=12).map(|i| f64::from(i) * 0.05).collect(),
             _ => {
                 let top = d.within(1.5e6, 4e6);
@@ -129,6 +130,8 @@ fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
         "dut_kernel_forwarded" => d.rarely(400.0),
         // A receive thread's CPU per datagram falls as its batches grow.
         "napi_ns_per_datagram" => d.within(200.0, 4000.0),
+        // ... and differs by who drops it, and by the machine's state.
+        "napi_ns_per_frame" => d.within(300.0, 1200.0),
         other => panic!("no made-up values for metric {other}"),
     }
 }

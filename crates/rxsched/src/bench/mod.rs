@@ -15,6 +15,7 @@ pub mod calibrate;
 pub mod capture;
 mod counters;
 pub mod error;
+mod excess;
 #[cfg(test)]
 mod fixed_points;
 pub mod forward;

@@ -172,6 +172,13 @@ struct Received {
 /// The UDP datagrams the DUT's stack took in so far (delivered, or
 /// dropped by UDP: `InDatagrams + InErrors` of its `/proc/net/snmp`).
 fn udp_in(l: &Lab) -> Result<u64, BenchError> {
+    let (delivered, dropped) = udp_counts(l)?;
+    Ok(delivered + dropped)
+}
+
+/// The DUT's UDP datagrams so far: delivered to a socket (`InDatagrams`)
+/// and dropped by UDP, mostly at full socket buffers (`InErrors`).
+pub(super) fn udp_counts(l: &Lab) -> Result<(u64, u64), BenchError> {
     Ok(l.in_netns(Role::Dut, || {
         let text = std::fs::read_to_string("/proc/thread-self/net/snmp").map_err(|e| {
             rxsched_linux::sys::SysError {
@@ -182,7 +189,7 @@ fn udp_in(l: &Lab) -> Result<u64, BenchError> {
         })?;
         let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp: ")).collect();
         let (Some(names), Some(values)) = (rows.first(), rows.get(1)) else {
-            return Ok(0);
+            return Ok((0, 0));
         };
         let col = |want: &str| {
             names
@@ -192,12 +199,12 @@ fn udp_in(l: &Lab) -> Result<u64, BenchError> {
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0)
         };
-        Ok(col("InDatagrams") + col("InErrors"))
+        Ok((col("InDatagrams"), col("InErrors")))
     })?)
 }
 
 /// The CPU time the DUT's receive threads (d0's NAPI threads) used so far.
-fn napi_ns(l: &Lab) -> Result<u64, BenchError> {
+pub(super) fn napi_ns(l: &Lab) -> Result<u64, BenchError> {
     Ok(l.in_netns(Role::Dut, || {
         let mut ns = 0;
         for t in rxsched_linux::napi_threads::thread_ids(D0.iface)? {
@@ -381,10 +388,12 @@ fn receivers(own_queue: bool) -> Vec<(Receiver, Path)> {
     mixed.iter().chain(own).copied().collect()
 }
 
-/// Runs the isolation benchmark: `real-srp`, then `real-srp-reservation`.
+/// Runs the isolation benchmark: `real-srp`, then `real-srp-excess` and
+/// `real-srp-reservation`.
 pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-srp")?;
     let reservation_file = BenchFile::load("real-srp-reservation")?;
+    let excess_file = BenchFile::load("real-srp-excess")?;
     let queues = super::protect::dut_queues(&opts.lab)?;
     let l = &opts.lab.clone().with_queues(queues);
     let (rates, secs) = rates(opts.quick);
@@ -415,6 +424,7 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
     let isolation = result(&file, series);
     Ok(vec![
         isolation,
+        super::excess::excess(&excess_file, l, opts.quick, progress)?,
         reservation(&reservation_file, opts, progress)?,
     ])
 }

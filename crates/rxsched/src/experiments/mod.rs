@@ -83,6 +83,7 @@ pub const BENCHES: &[(&str, &str)] = files![
     "real-screen",
     "real-srp",
     "real-srp-reservation",
+    "real-srp-excess",
     "real-soak",
     "real-two-level",
     "real-protect",

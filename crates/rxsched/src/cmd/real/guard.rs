@@ -10,9 +10,9 @@ use rxsched_linux::guard::Hook;
 pub enum HookArg {
     /// In XDP, before the kernel builds an skb (native mode).
     Xdp,
-    /// At tc ingress, after the skb is built and before IP (for devices
-    /// where an XDP drop costs more than it saves, such as a veth fed by
-    /// XDP redirects).
+    /// At tc ingress, after the skb is built and before IP (for a device
+    /// whose XDP drop costs more than it saves: `bench real srp` measures
+    /// both against the kernel's own drop, `real-srp-excess`).
     Tc,
 }
 use rxsched::error::{Error, Result};
