@@ -201,3 +201,4 @@ mod router;
 mod serve;
 mod slo;
 mod the_lab;
+mod time_shared;
