@@ -92,6 +92,8 @@ impl Shape {
 fn value(metric: &str, x: f64, shape: &Shape, d: &mut Draw) -> f64 {
     match metric {
         "delivered_pps" => shape.delivered(x, d),
+        // A transfer's rate bends as a forwarding rate does.
+        "tcp_mbps" => shape.delivered(x, d) / 1e3,
         "offered_pps" => d.within(2e6, 4e6),
         "cpu.user:compute" | "compute_progress" => d.within(0.3, 1.0),
         // A consumer the flood leaves alone keeps nearly everything.

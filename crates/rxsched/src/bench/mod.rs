@@ -24,6 +24,7 @@ pub mod lab;
 pub mod predict;
 pub mod proc;
 pub mod protect;
+mod reservation;
 pub mod router;
 pub mod screen;
 pub mod soak;

@@ -12,20 +12,16 @@
 //! generators on one CPU would take turns, a few milliseconds each, and
 //! the modest stream would never meet the flood at the receiver's ring).
 
-use super::counters::{dut_drops, Counters};
-use super::proc::{run, start, Gen, Proc, Route, Running, Sink};
+use super::proc::{start, Gen, Proc};
 use super::sweep::{rates, Measured, Sweep};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
 use rxsched_core::DropPoint;
 use rxsched_linux::guard::GuardReport;
-use rxsched_linux::lab::{Lab, Role, D0, D1, DUT_CPU, GEN_CPU};
-use rxsched_linux::loadgen::{GenReport, SinkReport};
-use rxsched_linux::router::{Mode, RouterReport};
-use rxsched_linux::spin::SpinReport;
+use rxsched_linux::lab::{Lab, Role, D0};
+use rxsched_linux::loadgen::GenReport;
 use rxsched_linux::srp::ServeReport;
-use rxsched_linux::sys::StallWatch;
 use rxsched_linux::udprecv::UdpRecvReport;
 use std::time::Duration;
 
@@ -388,11 +384,10 @@ fn receivers(own_queue: bool) -> Vec<(Receiver, Path)> {
     mixed.iter().chain(own).copied().collect()
 }
 
-/// Runs the isolation benchmark: `real-srp`, then `real-srp-excess` and
-/// `real-srp-reservation`.
+/// Runs the isolation benchmark: `real-srp`, then `real-srp-excess`,
+/// `real-srp-reservation` and `real-srp-tcp`.
 pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-srp")?;
-    let reservation_file = BenchFile::load("real-srp-reservation")?;
     let excess_file = BenchFile::load("real-srp-excess")?;
     let queues = super::protect::dut_queues(&opts.lab)?;
     let l = &opts.lab.clone().with_queues(queues);
@@ -422,142 +417,12 @@ pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>,
         series.push(modest);
     }
     let isolation = result(&file, series);
-    Ok(vec![
+    let mut out = vec![
         isolation,
         super::excess::excess(&excess_file, l, opts.quick, progress)?,
-        reservation(&reservation_file, opts, progress)?,
-    ])
-}
-
-/// The forwarding load of the reservation experiment: well under what
-/// the router forwards with the CPU to itself. Neither side of the
-/// experiment is sure at any load here: at 200,000 pkts/s the router and
-/// its receive threads, starved to 9% of the CPU beside 8 onoff processes
-/// without a reservation, still forwarded 0.82 of it in larger batches;
-/// at 300,000 they fell to 0.60 without one, but kept only 0.78 with one,
-/// the onoff processes still taking 0.65-0.70 of the CPU: a group's weight
-/// gives it its share, not the wake-up latency veth's 256-frame ring needs
-/// (0.85 ms of arrivals at 300,000 pkts/s) while an onoff process runs.
-/// Those runs gave the reservation the kernel's default slice.
-const FORWARD_PPS: f64 = 200_000.0;
-/// The slice a reserved forwarder's threads ask for (`route --slice-us`),
-/// the least the kernel keeps: the latency half of a reservation, the
-/// group's weight being its share. Beside one onoff process (the worst
-/// case) the reservation kept 0.80-0.82 of what it was offered with the
-/// default slice (1.4 ms here) and 0.90-0.93 with this one, six trials
-/// each; without a reservation 0.94-0.95 either way (2026-11-29).
-const RESERVED_SLICE_US: u64 = 100;
-/// The groups: the forwarder's, and everyone else's.
-const FWD_GROUP: &str = "rxsched-forward";
-const LOAD_GROUP: &str = "rxsched-load";
-/// Every group's weight: equal, so a group of its own reserves the
-/// forwarding half the CPU against any number of onoff processes.
-const GROUP_WEIGHT: u64 = 1024;
-
-/// Puts the router, and its receive work (the DUT's NAPI threads, the
-/// forwarding's too), in `group`, and the onoff processes in theirs.
-fn group(l: &Lab, group: &str, route: &Running, onoffs: &[Running]) -> Result<(), BenchError> {
-    rxsched_linux::cgroup::attach(group, GROUP_WEIGHT, route.pid())?;
-    let tids = l.in_netns(Role::Dut, || {
-        let mut v = rxsched_linux::napi_threads::thread_ids(D0.iface)?;
-        v.extend(rxsched_linux::napi_threads::thread_ids(D1.iface)?);
-        Ok(v)
-    })?;
-    for t in tids {
-        rxsched_linux::cgroup::attach_thread(group, GROUP_WEIGHT, t)?;
-    }
-    for o in onoffs {
-        rxsched_linux::cgroup::attach(LOAD_GROUP, GROUP_WEIGHT, o.pid())?;
-    }
-    Ok(())
-}
-
-/// Forwarding through the DUT while `n` onoff processes run there: the
-/// router time-shared, in a group of its own (`reserved`) or in the onoff
-/// processes' group.
-fn forward_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<Point, BenchError> {
-    l.reset_dut_receive()?;
-    let route = Route {
-        time_shared: true,
-        slice_us: reserved.then_some(RESERVED_SLICE_US),
-        ..Route::new(Mode::Polling, secs + 6.0)
-    };
-    let route = start(l, route)?;
-    let sink = start(l, Sink::new(secs + 5.0, 0.5))?;
-    let onoffs = (0..n)
-        .map(|_| start(l, Proc::Onoff { secs: secs + 1.0 }))
-        .collect::<Result<Vec<_>, _>>()?;
-    group(
-        l,
-        if reserved { FWD_GROUP } else { LOAD_GROUP },
-        &route,
-        &onoffs,
-    )?;
-    std::thread::sleep(Duration::from_millis(700));
-    // The host stalling the DUT's CPU takes forwarding with it whatever the
-    // groups: such a trial is measured again (the sweep's retry).
-    let watch = StallWatch::start(DUT_CPU, GEN_CPU).map_err(|e| BenchError(e.to_string()))?;
-    let before = Counters::read(l, Some(&route))?;
-    let g: GenReport = run(l, Gen::new(FORWARD_PPS, secs))?;
-    let stalls = watch.stop().map_err(|e| BenchError(e.to_string()))?;
-    let mut onoff_cpu = 0.0;
-    for o in onoffs {
-        onoff_cpu += o.finish::<SpinReport>()?.cpu_share;
-    }
-    let sk: SinkReport = sink.finish()?;
-    let after = Counters::read(l, Some(&route))?;
-    route.stop();
-    let rt: RouterReport = route.finish()?;
-    // Every frame sent is delivered or dropped at a named point: the
-    // router's own (its rings, its socket) and the links'.
-    let mut m = super::forward::metrics(&g, &sk, Some(&rt));
-    dut_drops(&mut m, &before, &after, true);
-    let mut p = Point::xy(
-        "onoff_processes",
-        n as f64,
-        "delivered_pps",
-        m.delivered_pps,
-    );
-    p.set("offered_pps", m.offered_pps);
-    p.set("arrived", m.arrived as f64);
-    p.set("onoff_cpu_share", onoff_cpu);
-    p.set("router_cpu_s", rt.cpu_s);
-    p.set("dut_stalls", f64::from(stalls.count));
-    p.set("dut_steal_share", stalls.share());
-    p.0.insert("drops".into(), serde_json::json!(m.drops));
-    Ok(p)
-}
-
-/// Forwarding as a time-shared process against onoff processes, with a
-/// reservation (a CPU group of equal weight to theirs) and without:
-/// `real-srp-reservation`.
-fn reservation(
-    file: &BenchFile,
-    opts: &BenchOpts,
-    progress: &dyn Fn(&str),
-) -> Result<ResultFile, BenchError> {
-    let counts: Vec<f64> = if opts.quick {
-        vec![0.0, 2.0, 6.0]
-    } else {
-        vec![0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
-    };
-    let secs = if opts.quick { 2.0 } else { 3.0 };
-    // The reservation: the forwarder's group of equal weight to the onoff
-    // processes', and its threads' short slice.
-    let variants = [("reservation-50", true), ("no-reservation", false)];
-    let beside = |n: f64| format!("beside {n} onoff processes");
-    let mut sweep = Sweep::over(variants.len(), &counts, beside, progress);
-    let mut series = Vec::new();
-    for (label, reserved) in variants {
-        let what = format!("{label}: forwarding {FORWARD_PPS:.0} pkts/s");
-        let trial = |n: f64| forward_with_onoffs(&opts.lab, n as usize, reserved, secs);
-        let mut s = Series::new(label);
-        s.points = sweep.points(&what, trial)?;
-        series.push(s);
-    }
-    rxsched_linux::cgroup::remove(FWD_GROUP);
-    rxsched_linux::cgroup::remove(LOAD_GROUP);
-    Ok(result(file, series))
+    ];
+    out.extend(super::reservation::reservation(opts, progress)?);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -573,10 +438,5 @@ mod tests {
             .flat_map(|(w, p)| ["flooded", "modest"].map(|c| format!("{}-{c}", p.prefix(w))))
             .collect();
         assert_eq!(isolation.bench.series, measured);
-        let reservation = BenchFile::load("real-srp-reservation").unwrap();
-        assert_eq!(
-            reservation.bench.series,
-            ["reservation-50", "no-reservation"]
-        );
     }
 }

@@ -84,6 +84,7 @@ pub const BENCHES: &[(&str, &str)] = files![
     "real-srp",
     "real-srp-reservation",
     "real-srp-excess",
+    "real-srp-tcp",
     "real-soak",
     "real-two-level",
     "real-protect",
