@@ -159,15 +159,17 @@ impl Lab {
                     &DUT_COALESCE_NS.to_string(),
                 )?;
             }
-            let prio = if e.iface == S0.iface {
-                crate::napi_threads::Sched::Fifo(SINK_NAPI_PRIO)
-            } else {
-                crate::napi_threads::Sched::Normal
-            };
+            let sink = e.iface == S0.iface;
             self.in_netns(e.role, || {
                 for tid in crate::napi_threads::thread_ids(e.iface)? {
                     crate::napi_threads::pin(tid, cpu)?;
-                    crate::napi_threads::set_sched(tid, prio)?;
+                    if sink {
+                        let prio = crate::napi_threads::Sched::Fifo(SINK_NAPI_PRIO);
+                        crate::napi_threads::set_sched(tid, prio)?;
+                    } else {
+                        // Time-shared, with the kernel's default slice.
+                        crate::sys::slice::set_time_shared(tid, None)?;
+                    }
                 }
                 Ok(())
             })?;

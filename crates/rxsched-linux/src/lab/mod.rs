@@ -344,13 +344,13 @@ impl Lab {
     }
 
     /// Puts the DUT's receive threads (`d0`'s and `d1`'s) back at the
-    /// default priority, as `lab up` left them; a router that was killed
-    /// may have left them otherwise.
+    /// default priority and slice, as `lab up` left them; a router that
+    /// was killed may have left them otherwise.
     pub fn reset_dut_receive(&self) -> Result<(), LabError> {
         for e in [D0, D1] {
             self.in_netns(e.role, || {
                 for tid in crate::napi_threads::thread_ids(e.iface)? {
-                    crate::napi_threads::set_sched(tid, crate::napi_threads::Sched::Normal)?;
+                    crate::sys::slice::set_time_shared(tid, None)?;
                 }
                 Ok(())
             })?;

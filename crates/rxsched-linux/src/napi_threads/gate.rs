@@ -199,9 +199,10 @@ impl NapiGate {
 
 impl Drop for NapiGate {
     fn drop(&mut self) {
-        // As the lab left them; a killed router leaves them to `lab up`.
+        // As the lab left them, with the kernel's default slice; a killed
+        // router leaves them to `lab up`.
         for t in self.all() {
-            let _ = set_sched(*t, Sched::Normal);
+            let _ = crate::sys::slice::set_time_shared(*t, None);
         }
     }
 }
@@ -253,8 +254,6 @@ impl crate::backend::Gate for NapiGate {
 mod tests {
     use super::*;
 
-    /// The sides served yield to the others; the protected never yield; all
-    /// or none served, nobody yields.
     /// A time-shared gate gives its threads their slice when open, the
     /// idle class when closed, and the kernel's default slice when it is
     /// dropped (on a kernel that keeps per-thread slices).
@@ -296,6 +295,8 @@ mod tests {
         }
     }
 
+    /// The sides served yield to the others; the protected never yield; all
+    /// or none served, nobody yields.
     #[test]
     fn the_served_sides_yield_to_the_others() {
         let sides = [11, 12, 21, 22];

@@ -155,7 +155,10 @@ pub fn thread_ids(iface: &str) -> SysResult<Vec<i32>> {
 /// How a NAPI thread is scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sched {
-    /// The default time-sharing class.
+    /// The default time-sharing class (one `sched_setscheduler`, as the
+    /// gate toggles it: a slice the thread asked for stays, as the kernel
+    /// keeps it across class changes; [`crate::sys::slice::set_time_shared`]
+    /// with `None` drops it).
     Normal,
     /// Time-shared, asking for a slice of this many ns (EEVDF's
     /// `sched_runtime`): a wake-up preempts a thread with a longer slice.
@@ -169,7 +172,7 @@ pub enum Sched {
 /// Schedules thread `tid` as `s`.
 pub fn set_sched(tid: i32, s: Sched) -> SysResult<()> {
     let (policy, prio) = match s {
-        Sched::Normal => return crate::sys::slice::set_time_shared(tid, None),
+        Sched::Normal => (libc::SCHED_OTHER, 0),
         Sched::Sliced(ns) => return crate::sys::slice::set_time_shared(tid, Some(ns)),
         Sched::Fifo(p) => (libc::SCHED_FIFO, p),
         Sched::Idle => (libc::SCHED_IDLE, 0),

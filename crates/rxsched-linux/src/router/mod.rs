@@ -96,7 +96,7 @@ pub struct RouterConfig {
     /// gateway stage), rather than a kernel thread.
     pub time_shared: bool,
     /// Time-shared: the slice the polling thread and the receive threads
-    /// ask for, in ns (`route --slice`; `None`: the kernel's default).
+    /// ask for, in ns (`route --slice-us`; `None`: the kernel's default).
     pub slice_ns: Option<u64>,
     /// Interrupt mode: the input queue's limit (4.2BSD `ipintrq`: 50).
     pub input_queue: usize,
@@ -448,8 +448,7 @@ fn forward_from(
     crate::runtime::take_priority(opened.thread_prio)?;
     if let Servicing::TimeShared { slice_ns: Some(ns) } = servicing(cfg) {
         sys::slice::set_time_shared(0, Some(ns))?;
-        let tid = rustix::thread::gettid().as_raw_nonzero().get();
-        if sys::slice::slice(tid)? != Some(ns) {
+        if sys::slice::slice(0)? != Some(ns) {
             eprintln!(
                 "rxsched route: warning: --slice-us asked for {} µs, but this kernel keeps no slice per thread (Linux 6.12 and later do): the kernel's default slice applies",
                 ns / 1000

@@ -12,7 +12,8 @@
 //! up to twice (the pace of `calibrate --real`), and a comparison of two
 //! sweeps minutes apart would measure the state as much as the guard.
 
-use super::proc::{start, Gen, Proc};
+use super::proc::{start, Gen};
+use super::srp::{start_guard, Receiver};
 use super::{result, BenchError};
 use crate::experiments::BenchFile;
 use crate::result::{Point, ResultFile, Series};
@@ -25,22 +26,13 @@ const PORT: u16 = 7003;
 /// Offered: above what the receive threads take, so they never idle.
 const RATE: f64 = 3e6;
 
-/// Who drops the excess.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dropper {
-    Kernel,
-    Guard,
-    GuardTc,
-}
+/// Who drops the excess: the kernel (its sockets alone), or `guard` in
+/// XDP or at tc ingress.
+const ORDER: [Receiver; 3] = [Receiver::Linux, Receiver::Guard, Receiver::GuardTc];
 
-impl Dropper {
-    fn series(self) -> &'static str {
-        match self {
-            Dropper::Kernel => "linux-excess",
-            Dropper::Guard => "guard-excess",
-            Dropper::GuardTc => "guard-tc-excess",
-        }
-    }
+/// The series of `who`'s trials.
+fn series(who: Receiver) -> String {
+    format!("{}-excess", who.prefix())
 }
 
 /// The DUT's counters a trial reads around its flood.
@@ -67,7 +59,7 @@ fn read(l: &Lab) -> Result<Reading, BenchError> {
 }
 
 /// One trial: the socket flooded for `secs` with `who` dropping.
-fn trial(l: &Lab, who: Dropper, pair: usize, secs: f64) -> Result<Point, BenchError> {
+fn trial(l: &Lab, who: Receiver, pair: usize, secs: f64) -> Result<Point, BenchError> {
     // Bound in the DUT's namespace, it stays there; never read.
     let sock = l.in_netns(Role::Dut, || {
         std::net::UdpSocket::bind(("0.0.0.0", PORT)).map_err(|source| {
@@ -78,16 +70,7 @@ fn trial(l: &Lab, who: Dropper, pair: usize, secs: f64) -> Result<Point, BenchEr
             }
         })
     })?;
-    let guard = match who {
-        Dropper::Kernel => None,
-        _ => Some(start(
-            l,
-            Proc::Guard {
-                tc: who == Dropper::GuardTc,
-                secs: secs + 8.0,
-            },
-        )?),
-    };
+    let guard = start_guard(l, who, secs)?;
     let r0 = read(l)?;
     let g = start(l, Gen::new(RATE, secs).to_port(PORT).to_dut_kernel())?.finish::<GenReport>();
     let r1 = read(l)?;
@@ -139,11 +122,9 @@ fn trial(l: &Lab, who: Dropper, pair: usize, secs: f64) -> Result<Point, BenchEr
     Ok(p)
 }
 
-const ORDER: [Dropper; 3] = [Dropper::Kernel, Dropper::Guard, Dropper::GuardTc];
-
 /// The trials in the order they run: pair after pair, each pair the three
 /// droppers with the first of the last pair moved to its end.
-fn schedule(pairs: usize) -> Vec<(usize, Dropper)> {
+fn schedule(pairs: usize) -> Vec<(usize, Receiver)> {
     (0..pairs)
         .flat_map(|pair| (0..ORDER.len()).map(move |k| (pair + 1, ORDER[(pair + k) % ORDER.len()])))
         .collect()
@@ -157,19 +138,19 @@ pub fn excess(
     progress: &dyn Fn(&str),
 ) -> Result<ResultFile, BenchError> {
     let (pairs, secs) = if quick { (2, 1.0) } else { (5, 2.0) };
-    let mut series: Vec<Series> = ORDER.iter().map(|w| Series::new(w.series())).collect();
+    let mut out: Vec<Series> = ORDER.iter().map(|w| Series::new(&series(*w))).collect();
     let trials = schedule(pairs);
     for (n, &(pair, who)) in trials.iter().enumerate() {
         progress(&format!(
             "[{}/{}] the flood's excess dropped by {}: pair {pair}",
             n + 1,
             trials.len(),
-            who.series(),
+            series(who),
         ));
         let i = ORDER.iter().position(|w| *w == who).unwrap_or(0);
-        series[i].points.push(trial(l, who, pair, secs)?);
+        out[i].points.push(trial(l, who, pair, secs)?);
     }
-    Ok(result(file, series))
+    Ok(result(file, out))
 }
 
 #[cfg(test)]
@@ -181,22 +162,22 @@ mod tests {
     #[test]
     fn the_check_file_names_the_series_and_every_dropper_leads_a_pair() {
         let file = BenchFile::load("real-srp-excess").unwrap();
-        let names: Vec<&str> = ORDER.iter().map(|d| d.series()).collect();
+        let names: Vec<String> = ORDER.iter().map(|d| series(*d)).collect();
         assert_eq!(file.bench.series, names);
         let s = schedule(4);
         assert_eq!(s.len(), 12);
         for pair in 1..=4 {
-            let mut in_pair: Vec<&str> = s
+            let mut in_pair: Vec<String> = s
                 .iter()
                 .filter(|(p, _)| *p == pair)
-                .map(|(_, d)| d.series())
+                .map(|(_, d)| series(*d))
                 .collect();
             in_pair.sort_unstable();
             let mut all = names.clone();
             all.sort_unstable();
             assert_eq!(in_pair, all, "pair {pair}");
         }
-        let leads: Vec<Dropper> = s.iter().step_by(3).map(|(_, d)| *d).collect();
+        let leads: Vec<Receiver> = s.iter().step_by(3).map(|(_, d)| *d).collect();
         assert_eq!(leads, [ORDER[0], ORDER[1], ORDER[2], ORDER[0]]);
     }
 }

@@ -68,6 +68,11 @@ pub struct Keepalive {
     pcap: PathBuf,
 }
 
+/// iperf3 could not be started: what failed, and how to install it.
+pub fn missing(e: std::io::Error) -> BenchError {
+    BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
+}
+
 /// What the keepalive's sender said (`iperf3 -J`): bytes sent, TCP's
 /// retransmissions, and its smoothed round-trip estimate (sampled once a
 /// second), mean and largest, in µs.
@@ -91,9 +96,6 @@ impl Keepalive {
     /// client in the generator's, on its CPU, for `secs`.
     pub fn start(lab: &Lab, secs: f64) -> Result<Keepalive, BenchError> {
         let addr = std::net::Ipv4Addr::from(D0.ip).to_string();
-        let missing = |e: std::io::Error| {
-            BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"))
-        };
         let pcap =
             std::env::temp_dir().join(format!("rxsched-keepalive-{}.pcap", std::process::id()));
         let tcpdump = Command::new("ip")

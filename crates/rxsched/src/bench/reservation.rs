@@ -5,6 +5,7 @@
 //! router with `iperf3`, as the paper's netperf did.
 
 use super::counters::{dut_drops, Counters};
+use super::keepalive::missing;
 use super::proc::{run, start, Gen, Proc, Route, Running, Sink};
 use super::sweep::Sweep;
 use super::{result, BenchError, BenchOpts};
@@ -190,8 +191,6 @@ fn tcp_outcome(json: &str) -> Result<(f64, f64), String> {
 /// A TCP transfer from the generator's host to the sink's, through the
 /// router, while `n` onoff processes run on the DUT.
 fn tcp_with_onoffs(l: &Lab, n: usize, reserved: bool, secs: f64) -> Result<Point, BenchError> {
-    let missing =
-        |e: std::io::Error| BenchError(format!("iperf3: {e} (install it: apt-get install iperf3)"));
     let addr = std::net::Ipv4Addr::from(S0.ip).to_string();
     let (route, onoffs) = beside_onoffs(l, n, reserved, secs + 1.0)?;
     let _server = Reaped(

@@ -12,7 +12,7 @@
 //! generators on one CPU would take turns, a few milliseconds each, and
 //! the modest stream would never meet the flood at the receiver's ring).
 
-use super::proc::{start, Gen, Proc};
+use super::proc::{start, Gen, Proc, Running};
 use super::sweep::{rates, Measured, Sweep};
 use super::{result, BenchError, BenchOpts};
 use crate::experiments::BenchFile;
@@ -33,7 +33,7 @@ const MODEST: u16 = 7002;
 
 /// Who receives: SRP's server, or the kernel's sockets (guarded or not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Receiver {
+pub(super) enum Receiver {
     Srp,
     Lrp,
     Linux,
@@ -42,7 +42,7 @@ enum Receiver {
 }
 
 impl Receiver {
-    fn prefix(self) -> &'static str {
+    pub(super) fn prefix(self) -> &'static str {
         match self {
             Receiver::Srp => "srp",
             Receiver::Lrp => "lrp",
@@ -51,6 +51,27 @@ impl Receiver {
             Receiver::GuardTc => "guard-tc",
         }
     }
+}
+
+/// `guard` on the DUT's port for a trial of `secs`, in XDP or at tc
+/// ingress as `who` says (none for the others).
+pub(super) fn start_guard(
+    l: &Lab,
+    who: Receiver,
+    secs: f64,
+) -> Result<Option<Running>, BenchError> {
+    let tc = match who {
+        Receiver::Guard => false,
+        Receiver::GuardTc => true,
+        _ => return Ok(None),
+    };
+    Ok(Some(start(
+        l,
+        Proc::Guard {
+            tc,
+            secs: secs + 8.0,
+        },
+    )?))
 }
 
 /// The receive queue the modest stream is steered to when it has one of
@@ -246,16 +267,7 @@ fn receive(
             (g, (got(0), got(1)), (named(0), named(1)))
         }
         Receiver::Linux | Receiver::Guard | Receiver::GuardTc => {
-            let guard = match who {
-                Receiver::Linux => None,
-                _ => Some(start(
-                    l,
-                    Proc::Guard {
-                        tc: who == Receiver::GuardTc,
-                        secs: secs + 8.0,
-                    },
-                )?),
-            };
+            let guard = start_guard(l, who, secs)?;
             let recv = |port| {
                 start(
                     l,
