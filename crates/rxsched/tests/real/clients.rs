@@ -308,6 +308,7 @@ fn real_clients_work_through_route_as_through_the_kernel() {
         &["--mode", "interrupt"],
         &["--mode", "two-level"],
         &["--mode", "polling", "--forward-in", "xdp"],
+        &["--mode", "polling", "--time-shared", "--slice-us", "100"],
         &["--backend", "packet", "--mode", "polling"],
         &["--backend", "packet", "--mode", "interrupt"],
     ] {
