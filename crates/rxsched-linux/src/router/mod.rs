@@ -245,7 +245,18 @@ fn how(cfg: &RouterConfig) -> String {
     } else {
         ""
     };
-    format!("{}, {}{xdp}", cfg.mode.name(), cfg.run.backend.sockets())
+    let shared = match servicing(cfg) {
+        Servicing::TimeShared { slice_ns: Some(ns) } => {
+            format!(", time-shared, slice {} µs", ns / 1000)
+        }
+        Servicing::TimeShared { slice_ns: None } => ", time-shared".into(),
+        _ => String::new(),
+    };
+    format!(
+        "{}, {}{xdp}{shared}",
+        cfg.mode.name(),
+        cfg.run.backend.sockets()
+    )
 }
 
 /// Who does the receive work in each mode: polling owns it (time-shared
@@ -450,7 +461,7 @@ fn forward_from(
         sys::slice::set_time_shared(0, Some(ns))?;
         if sys::slice::slice(0)? != Some(ns) {
             eprintln!(
-                "rxsched route: warning: --slice-us asked for {} µs, but this kernel keeps no slice per thread (Linux 6.12 and later do): the kernel's default slice applies",
+                "rxsched route: warning: a slice of {} µs was asked for, but this kernel keeps no slice per thread (Linux 6.12 and later do): the kernel's default slice applies",
                 ns / 1000
             );
         }

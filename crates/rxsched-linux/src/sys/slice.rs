@@ -11,6 +11,11 @@
 
 use super::{SysError, SysResult};
 
+/// The shortest slice the kernel keeps for a thread, in ns (100 µs).
+pub const MIN_NS: u64 = 100_000;
+/// The longest, in ns (100 ms).
+pub const MAX_NS: u64 = 100_000_000;
+
 /// The failed call's error, built only on failure (the gate calls these
 /// each time it opens).
 fn os_err(tid: i32, syscall: &'static str) -> SysError {

@@ -6,6 +6,7 @@ use rxsched::error::{Error, Result};
 use rxsched_linux::router::{Mode, Protect, Route, RouterConfig};
 use rxsched_linux::rules::Rules;
 use rxsched_linux::screen::ScreenConfig;
+use rxsched_linux::sys::slice::{MAX_NS, MIN_NS};
 
 /// `rxsched route`
 #[derive(Args)]
@@ -81,7 +82,8 @@ pub struct RouteArgs {
     /// running process's preempts it at once instead of waiting up to the
     /// end of that process's slice (a few ms by default), while the ring
     /// fills: a CPU group's weight buys the router a share, the slice its
-    /// wake-up latency.
+    /// wake-up latency. With --slo and no --slice-us, the slice is the
+    /// objective's latency (so one round of the loop runs whole).
     #[arg(long, value_name = "US")]
     pub slice_us: Option<u64>,
     /// Where frames are forwarded: `user` (an AF_XDP or packet socket,
@@ -130,7 +132,8 @@ pub struct RouteArgs {
     /// With --mode two-level it also sets the switch: polling once the
     /// receive work has been over the share for 40 ms (judged every 10 ms),
     /// the share capped there by M4, and interrupts again once the polling
-    /// work falls under a mark set from the measured costs.
+    /// work falls under a mark set from the measured costs. With
+    /// --time-shared the thread's slice is the latency (see --slice-us).
     #[arg(long, value_name = "OBJECTIVE", conflicts_with_all = ["quota", "cycle_limit"])]
     pub slo: Option<String>,
     /// Serve the router's counters in Prometheus' format at
@@ -190,13 +193,15 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
                 "--slice-us is the slice of a time-shared polling thread: --mode polling --time-shared, without --cpus".into(),
             ))
         }
-        Some(us) if !(100..=100_000).contains(&us) => {
+        Some(us) if !(MIN_NS..=MAX_NS).contains(&(us * 1000)) => {
             return Err(Error::flag(
                 "slice-us",
                 format!("{us} µs is outside the slices the kernel keeps (100 to 100,000 µs)"),
             ))
         }
-        us => us.map(|us| us * 1000),
+        Some(us) => Some(us * 1000),
+        None if a.time_shared && mode == Mode::Polling => run.slo.map(|s| slo_slice_ns(&s)),
+        None => None,
     };
     if mode != Mode::Polling && (feedback.is_some() || hand_limit) {
         return Err(Error::Input(
@@ -432,4 +437,29 @@ pub fn route(a: RouteArgs) -> Result<()> {
 /// which has its own receive thread).
 fn polling_router(cfg: &RouterConfig) -> bool {
     cfg.mode != Mode::Interrupt || cfg.run.backend == rxsched_linux::router::Backend::Xdp
+}
+
+/// The slice a time-shared polling thread asks for under `--slo` (when
+/// `--slice-us` does not say): its latency target, within the slices the
+/// kernel keeps. The quota is chosen so that a wake-up and one round of
+/// the loop fit in the target, so a slice of the target lets a whole round
+/// run before the scheduler may hand the CPU to an equal, and no longer;
+/// and a woken thread whose slice is shorter than the running process's
+/// (1.4 ms by default here) preempts it at once rather than waiting for
+/// that slice to end while its ring fills.
+pub(crate) fn slo_slice_ns(slo: &rxsched_core::Slo) -> u64 {
+    slo.latency_ns.clamp(MIN_NS, MAX_NS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_objectives_slice_is_its_latency_within_the_kernels_range() {
+        let slice = |us: u64| slo_slice_ns(&rxsched_core::Slo::new(us * 1000, 0.5).unwrap());
+        assert_eq!(slice(200), 200_000);
+        assert_eq!(slice(40), MIN_NS, "below the kernel's shortest");
+        assert_eq!(slice(2_000_000), MAX_NS, "above its longest");
+    }
 }
