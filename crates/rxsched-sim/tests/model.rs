@@ -518,6 +518,35 @@ fn tcp_through_a_gateway_is_ack_clocked_and_recovers_from_loss() {
 
 const TCP_HOST: &str = "profile = \"p2-266-freebsd\"\n[kernel]\nkind = \"srp\"\nsocket_bytes = 65536\nsocket_packets = 1000\n[[traffic]]\nrate_pps = 0\n[[process]]\nkind = \"reader\"\n[[process]]\nkind = \"compute\"\n[tcp]\nreceiver = \"host\"\nhalf_duplex = true\nsender_segment_us = 40\n[run]\nduration_ms = 600\nwarmup_ms = 100\n";
 
+/// On a hub every ACK that meets the sender's stream costs the medium its
+/// contention, so the transfer slows as that cost grows, by about the time
+/// it adds per segment; on a link of its own an ACK contends with nothing.
+#[test]
+fn a_hubs_acks_contend_with_the_stream_and_a_links_do_not() {
+    let mbps = |duplex: &str, us: &str| {
+        let s = scenario(
+            TCP_HOST,
+            &[("tcp.half_duplex", duplex), ("tcp.ack_contention_us", us)],
+        );
+        let (m, _) = run(&s, None).unwrap();
+        assert!(conserves(&m), "{duplex} {us}: {m:?}");
+        m.extra["tcp_mbps"]
+    };
+    let (free, contended) = (mbps("true", "0"), mbps("true", "40"));
+    // A 1,518-byte segment and its 64-byte ACK take about 129 µs of the
+    // wire (with framing) at 100 Mb/s; 40 µs more per ACK is about 31%.
+    let slowdown = free / contended;
+    assert!(
+        (1.2..1.4).contains(&slowdown),
+        "the hub's contention: {free:.2} Mb/s without, {contended:.2} with ({slowdown:.3}x)"
+    );
+    let (alone, alone_40) = (mbps("false", "0"), mbps("false", "40"));
+    assert!(
+        (alone - alone_40).abs() < 1e-9,
+        "an ACK on its own link contends with nothing: {alone} against {alone_40}"
+    );
+}
+
 /// The host as the TCP receiver, under SRP (each disposition) and FreeBSD:
 /// with a socket buffer smaller than the window, segments are dropped
 /// (at the UIQ, the socket, or out of order), the sender recovers, data

@@ -77,6 +77,8 @@ pub struct TcpFlow {
     rto_min: Nanos,
     limit: Option<u32>,
     half_duplex: bool,
+    /// An ACK's extra medium time when it meets the sender's stream.
+    contention: Nanos,
     wire: Wire,
     w0: Nanos,
     next_id: u32,
@@ -139,6 +141,7 @@ impl TcpFlow {
             rto_min: (cfg.rto_min_ms * MS as f64) as Nanos,
             limit: (cfg.bytes > 0).then(|| cfg.bytes.div_ceil(cfg.mss as u64) as u32),
             half_duplex: cfg.half_duplex,
+            contention: us(cfg.ack_contention_us),
             wire: wire.clone(),
             w0,
             // Far from the traffic sources' ids, which count from 0.
@@ -329,12 +332,16 @@ impl TcpFlow {
 
     /// The host's ACK (with its window) onto the link back to the sender.
     fn host_ack<E: From<TcpEv>>(&mut self, now: Nanos, ev: &mut Events<E>) {
+        // On a hub, an ACK that finds a segment on the wire, or the sender
+        // with one ready, contends with the next segment for the medium.
+        let contends = self.half_duplex && (self.a_wire_free > now || !self.a_out.is_empty());
         let free = if self.half_duplex {
             &mut self.a_wire_free
         } else {
             &mut self.h_wire_free
         };
-        let t = (*free).max(now) + self.wire.frame_ns(ACK_FRAME);
+        let extra = if contends { self.contention } else { 0 };
+        let t = (*free).max(now) + self.wire.frame_ns(ACK_FRAME) + extra;
         *free = t;
         let read = self.flow_control.then_some(self.host_read);
         self.host_advertised = self.host_read;

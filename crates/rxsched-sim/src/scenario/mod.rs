@@ -148,6 +148,12 @@ pub struct TcpCfg {
     /// The sender's link into the host is half duplex (a hub): its
     /// segments and the host's ACKs share the wire.
     pub half_duplex: bool,
+    /// On a half-duplex link: the medium time, in µs, an ACK costs beyond
+    /// its own frame when it meets the sender's stream (an ACK ready while
+    /// a segment is on the wire or about to be: the two stations go for
+    /// the idle medium together, collide and back off), so a hub carries
+    /// less than its bit rate while ACKs flow and all of it while none do.
+    pub ack_contention_us: f64,
     /// With `receiver = "host"`: the window the host advertises is what
     /// its reader has not read yet (the socket buffer's room), and reading
     /// sends window updates, as TCP's flow control does; without it the
@@ -179,6 +185,7 @@ impl Default for TcpCfg {
             bytes: 0,
             receiver: TcpReceiver::Endpoint,
             half_duplex: false,
+            ack_contention_us: 0.0,
             flow_control: false,
         }
     }

@@ -334,6 +334,7 @@ impl TcpCfg {
         for (k, v) in [
             ("tcp.sender_segment_us", self.sender_segment_us),
             ("tcp.sender_ack_us", self.sender_ack_us),
+            ("tcp.ack_contention_us", self.ack_contention_us),
             ("tcp.receiver_segment_us", self.receiver_segment_us),
         ] {
             need(
