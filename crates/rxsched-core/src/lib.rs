@@ -14,7 +14,9 @@
 //! interrupt handler's batch ([`InterruptBatch`]); NAPI ([`Napi`], M7) and
 //! transmit reclaim ([`TxReclaim`], M8); SRP and LRP ([`srp`], M9, M10) with
 //! proportional share ([`PropShare`]); the two-level interrupt/polling
-//! switch ([`TwoLevel`], M11); and the named drop points ([`DropPoint`]).
+//! switch ([`TwoLevel`], M11); the general-purpose tasks' turns between
+//! rounds of polling ([`GpTurns`], M12); and the named drop points
+//! ([`DropPoint`]).
 //!
 //! # Driving the polling loop
 //!
@@ -116,6 +118,7 @@ pub mod propshare;
 pub mod quota;
 pub mod slo;
 pub mod srp;
+pub mod turns;
 pub mod two_level;
 pub mod tx_reclaim;
 
@@ -132,6 +135,7 @@ pub use quota::Quota;
 pub use slo::{
     FeedbackMarks, Slo, SloController, SloCosts, SloError, SloSettings, StageMarks, SwitchMarks,
 };
+pub use turns::GpTurns;
 pub use two_level::{Detector, Service, TwoLevel};
 pub use tx_reclaim::TxReclaim;
 
@@ -173,6 +177,9 @@ pub enum InhibitCause {
     /// class take, so that the kernel never stops them itself (see
     /// [`RtGuard`]).
     RtBudget,
+    /// M12: a round of polling is over and general-purpose tasks have
+    /// their quantum (see [`GpTurns`]).
+    GpTurn,
 }
 
 impl InhibitCause {

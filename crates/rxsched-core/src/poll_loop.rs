@@ -213,6 +213,11 @@ impl PollLoop {
     /// service in `dir`, leaves the interrupt disabled and wakes the thread.
     pub fn interrupt(&mut self, dev: DeviceId, dir: Dir) -> Wake {
         self.fac.interrupt(dev, dir);
+        // M12: during a general-purpose turn the flag waits for the round
+        // after it (the turn's timer, or the CPU idling, wakes the thread).
+        if self.fac.gp_turn_pending() && !self.awake {
+            return Wake::No;
+        }
         self.wake()
     }
 

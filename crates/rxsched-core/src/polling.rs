@@ -1,7 +1,8 @@
 //! M2: the polling facility, with M3 and M4 as options.
 
 use crate::{
-    CycleLimit, InhibitCause, Nanos, QueueFeedback, Quota, RtGuard, SloController, StageMarks,
+    CycleLimit, GpTurns, InhibitCause, Nanos, QueueFeedback, Quota, RtGuard, SloController,
+    StageMarks,
 };
 
 /// A device registered with the facility.
@@ -89,6 +90,8 @@ pub struct PollingFacility {
     slo: Option<SloController>,
     /// And M3's watermarks on a stage's queue, from the stage's cost.
     slo_stage: Option<StageMarks>,
+    /// M12: general-purpose tasks' turns between rounds.
+    turns: Option<GpTurns>,
 }
 
 impl PollingFacility {
@@ -107,6 +110,7 @@ impl PollingFacility {
             any_protected: false,
             slo: None,
             slo_stage: None,
+            turns: None,
         }
     }
 
@@ -368,6 +372,21 @@ impl PollingFacility {
         self.slots[dev.0 * 2].protected.is_some()
     }
 
+    /// Adds M12: after each round of polling, general-purpose tasks have
+    /// the CPU for up to `quantum` ns before the next round (see
+    /// [`GpTurns`]); the quota is each driver's weight.
+    pub fn with_gp_turns(mut self, quantum: Nanos) -> Self {
+        self.turns = Some(GpTurns::new(quantum));
+        self
+    }
+
+    /// Whether a general-purpose turn was in force when last looked at:
+    /// an interrupt then flags its device for the next round and wakes
+    /// nothing.
+    pub fn gp_turn_pending(&self) -> bool {
+        self.turns.as_ref().is_some_and(|t| t.pending())
+    }
+
     /// A downstream queue reports its length (M3). Returns true if this
     /// starts an inhibit.
     pub fn queue_level(&mut self, len: u32, now: Nanos) -> bool {
@@ -397,6 +416,9 @@ impl PollingFacility {
         if let Some(g) = &mut self.rt_guard {
             g.idle(now);
         }
+        if let Some(t) = &mut self.turns {
+            t.idle();
+        }
     }
 
     /// Lets timeouts and period ends take effect.
@@ -409,6 +431,9 @@ impl PollingFacility {
         }
         if let Some(g) = &mut self.rt_guard {
             g.input_allowed(now);
+        }
+        if let Some(t) = &mut self.turns {
+            t.timer(now);
         }
     }
 
@@ -427,6 +452,9 @@ impl PollingFacility {
             .is_some_and(|g| !g.input_allowed(now))
         {
             return Some(InhibitCause::RtBudget);
+        }
+        if self.turns.as_mut().is_some_and(|t| t.in_turn(now)) {
+            return Some(InhibitCause::GpTurn);
         }
         None
     }
@@ -462,6 +490,7 @@ impl PollingFacility {
             self.feedback.as_ref().and_then(|f| f.deadline()),
             self.cycle.as_ref().and_then(|c| c.deadline()),
             self.rt_guard.as_ref().and_then(|g| g.deadline()),
+            self.turns.as_ref().and_then(|t| t.deadline()),
         ]
         .into_iter()
         .flatten()
@@ -479,6 +508,9 @@ impl PollingFacility {
         }
         if let Some(g) = &self.rt_guard {
             v.push((InhibitCause::RtBudget, g.episodes()));
+        }
+        if let Some(t) = &self.turns {
+            v.push((InhibitCause::GpTurn, t.episodes()));
         }
         v
     }
@@ -530,6 +562,14 @@ impl PollingFacility {
 
     /// What the polling thread should do next.
     pub fn next_action(&mut self, now: Nanos) -> Action {
+        // M12: a general-purpose turn holds every driver, both directions.
+        if let Some(t) = &mut self.turns {
+            if t.in_turn(now) {
+                return Action::Idle {
+                    until: t.deadline(),
+                };
+            }
+        }
         let inhibited = self.input_inhibited(now).is_some();
         let n = self.slots.len();
         if self.any_protected && !self.protected_inhibited(now) {
@@ -554,6 +594,13 @@ impl PollingFacility {
                 continue;
             }
             if s.needed {
+                if let Some(t) = &mut self.turns {
+                    if t.round_over(idx, n, now) {
+                        return Action::Idle {
+                            until: t.deadline(),
+                        };
+                    }
+                }
                 self.cursor = (idx + 1) % n;
                 return Action::Poll {
                     dev,
@@ -578,6 +625,9 @@ impl PollingFacility {
                 self.cursor = (idx + 1) % n;
                 return Action::EnableInterrupts { dev, dir };
             }
+        }
+        if let Some(t) = &mut self.turns {
+            t.round_idle();
         }
         Action::Idle {
             until: if inhibited { self.deadline() } else { None },

@@ -87,6 +87,7 @@ experiments! {
     mogul_fig8_3 => "mogul-fig8-3",
     mogul_fig8_4 => "mogul-fig8-4",
     mogul_fig8_5 => "mogul-fig8-5",
+    mogul_calaveras => "mogul-calaveras",
     protect_mogul => "protect-mogul",
     slo_mogul => "slo-mogul",
     slo_screend => "slo-screend",

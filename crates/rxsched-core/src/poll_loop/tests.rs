@@ -242,3 +242,54 @@ proptest! {
         }
     }
 }
+
+/// M12: two busy devices are polled once each, a quota at a time; then the
+/// round is over and the thread sleeps for the processes' quantum, an
+/// interrupt meanwhile waking nothing; the quantum's end (or the CPU
+/// idling) starts the next round.
+#[test]
+fn a_round_of_polling_gives_the_processes_their_quantum() {
+    let fac = PollingFacility::new(Quota::Limited(3)).with_gp_turns(MS);
+    let mut lp = PollLoop::new(fac);
+    let (a, b) = (lp.register(true, false), lp.register(true, false));
+    let c = lp.register(true, false);
+    let mut w = world(vec![[10, 0], [10, 0], [0, 0]]);
+    assert_eq!(lp.interrupt(a, Dir::Rx), Wake::Now);
+    assert_eq!(lp.interrupt(b, Dir::Rx), Wake::No);
+    let (seen, handled) = drain(&mut lp, &mut w, 10_000);
+    assert_eq!(
+        handled,
+        vec![3, 3],
+        "one callback each, a quota each: {seen:?}"
+    );
+    let turn_end = match seen.last() {
+        Some(Work::Idle { until: Some(t) }) => *t,
+        other => panic!("the round should end in a turn, not {other:?}"),
+    };
+    assert_eq!(turn_end, w.now.get() + MS, "the turn lasts the quantum");
+    assert_eq!(lp.input_inhibited(w.now.get()), Some(InhibitCause::GpTurn));
+    // A frame for the third device during the turn waits for the round.
+    w.pending[c.0][0] = 1;
+    assert_eq!(
+        lp.interrupt(c, Dir::Rx),
+        Wake::No,
+        "the turn keeps the flag"
+    );
+    assert_eq!(lp.next(&w), None);
+    // The quantum passes: the next round takes all three in turn.
+    w.now.set(turn_end);
+    assert_eq!(lp.timer(turn_end), Wake::Now);
+    let (_, handled) = drain(&mut lp, &mut w, 10_000);
+    assert_eq!(
+        handled,
+        vec![1, 3, 3],
+        "the next round, on from where it stopped"
+    );
+    // The processes block (the CPU idles): the turn ends at once.
+    assert_eq!(lp.input_inhibited(w.now.get()), Some(InhibitCause::GpTurn));
+    assert_eq!(lp.idle(w.now.get()), Wake::Now);
+    assert_eq!(lp.input_inhibited(w.now.get()), None);
+    let (_, handled) = drain(&mut lp, &mut w, 10_000);
+    assert_eq!(handled, vec![3, 3], "a round, then the next turn");
+    assert_eq!(lp.inhibits(), vec![(InhibitCause::GpTurn, 3)]);
+}

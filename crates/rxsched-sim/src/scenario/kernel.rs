@@ -202,6 +202,11 @@ pub struct KernelCfg {
     /// `nt` host with the two-level switch, it sets the switch's detector,
     /// threshold, hold, window and return mark instead (`smp.*`'s).
     pub slo: Option<String>,
+    /// Polling: M12, Calaveras's weighted round robin (Mogul & Ramakrishnan
+    /// 1997 §9.1): after each round of polling the processes have the CPU
+    /// for up to this many µs, until they block, before the next round
+    /// (the quota is each driver's weight; 0: off).
+    pub gp_quantum_us: f64,
     /// Polling: whether M3 and M4 inhibits stop a callback at the next
     /// packet (`packet`) or only when it returns (`callback`).
     pub inhibit_check: rxsched_core::InhibitCheck,
@@ -290,6 +295,7 @@ impl Default for KernelCfg {
             rx_usecs: 0.0,
             rx_frames: 0,
             intr_return_probe_ns: 0,
+            gp_quantum_us: 0.0,
             inhibit_check: rxsched_core::InhibitCheck::Packet,
         }
     }

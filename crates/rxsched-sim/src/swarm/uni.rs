@@ -250,6 +250,10 @@ fn kernel(r: &mut ChaCha8Rng, kind: &str, covers: &mut BTreeSet<String>) -> Tabl
         covers.insert("switch:inhibit_check_callback".into());
         k.insert("inhibit_check".into(), Value::String("callback".into()));
     }
+    if kind == "polling" && r.gen_bool(0.3) {
+        covers.insert("switch:gp_quantum".into());
+        k.insert("gp_quantum_us".into(), float(log_uniform(r, 50.0, 20_000.0)));
+    }
     if kind == "linux" {
         linux(r, &mut k, covers);
     }

@@ -41,6 +41,7 @@ pub const ALL: &[(&str, &str)] = files![
     "mogul-fig8-3",
     "mogul-fig8-4",
     "mogul-fig8-5",
+    "mogul-calaveras",
     "protect-mogul",
     "slo-mogul",
     "slo-screend",

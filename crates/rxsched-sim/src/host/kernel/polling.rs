@@ -120,6 +120,9 @@ impl Polling {
                 k.cycle_limit.percent / 100.0,
             ));
         }
+        if k.gp_quantum_us > 0.0 {
+            fac = fac.with_gp_turns((k.gp_quantum_us * 1e3).round().max(1.0) as Nanos);
+        }
         if let Some(slo) = crate::host::slo_of(s, p, ports) {
             // Checked when the scenario was read (kernel.slo).
             fac = fac.with_slo(slo.expect("an objective the scenario's check let through"));

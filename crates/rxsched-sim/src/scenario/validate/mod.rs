@@ -288,6 +288,17 @@ impl Scenario {
             rxsched_core::Slo::parse(slo)
                 .map_err(|e| ("kernel.slo".to_string(), format!("{slo:?}: {e}")))?;
         }
+        let q = self.kernel.gp_quantum_us;
+        need(
+            q == 0.0 || positive(q),
+            "kernel.gp_quantum_us",
+            "must be 0 (off) or a positive time of at most 1e9 µs",
+        )?;
+        need(
+            q == 0.0 || self.kernel.kind == KernelKind::Polling,
+            "kernel.gp_quantum_us",
+            "the processes' turns between rounds of polling need kernel.kind = \"polling\"",
+        )?;
         let f = &self.kernel.feedback;
         need(
             !f.from_slo || (self.kernel.slo.is_some() && self.kernel.kind == KernelKind::Polling),
