@@ -252,7 +252,10 @@ fn kernel(r: &mut ChaCha8Rng, kind: &str, covers: &mut BTreeSet<String>) -> Tabl
     }
     if kind == "polling" && r.gen_bool(0.3) {
         covers.insert("switch:gp_quantum".into());
-        k.insert("gp_quantum_us".into(), float(log_uniform(r, 50.0, 20_000.0)));
+        k.insert(
+            "gp_quantum_us".into(),
+            float(log_uniform(r, 50.0, 20_000.0)),
+        );
     }
     if kind == "linux" {
         linux(r, &mut k, covers);
