@@ -247,11 +247,14 @@ impl PollLoop {
         }
     }
 
-    /// The idle thread ran: M4 re-enables input, which may wake the thread.
+    /// The idle thread ran: M4 re-enables input, which may wake the thread;
+    /// an M12 turn ends, which wakes it only if a device was flagged
+    /// meanwhile (else the next interrupt will).
     pub fn idle(&mut self, now: Nanos) -> Wake {
         let was = self.fac.input_inhibited(now).is_some();
+        let turn = self.fac.gp_turn_pending();
         self.fac.idle(now);
-        if was && self.fac.input_inhibited(now).is_none() {
+        if was && self.fac.input_inhibited(now).is_none() && (!turn || self.fac.any_needed()) {
             self.wake()
         } else {
             Wake::No

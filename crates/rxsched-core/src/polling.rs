@@ -328,6 +328,11 @@ impl PollingFacility {
         self.turns.as_ref().is_some_and(|t| t.pending())
     }
 
+    /// Whether any device is flagged as needing service.
+    pub fn any_needed(&self) -> bool {
+        self.slots.iter().any(|s| s.registered && s.needed)
+    }
+
     /// A downstream queue reports its length (M3). Returns true if this
     /// starts an inhibit.
     pub fn queue_level(&mut self, len: u32, now: Nanos) -> bool {
@@ -514,7 +519,11 @@ impl PollingFacility {
             }
         }
         if let Some(t) = &mut self.turns {
-            t.round_idle();
+            // The round is over with nothing left: the processes' turn.
+            t.round_idle(now);
+            return Action::Idle {
+                until: self.deadline(),
+            };
         }
         Action::Idle {
             until: if inhibited { self.deadline() } else { None },

@@ -12,11 +12,15 @@
 //! frame waits at most a quantum and a round before its driver's turn.
 //!
 //! In the polling loop a round ends when a device comes up for a second
-//! callback since the round began; input and transmit work then wait until
-//! the quantum has passed ([`GpTurns::deadline`]) or the CPU has nothing
-//! else to run ([`GpTurns::idle`]: no general-purpose task was ready, or it
-//! blocked), whichever comes first. A round that ends with nothing left to
-//! poll needs no turn: the thread sleeps and the CPU is free anyway.
+//! callback since the round began, or when no flagged device is left; in
+//! either case input and transmit work then wait until the quantum has
+//! passed ([`GpTurns::deadline`]) or the CPU has nothing else to run
+//! ([`GpTurns::idle`]: no general-purpose task was ready, or it blocked),
+//! whichever comes first. Interrupts meanwhile only flag their devices, for
+//! the next round.
+//!
+//! Left out: the isochronous tasks (timer-driven, preempting real-time
+//! ones), and a weight per task (every driver has the facility's quota).
 
 use crate::Nanos;
 
@@ -65,9 +69,12 @@ impl GpTurns {
         false
     }
 
-    /// The loop found nothing to poll: the round ends without a turn.
-    pub fn round_idle(&mut self) {
+    /// The loop found nothing left to poll at `now`: the round is over and
+    /// a turn begins.
+    pub fn round_idle(&mut self, now: Nanos) {
         self.polled.fill(false);
+        self.until = Some(now + self.quantum);
+        self.episodes += 1;
     }
 
     /// Lets a turn that is over end.
@@ -100,7 +107,7 @@ impl GpTurns {
         self.until
     }
 
-    /// Turns given so far.
+    /// Turns begun so far (those the CPU idled out of at once included).
     pub fn episodes(&self) -> u64 {
         self.episodes
     }
@@ -128,10 +135,12 @@ mod tests {
         t.idle();
         assert!(!t.in_turn(1_060), "the CPU idled: no task wanted the turn");
         assert_eq!(t.episodes(), 2);
-        // A round that ends with nothing to poll gives no turn.
+        // A round that ends with nothing left to poll gives a turn too.
         assert!(!t.round_over(2, 4, 1_100));
-        t.round_idle();
-        assert!(!t.round_over(2, 4, 1_200));
-        assert_eq!(t.episodes(), 2);
+        t.round_idle(1_100);
+        assert_eq!(t.deadline(), Some(2_100));
+        assert!(!t.in_turn(2_100));
+        assert!(!t.round_over(2, 4, 2_200), "a fresh round");
+        assert_eq!(t.episodes(), 3);
     }
 }

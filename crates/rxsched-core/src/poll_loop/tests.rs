@@ -292,4 +292,19 @@ fn a_round_of_polling_gives_the_processes_their_quantum() {
     let (_, handled) = drain(&mut lp, &mut w, 10_000);
     assert_eq!(handled, vec![3, 3], "a round, then the next turn");
     assert_eq!(lp.inhibits(), vec![(InhibitCause::GpTurn, 3)]);
+    // The last frames: a round that leaves nothing ends in a turn too.
+    let now = w.now.get() + MS;
+    w.now.set(now);
+    assert_eq!(lp.timer(now), Wake::Now);
+    let (seen, handled) = drain(&mut lp, &mut w, 10_000);
+    assert_eq!(handled, vec![1, 1]);
+    assert!(
+        matches!(seen.last(), Some(Work::Idle { until: Some(_) })),
+        "an empty round's turn: {seen:?}"
+    );
+    // With nothing flagged, the CPU idling ends the turn and wakes nothing;
+    // the next interrupt wakes the thread as usual.
+    assert_eq!(lp.idle(w.now.get()), Wake::No);
+    w.pending[a.0][0] = 1;
+    assert_eq!(lp.interrupt(a, Dir::Rx), Wake::Now);
 }
