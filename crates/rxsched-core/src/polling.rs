@@ -325,7 +325,7 @@ impl PollingFacility {
     /// an interrupt then flags its device for the next round and wakes
     /// nothing.
     pub fn gp_turn_pending(&self) -> bool {
-        self.turns.as_ref().is_some_and(|t| t.pending())
+        self.turns.as_ref().is_some_and(|t| t.deadline().is_some())
     }
 
     /// Whether any device is flagged as needing service.

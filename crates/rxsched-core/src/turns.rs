@@ -47,11 +47,6 @@ impl GpTurns {
         }
     }
 
-    /// The quantum, in ns.
-    pub fn quantum(&self) -> Nanos {
-        self.quantum
-    }
-
     /// Slot `idx` (of `slots`) comes up for a callback at `now`. Returns
     /// true if it was already polled in this round: the round is over, a
     /// turn begins, and the slot waits for the next round.
@@ -60,9 +55,7 @@ impl GpTurns {
             self.polled = vec![false; slots];
         }
         if self.polled[idx] {
-            self.polled.fill(false);
-            self.until = Some(now + self.quantum);
-            self.episodes += 1;
+            self.round_idle(now);
             return true;
         }
         self.polled[idx] = true;
@@ -90,19 +83,14 @@ impl GpTurns {
         self.until.is_some()
     }
 
-    /// Whether a turn was in force when last looked at (an interrupt
-    /// taken now leaves its flag for the round after it).
-    pub fn pending(&self) -> bool {
-        self.until.is_some()
-    }
-
     /// The CPU had nothing else to run: no general-purpose task is ready,
     /// so the turn ends.
     pub fn idle(&mut self) {
         self.until = None;
     }
 
-    /// When the turn in force ends.
+    /// When the turn in force (as last looked at) ends: while it is
+    /// `Some`, an interrupt leaves its flag for the round after the turn.
     pub fn deadline(&self) -> Option<Nanos> {
         self.until
     }
@@ -127,7 +115,7 @@ mod tests {
         // Slot 0 again: the round is over.
         assert!(t.round_over(0, 4, 30));
         assert_eq!(t.deadline(), Some(1_030));
-        assert!(t.in_turn(500) && t.pending());
+        assert!(t.in_turn(500) && t.deadline().is_some());
         assert!(!t.in_turn(1_030), "the quantum has passed");
         // The next round starts afresh: slot 0 is polled at once.
         assert!(!t.round_over(0, 4, 1_040));

@@ -193,7 +193,7 @@ pub fn router_config(a: &RouteArgs) -> Result<RouterConfig> {
                 "--slice-us is the slice of a time-shared polling thread: --mode polling --time-shared, without --cpus".into(),
             ))
         }
-        Some(us) if !(MIN_NS..=MAX_NS).contains(&(us * 1000)) => {
+        Some(us) if !(MIN_NS..=MAX_NS).contains(&us.saturating_mul(1000)) => {
             return Err(Error::flag(
                 "slice-us",
                 format!("{us} µs is outside the slices the kernel keeps (100 to 100,000 µs)"),
