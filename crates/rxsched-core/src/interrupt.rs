@@ -40,9 +40,6 @@ impl InterruptBatch {
     /// A receive interrupt was taken.
     pub fn begin(&mut self) {
         self.batch = 0;
-        if let Some(b) = &mut self.breaker {
-            b.interrupt();
-        }
     }
 
     /// Decides the next step, given whether the ring holds a packet.

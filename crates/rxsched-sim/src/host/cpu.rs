@@ -18,8 +18,11 @@ pub const INTR: CtxId = 0;
 pub const SOFT: CtxId = 1;
 /// The kernel thread (IP thread or polling thread).
 pub const KTHREAD: CtxId = 2;
+/// The periodic clock interrupt, above the devices' level: a tick preempts a
+/// device handler, and its time is charged as interrupt time.
+pub const CLOCK: CtxId = 3;
 /// The first user process; process `u` is `USER0 + u`.
-pub const USER0: CtxId = 3;
+pub const USER0: CtxId = 4;
 
 const IDLE_BUCKET: usize = 0;
 
@@ -65,6 +68,11 @@ impl Cpu {
                 ..Ctx::default()
             })
             .collect();
+        ctx.push(Ctx {
+            bucket: ctx[INTR].bucket,
+            ..Ctx::default()
+        });
+        debug_assert_eq!(ctx.len(), USER0);
         for u in users {
             buckets.push(format!("user:{u}"));
             ctx.push(Ctx {

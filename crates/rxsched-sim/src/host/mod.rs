@@ -40,7 +40,7 @@ use crate::error::SimError;
 use crate::metrics::{Metrics, Samples, TraceEvent};
 use crate::profile::Profile;
 use crate::scenario::{KernelKind, Scenario};
-use cpu::{Cpu, CtxId, INTR, KTHREAD, SOFT, USER0};
+use cpu::{Cpu, CtxId, CLOCK, INTR, KTHREAD, SOFT, USER0};
 use event::Ev;
 use kernel::Kernel;
 use machine::Machine;
@@ -297,7 +297,7 @@ impl Host {
 
     /// The context that should hold the CPU now, with its next job ready.
     fn pick(&mut self) -> Option<CtxId> {
-        for c in [INTR, SOFT, KTHREAD] {
+        for c in [CLOCK, INTR, SOFT, KTHREAD] {
             if self.ensure_job(c) {
                 return Some(c);
             }
@@ -346,6 +346,11 @@ impl Host {
             }
         }
         match c {
+            CLOCK => self
+                .m
+                .intr
+                .take_tick()
+                .then_some(Step::IntrEnter(IntrSrc::Clock)),
             INTR => self.next_intr(),
             SOFT | KTHREAD => self.k.next_step(&mut self.m, c),
             _ => {

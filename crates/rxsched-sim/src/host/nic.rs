@@ -105,6 +105,9 @@ pub struct IntrController {
     in_service: Vec<[bool; 2]>,
     /// A port's receive and transmit interrupts share one line.
     one_line: bool,
+    /// A clock tick is raised and not yet taken (ticks raised meanwhile
+    /// are one, as on a real line).
+    tick: bool,
 }
 
 impl IntrController {
@@ -119,12 +122,17 @@ impl IntrController {
             posted: vec![[false; 2]; ports],
             in_service: vec![[false; 2]; ports],
             one_line,
+            tick: false,
         }
     }
 
     /// Raises `src` unless its line is already raised or being serviced.
     /// Whether the device's interrupt is enabled is the kernel's to decide first.
     pub fn raise(&mut self, src: IntrSrc) {
+        if src == IntrSrc::Clock {
+            self.tick = true;
+            return;
+        }
         if let Some((n, d)) = self.line(src) {
             if self.posted[n][d] || self.in_service[n][d] {
                 return;
@@ -141,7 +149,13 @@ impl IntrController {
         }
     }
 
-    /// Begins servicing the next raised interrupt.
+    /// Takes the raised clock tick, if any: the clock's level is above the
+    /// devices', so it is served at once, whatever handler is in service.
+    pub fn take_tick(&mut self) -> bool {
+        std::mem::take(&mut self.tick)
+    }
+
+    /// Begins servicing the next raised device interrupt.
     pub fn begin_next(&mut self) -> Option<IntrSrc> {
         let src = self.pending.pop_front()?;
         if let Some((n, d)) = self.line(src) {

@@ -120,7 +120,8 @@ impl Default for CycleLimitCfg {
 pub struct BreakerCfg {
     /// Whether the circuit breaker is on.
     pub enabled: bool,
-    /// Packets in one interrupt before it trips.
+    /// Packets the receive handler processes before it trips (counted
+    /// across interrupts, from the last trip).
     pub batch: u32,
     /// How long interrupts stay off, in microseconds.
     pub off_us: f64,
