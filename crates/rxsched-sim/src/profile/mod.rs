@@ -171,7 +171,8 @@ pub struct Costs {
     pub app_read: u64,
     /// The application's receive call, per byte copied out.
     pub app_read_per_byte: f64,
-    /// The periodic clock interrupt.
+    /// The periodic clock interrupt, per tick. The clock is a level above
+    /// the devices': a tick preempts a device handler.
     pub clock_tick: u64,
     /// Clock interrupts per second (0: none).
     pub clock_hz: u64,
