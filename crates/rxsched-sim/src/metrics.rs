@@ -173,7 +173,8 @@ pub const FIELDS: &[&str] = &[
 /// Numbers a kernel adds to the record (`extra`).
 pub const KERNEL_EXTRAS: &[&str] = &[
     "cold_reclaims",
-    // The linux kernel: ISR entries (shared or not), and per frame sent.
+    // The linux kernel: ISR entries (shared or not), and per frame sent;
+    // the bsd kernel: receive handler invocations per frame taken in.
     "isr_entries",
     "isr_entries_per_frame",
     "rx_interrupts_per_frame",
