@@ -116,4 +116,26 @@ mod tests {
         assert_eq!(h.next(true), BatchStep::Packet);
         assert_eq!(h.trips(), 1);
     }
+
+    /// A handler entered anew goes on counting toward the breaker's batch:
+    /// three interrupts of one packet each trip a breaker of three.
+    #[test]
+    fn the_breakers_batch_spans_interrupts() {
+        let mut h = InterruptBatch::with_breaker(CircuitBreaker::new(3, MS));
+        for (i, t) in [0, 100, 200].into_iter().enumerate() {
+            h.begin();
+            assert_eq!(h.next(true), BatchStep::Packet, "interrupt {i}");
+            h.handled(t);
+            if i < 2 {
+                assert_eq!(
+                    h.next(false),
+                    BatchStep::Exit,
+                    "interrupt {i} empties its ring"
+                );
+            }
+        }
+        assert_eq!(h.next(true), BatchStep::ExitDisabled(200 + MS));
+        assert_eq!(h.largest_batch(), 1);
+        assert_eq!(h.trips(), 1);
+    }
 }

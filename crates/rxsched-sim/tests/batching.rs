@@ -4,7 +4,7 @@
 use rxsched_sim::run;
 use rxsched_sim::scenario::Loaded;
 
-fn rx_interrupts_per_frame(rate: u32) -> f64 {
+fn monitor(rate: u32) -> rxsched_sim::Metrics {
     let src = format!(
         "profile = \"dec3000-500-fddi\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = {rate}\nframe_bytes = 80\n[[process]]\nkind = \"tcpdump\"\n[run]\nduration_ms = 100\nwarmup_ms = 10\n"
     );
@@ -12,8 +12,11 @@ fn rx_interrupts_per_frame(rate: u32) -> f64 {
         .unwrap()
         .with(&[])
         .unwrap();
-    let (m, _) = run(&s, None).unwrap();
-    m.extra["rx_interrupts_per_frame"]
+    run(&s, None).unwrap().0
+}
+
+fn rx_interrupts_per_frame(rate: u32) -> f64 {
+    monitor(rate).extra["rx_interrupts_per_frame"]
 }
 
 /// Frames far apart each take an interrupt of their own; frames arriving
@@ -30,5 +33,26 @@ fn a_handler_slower_than_its_arrivals_takes_them_in_few_interrupts() {
     assert!(
         flood < 0.05,
         "at 60,000 pkts/s, where the handler's 29 µs a frame exceeds the 17 µs between them: {flood} interrupts a frame"
+    );
+}
+
+/// Between the two, where the handler (29 µs a frame) only just keeps up
+/// with frames 33 µs apart, some interrupts take one frame and some take
+/// several; the monitor transmits nothing, so every receive interrupt
+/// takes at least one, and the measure is the interrupts over the frames.
+#[test]
+fn a_handler_that_just_keeps_up_takes_some_frames_together() {
+    let m = monitor(30_000);
+    let got = m.extra["rx_interrupts_per_frame"];
+    assert!(
+        got > 0.05 && got < 0.95,
+        "at 30,000 pkts/s: {got} interrupts a frame, want some batching and some not"
+    );
+    let counted = m.interrupts.rx as f64 / m.received as f64;
+    assert!(
+        (got - counted).abs() < 0.01,
+        "{got} against {} receive interrupts over {} frames received ({counted})",
+        m.interrupts.rx,
+        m.received
     );
 }

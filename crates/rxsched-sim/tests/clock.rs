@@ -5,8 +5,9 @@ use rxsched_sim::scenario::Loaded;
 use rxsched_sim::{run, Profile};
 
 /// A flooded unmodified kernel's receive handler runs for milliseconds at a
-/// time; the clock's ticks still start on time inside it (they preempt the
-/// handler) rather than queueing behind it, and the handler goes on after.
+/// time (here through the whole traced window); the clock's ticks still
+/// start on time inside it (they preempt the handler) rather than waiting
+/// for it to return, and the handler goes on between them.
 #[test]
 fn a_clock_tick_preempts_a_long_receive_handler() {
     let src = "profile = \"dec3000-500-fddi\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 60000\nframe_bytes = 80\n[[process]]\nkind = \"tcpdump\"\n[run]\nduration_ms = 20\nwarmup_ms = 1\n";

@@ -18,8 +18,10 @@ pub const INTR: CtxId = 0;
 pub const SOFT: CtxId = 1;
 /// The kernel thread (IP thread or polling thread).
 pub const KTHREAD: CtxId = 2;
-/// The periodic clock interrupt, above the devices' level: a tick preempts a
-/// device handler, and its time is charged as interrupt time.
+/// The periodic clock interrupt, above the devices' level ("clock
+/// interrupts typically preempt device interrupt processing", Mogul &
+/// Ramakrishnan §5.1): a tick preempts a device handler, and its time is
+/// charged as interrupt time.
 pub const CLOCK: CtxId = 3;
 /// The first user process; process `u` is `USER0 + u`.
 pub const USER0: CtxId = 4;

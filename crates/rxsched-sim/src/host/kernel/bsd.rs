@@ -435,11 +435,15 @@ impl Kernel for Bsd {
     }
 
     fn timer(&mut self, m: &mut Machine, t: Timer) {
-        if let Timer::BreakerEnd(n) = t {
+        // One breaker for the kernel's receive handler: when it closes, every
+        // port it left disabled takes interrupts again (a second port's
+        // timer for the same deadline then finds it closed).
+        if let Timer::BreakerEnd(_) = t {
             if self.batch.timer(m.now) {
-                self.rx_enabled[n as usize] = true;
-                if m.nics[n as usize].has_rx() {
-                    self.rx_arrived(m, n);
+                for n in 0..self.rx_enabled.len() {
+                    if !std::mem::replace(&mut self.rx_enabled[n], true) && m.nics[n].has_rx() {
+                        self.rx_arrived(m, n as u8);
+                    }
                 }
             }
         }
