@@ -56,3 +56,30 @@ fn a_handler_that_just_keeps_up_takes_some_frames_together() {
         m.received
     );
 }
+
+/// One circuit breaker serves the kernel's receive handler on every port:
+/// when it trips, each port whose handler runs while it is open is left
+/// disabled, and when it closes every one of them takes interrupts again.
+/// A router forwarding 1,000 pkts/s each way, a breaker of 10 packets:
+/// nothing is lost (each ring holds 32 ms of frames against 1 ms off).
+#[test]
+fn a_breaker_that_closes_re_enables_every_port_it_disabled() {
+    let src = "profile = \"dec3000-300\"\n[kernel]\nkind = \"bsd\"\nbreaker = { enabled = true, batch = 10, off_us = 1000 }\n[[traffic]]\nport = 0\nrate_pps = 1000\n[[traffic]]\nport = 1\nrate_pps = 1000\n[run]\nduration_ms = 500\nwarmup_ms = 10\n";
+    let s = Loaded::parse("two-ports.toml", src.to_string(), None)
+        .unwrap()
+        .with(&[])
+        .unwrap();
+    let (m, _) = run(&s, None).unwrap();
+    let trips = m.inhibits.get("circuit_breaker").copied().unwrap_or(0);
+    assert!(
+        trips > 50,
+        "the breaker tripped {trips} times; the test needs it to trip often"
+    );
+    let lost: u64 = m.drops.values().sum();
+    assert!(
+        lost == 0 && m.delivered_pps > 0.95 * 2_000.0,
+        "1,000 pkts/s each way: {} forwarded a second, drops {:?}",
+        m.delivered_pps,
+        m.drops
+    );
+}
