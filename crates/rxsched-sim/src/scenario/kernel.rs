@@ -120,8 +120,8 @@ impl Default for CycleLimitCfg {
 pub struct BreakerCfg {
     /// Whether the circuit breaker is on.
     pub enabled: bool,
-    /// Packets the receive handler processes before it trips (counted
-    /// across interrupts, from the last trip).
+    /// Packets a port's receive handler processes before its breaker trips
+    /// (counted across interrupts, from the last trip; each port has its own).
     pub batch: u32,
     /// How long interrupts stay off, in microseconds.
     pub off_us: f64,

@@ -215,7 +215,8 @@ pub struct Bsd {
     ip_ctx: CtxId,
     ip_requested: bool,
     ip_active: bool,
-    batch: InterruptBatch,
+    /// Each port's receive handler and its circuit breaker (a driver's own).
+    batch: Vec<InterruptBatch>,
     rx_enabled: Vec<bool>,
     /// One handler serves a port's receive and transmit events (LANCE).
     one_interrupt: bool,
@@ -232,14 +233,17 @@ impl Bsd {
     /// The kernel a scenario configures.
     pub fn new(s: &Scenario, p: &Profile, ports: usize) -> Bsd {
         let k = &s.kernel;
-        let batch = if k.breaker.enabled {
-            InterruptBatch::with_breaker(CircuitBreaker::new(
-                k.breaker.batch,
-                (k.breaker.off_us * 1e3) as Nanos,
-            ))
-        } else {
-            InterruptBatch::new()
+        let handler = || {
+            if k.breaker.enabled {
+                InterruptBatch::with_breaker(CircuitBreaker::new(
+                    k.breaker.batch,
+                    (k.breaker.off_us * 1e3) as Nanos,
+                ))
+            } else {
+                InterruptBatch::new()
+            }
         };
+        let batch = (0..ports).map(|_| handler()).collect();
         Bsd {
             stack: Stack::new(p, ports),
             emulated: k.kind == KernelKind::Emulated,
@@ -268,7 +272,7 @@ impl Bsd {
             return None;
         }
         let nic = &mut m.nics[n as usize];
-        match self.batch.next(nic.has_rx()) {
+        match self.batch[n as usize].next(nic.has_rx()) {
             BatchStep::Packet => {
                 let p = nic.take_rx().expect("ring has a packet");
                 self.rx_taken += 1;
@@ -371,20 +375,20 @@ impl Kernel for Bsd {
 
     fn complete(&mut self, m: &mut Machine, c: CtxId, step: step::Step) {
         match step {
-            step::Step::IntrEnter(IntrSrc::Rx(_)) => {
+            step::Step::IntrEnter(IntrSrc::Rx(n)) => {
                 m.meter.interrupts.rx += 1;
                 self.took_rx = false;
-                self.batch.begin();
+                self.batch[n as usize].begin();
             }
-            step::Step::IntrEnter(IntrSrc::Tx(_)) => {
+            step::Step::IntrEnter(IntrSrc::Tx(n)) => {
                 m.meter.interrupts.tx += 1;
                 self.took_rx = false;
                 if self.one_interrupt {
-                    self.batch.begin();
+                    self.batch[n as usize].begin();
                 }
             }
             step::Step::Bsd(Step::RxLink(p)) => {
-                self.batch.handled(m.now);
+                self.batch[p.port as usize].handled(m.now);
                 if m.users.consumer == Consumer::Capture {
                     // The packet filter runs in the receive interrupt (§8.1).
                     m.carry(c, step::Step::Bsd(Step::Filter(p)));
@@ -435,15 +439,12 @@ impl Kernel for Bsd {
     }
 
     fn timer(&mut self, m: &mut Machine, t: Timer) {
-        // One breaker for the kernel's receive handler: when it closes, every
-        // port it left disabled takes interrupts again (a second port's
-        // timer for the same deadline then finds it closed).
-        if let Timer::BreakerEnd(_) = t {
-            if self.batch.timer(m.now) {
-                for n in 0..self.rx_enabled.len() {
-                    if !std::mem::replace(&mut self.rx_enabled[n], true) && m.nics[n].has_rx() {
-                        self.rx_arrived(m, n as u8);
-                    }
+        // Each port's breaker closes on its own timer.
+        if let Timer::BreakerEnd(n) = t {
+            if self.batch[n as usize].timer(m.now) {
+                self.rx_enabled[n as usize] = true;
+                if m.nics[n as usize].has_rx() {
+                    self.rx_arrived(m, n);
                 }
             }
         }
@@ -466,9 +467,13 @@ impl Kernel for Bsd {
             "rx_interrupts_per_frame".to_string(),
             self.rx_entries as f64 / self.rx_taken.max(1) as f64,
         );
-        if self.batch.deadline().is_some() || self.batch.trips() > 0 {
-            r.inhibits
-                .insert("circuit_breaker".to_string(), self.batch.trips());
+        if self
+            .batch
+            .iter()
+            .any(|b| b.deadline().is_some() || b.trips() > 0)
+        {
+            let trips = self.batch.iter().map(InterruptBatch::trips).sum();
+            r.inhibits.insert("circuit_breaker".to_string(), trips);
         }
         r
     }
