@@ -4,15 +4,19 @@
 use rxsched_sim::run;
 use rxsched_sim::scenario::Loaded;
 
-fn monitor(rate: u32) -> rxsched_sim::Metrics {
-    let src = format!(
-        "profile = \"dec3000-500-fddi\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = {rate}\nframe_bytes = 80\n[[process]]\nkind = \"tcpdump\"\n[run]\nduration_ms = 100\nwarmup_ms = 10\n"
-    );
+/// The record of one run of scenario `src`.
+fn sim(src: String) -> rxsched_sim::Metrics {
     let s = Loaded::parse("batching.toml", src, None)
         .unwrap()
         .with(&[])
         .unwrap();
     run(&s, None).unwrap().0
+}
+
+fn monitor(rate: u32) -> rxsched_sim::Metrics {
+    sim(format!(
+        "profile = \"dec3000-500-fddi\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = {rate}\nframe_bytes = 80\n[[process]]\nkind = \"tcpdump\"\n[run]\nduration_ms = 100\nwarmup_ms = 10\n"
+    ))
 }
 
 fn rx_interrupts_per_frame(rate: u32) -> f64 {
@@ -64,11 +68,7 @@ fn a_handler_that_just_keeps_up_takes_some_frames_together() {
 #[test]
 fn each_ports_breaker_closes_on_its_own() {
     let src = "profile = \"dec3000-300\"\n[kernel]\nkind = \"bsd\"\nbreaker = { enabled = true, batch = 10, off_us = 1000 }\n[[traffic]]\nport = 0\nrate_pps = 1000\n[[traffic]]\nport = 1\nrate_pps = 1000\n[run]\nduration_ms = 500\nwarmup_ms = 10\n";
-    let s = Loaded::parse("two-ports.toml", src.to_string(), None)
-        .unwrap()
-        .with(&[])
-        .unwrap();
-    let (m, _) = run(&s, None).unwrap();
+    let m = sim(src.to_string());
     let trips = m.inhibits.get("circuit_breaker").copied().unwrap_or(0);
     assert!(
         trips > 50,
