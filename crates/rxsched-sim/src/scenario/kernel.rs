@@ -226,6 +226,11 @@ pub struct KernelCfg {
     pub napi_budget_us: f64,
     /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`).
     pub backlog_limit: u32,
+    /// Linux without NAPI: `netif_rx`'s throttle, as in Linux 2.6.9 (the
+    /// kernel of Spanos et al.): once the backlog overflows, every frame
+    /// is dropped until the backlog has emptied. `false`: only the frames
+    /// that find it full are dropped, as in later kernels.
+    pub backlog_throttle: bool,
     /// Linux: receive interrupt coalescing (`ethtool -C rx-usecs`): the
     /// device holds a receive interrupt until this long after the first
     /// frame it holds it for (0: no delay).
@@ -292,6 +297,7 @@ impl Default for KernelCfg {
             napi_budget_us: 2000.0,
             // Linux 2.6.9: netdev_max_backlog = 300.
             backlog_limit: 300,
+            backlog_throttle: true,
             // An interrupt per frame, as the papers' drivers raise them.
             rx_usecs: 0.0,
             rx_frames: 0,

@@ -315,6 +315,10 @@ fn linux(r: &mut ChaCha8Rng, k: &mut Table, covers: &mut BTreeSet<String>) {
     if r.gen_bool(0.3) {
         k.insert("backlog_limit".into(), queue(r));
     }
+    if r.gen_bool(0.2) {
+        covers.insert("linux:no-throttle".into());
+        k.insert("backlog_throttle".into(), Value::Boolean(false));
+    }
     if r.gen_bool(0.3) {
         covers.insert("linux:coalesce".into());
         k.insert("rx_usecs".into(), float(log_uniform(r, 1.0, 2000.0)));

@@ -35,6 +35,14 @@ pub struct Linux {
     /// The per-CPU input queue that `netif_rx` feeds without NAPI.
     backlog: VecDeque<Packet>,
     backlog_cap: usize,
+    /// `netif_rx`'s throttle (Linux 2.6.9), if the kernel has one: set
+    /// when the backlog overflows, it drops every frame until the backlog
+    /// has emptied; and how often it was set.
+    throttles: bool,
+    throttle: bool,
+    throttled: u64,
+    /// Frames dropped at the backlog while it had room (the throttle on).
+    throttled_drops: u64,
     /// NET_RX/NET_TX raised and not yet run.
     soft_pending: bool,
     /// The softirq is running (it may be preempted by hard interrupts).
@@ -89,6 +97,10 @@ impl Linux {
             reclaim,
             backlog: VecDeque::new(),
             backlog_cap: k.backlog_limit as usize,
+            throttles: k.backlog_throttle,
+            throttle: false,
+            throttled: 0,
+            throttled_drops: 0,
             soft_pending: false,
             soft_active: false,
             job: None,
@@ -219,6 +231,8 @@ impl Linux {
                 if let Some(p) = self.backlog.pop_front() {
                     return Some(step::Step::Linux(Step::Ip(p)));
                 }
+                // process_backlog emptied the queue: the throttle lifts.
+                self.throttle = false;
                 self.soft_active = false;
                 return None;
             }
@@ -353,8 +367,18 @@ impl Kernel for Linux {
                     // NAPI: straight on to IP in the poll (netif_receive_skb).
                     m.carry(c, step::Step::Linux(Step::Ip(p)));
                 } else if self.backlog.len() >= self.backlog_cap {
+                    if self.throttles && !self.throttle {
+                        self.throttle = true;
+                        self.throttled += 1;
+                    }
+                    m.drop(DropPoint::Backlog);
+                } else if self.throttle && !self.backlog.is_empty() {
+                    // Throttled: dropped although there is room.
+                    self.throttled_drops += 1;
                     m.drop(DropPoint::Backlog);
                 } else {
+                    // A frame that finds the backlog empty lifts it.
+                    self.throttle = false;
                     self.backlog.push_back(p);
                     self.soft_pending = true;
                 }
@@ -435,6 +459,11 @@ impl Kernel for Linux {
                 "frames_per_tx_interrupt",
                 self.isr_reclaims as f64 / self.entries_tx.max(1) as f64,
             ),
+            // netif_rx's throttle: how often the backlog's overflow set
+            // it, and the frames it dropped while the backlog had room
+            // (counted in drops.backlog with the overflow's).
+            ("backlog_throttles", self.throttled as f64),
+            ("backlog_throttled_drops", self.throttled_drops as f64),
         ] {
             r.extra.insert(k.to_string(), v);
         }
