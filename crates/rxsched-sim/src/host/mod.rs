@@ -77,7 +77,12 @@ pub fn slo_of(
     let bytes = s.traffic.iter().map(|t| t.frame_bytes).max().unwrap_or(64);
     let costs = rxsched_core::SloCosts {
         // Taken off the ring, through IP, and handed to the output device.
-        rx_frame_ns: (c.rx_copy + c.rx_link + c.ip_input + c.ip_output + c.driver_tx) as f64
+        rx_frame_ns: (c.rx_copy
+            + c.rx_link
+            + c.ip_input
+            + c.ip_output
+            + c.driver_tx
+            + c.output_done) as f64
             + f64::from(bytes) * c.rx_copy_per_byte,
         tx_frame_ns: c.tx_reclaim as f64,
         pass_ns: c.poll_callback as f64,
@@ -334,6 +339,17 @@ impl Host {
 
     /// What context `c` does next; `None` if it has nothing to do.
     fn next_step(&mut self, c: CtxId) -> Option<Step> {
+        // The driver loads what it was handed before the output path's
+        // remaining work: the device has the frame from the hand-off on.
+        if matches!(
+            self.m.cpu.ctx[c].carry,
+            Some(Step::Bsd(bsd::Step::OutputDone))
+        ) && self.m.cpu.ctx[c].loading.is_some()
+        {
+            if let Some(s) = self.k.driver_step(&mut self.m, c) {
+                return Some(s);
+            }
+        }
         if let Some(s) = self.m.cpu.ctx[c].carry.take() {
             if let Step::Bsd(bsd::Step::IpInput(p)) = s {
                 self.m.meter.ip_input_begins(p, self.m.now);

@@ -140,8 +140,13 @@ pub struct Costs {
     pub ip_input: u64,
     /// `ip_output` up to the driver.
     pub ip_output: u64,
-    /// The driver handing one packet to the device.
+    /// The driver handing one packet to the device: the frame is the
+    /// device's when this is done.
     pub driver_tx: u64,
+    /// The output path's work after the frame was handed to the device
+    /// (the rest of the IP thread or pass: freeing, returning): the device
+    /// may be sending the frame meanwhile.
+    pub output_done: u64,
     /// Reclaiming one transmitted buffer.
     pub tx_reclaim: u64,
     /// The polling kernel's interrupt handler: note the device, wake the thread.

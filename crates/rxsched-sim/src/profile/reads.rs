@@ -163,6 +163,7 @@ pub fn reads(s: &Scenario) -> Vec<&'static str> {
             "cost.ip_input",
             "cost.ip_output",
             "cost.driver_tx",
+            "cost.output_done",
             "cost.tx_reclaim",
         ]);
     }

@@ -58,6 +58,7 @@ impl Stack {
             Step::IpSwitch => c.ip_switch,
             Step::IpInput(_) => c.ip_input,
             Step::IpOutput(_) => c.ip_output + c.driver_tx,
+            Step::OutputDone => c.output_done,
             Step::UdpInput(_) => c.udp_input,
             Step::TcpInput(p) => tcp_cost(c, p),
             Step::Filter(_) => c.pf_filter,
@@ -103,6 +104,11 @@ impl Stack {
                 }
             },
             Step::IpOutput(p) => {
+                // The frame is the device's now (the transmit ring is
+                // loaded first); the output path's remaining work follows.
+                if self.c.output_done > 0 {
+                    m.carry(c, step::Step::Bsd(Step::OutputDone));
+                }
                 let out = 1 - p.port;
                 let nic = &mut m.nics[out as usize];
                 if p.protected && nic.prot_cap > 0 && nic.tx_prot.len() < nic.prot_cap {
@@ -158,7 +164,7 @@ impl Stack {
                 }
                 return true;
             }
-            Step::RxLink(_) | Step::IpSwitch => {}
+            Step::RxLink(_) | Step::IpSwitch | Step::OutputDone => {}
         }
         false
     }

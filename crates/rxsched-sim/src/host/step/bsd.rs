@@ -14,8 +14,10 @@ pub enum Step {
     IpSwitch,
     /// IP input up to the forwarding or delivery decision.
     IpInput(Packet),
-    /// `ip_output` and the driver preparing the frame.
+    /// `ip_output` and the driver, up to handing the frame to the device.
     IpOutput(Packet),
+    /// The output path's work after the frame was handed to the device.
+    OutputDone,
     /// UDP input and the socket enqueue.
     UdpInput(Packet),
     /// TCP input, the socket enqueue and the ACK (a receiving host).
@@ -38,7 +40,7 @@ impl Step {
             | Step::UdpInput(p)
             | Step::TcpInput(p)
             | Step::Filter(p) => Some(p),
-            Step::IpSwitch | Step::TxReclaim(..) | Step::Load(_) => None,
+            Step::IpSwitch | Step::TxReclaim(..) | Step::Load(_) | Step::OutputDone => None,
         }
     }
 }
