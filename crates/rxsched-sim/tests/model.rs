@@ -206,7 +206,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// The Linux forwarding path conserves packets in every driver variant,
-    /// at any load, frame size and ring setting.
+    /// at any load, frame size, ring setting and number of receive queues.
     #[test]
     fn linux_conservation(
         variant in prop::sample::select(vec!["ORIGINAL", "TX-128", "TX-OFF", "NAPI", "NAPI-TX-128", "NAPI-TX-OFF"]),
@@ -218,8 +218,11 @@ proptest! {
         traffic in prop::sample::select(vec!["constant", "poisson"]),
         seed in 0u64..100,
         coalesce in prop::sample::select(vec![(0.0, 0u32), (50.0, 0), (200.0, 16), (1000.0, 64)]),
+        queues in 1u32..5,
+        throttle in any::<bool>(),
     ) {
         let s = scenario(LINUX, &[
+            ("kernel.rx_queues", &queues.to_string()), ("kernel.backlog_throttle", &throttle.to_string()),
             ("kernel.rx_usecs", &coalesce.0.to_string()), ("kernel.rx_frames", &coalesce.1.to_string()),
             ("kernel.variant", variant), ("traffic.rate_pps", &within_line("mpc8250-linux", rate, frame)),
             ("traffic.frame_bytes", &frame.to_string()), ("traffic.kind", traffic),

@@ -186,8 +186,12 @@ impl Host {
             cpu: Cpu::new(k.kthread_bucket(), &names, w),
             nics,
             // The polling kernel's protected rings interrupt on lines of
-            // their own, after the ports'.
-            intr: IntrController::new(2 * ports, p.nic.one_interrupt),
+            // their own, after the ports', and so do Linux's other
+            // receive queues.
+            intr: IntrController::new(
+                ports * (s.kernel.rx_queues as usize).max(2),
+                p.nic.one_interrupt,
+            ),
             traffic: Traffic::new(&s.traffic),
             tcp: s.tcp.as_ref().map(|t| TcpFlow::new(t, &p.wire, w.w0)),
             echo: s.echo.as_ref().map(|e| EchoClient::new(e, &p.wire, w.w0)),
@@ -481,6 +485,10 @@ impl Host {
     fn enter(&mut self, p: Packet) {
         let now = self.m.now;
         self.m.meter.arrival(p, now);
+        let prot = p.protected && self.m.nics[p.port as usize].prot_cap > 0;
+        if !prot && self.k.take_arrival(&mut self.m, p) {
+            return;
+        }
         let nic = &mut self.m.nics[p.port as usize];
         let protected_ring = p.protected && nic.prot_cap > 0;
         match nic.ring_for(&p) {

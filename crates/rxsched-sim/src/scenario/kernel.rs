@@ -231,6 +231,12 @@ pub struct KernelCfg {
     /// is dropped until the backlog has emptied. `false`: only the frames
     /// that find it full are dropped, as in later kernels.
     pub backlog_throttle: bool,
+    /// Linux: receive queues per port (RSS), each with a ring of the
+    /// profile's `rx_ring` descriptors, an interrupt vector and a NAPI
+    /// instance of its own; a frame goes to one at random, as a hash over
+    /// many flows spreads them. Transmit completions interrupt queue 0's
+    /// vector.
+    pub rx_queues: u32,
     /// Linux: receive interrupt coalescing (`ethtool -C rx-usecs`): the
     /// device holds a receive interrupt until this long after the first
     /// frame it holds it for (0: no delay).
@@ -298,6 +304,7 @@ impl Default for KernelCfg {
             // Linux 2.6.9: netdev_max_backlog = 300.
             backlog_limit: 300,
             backlog_throttle: true,
+            rx_queues: 1,
             // An interrupt per frame, as the papers' drivers raise them.
             rx_usecs: 0.0,
             rx_frames: 0,

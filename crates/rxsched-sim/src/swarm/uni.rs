@@ -320,6 +320,10 @@ fn linux(r: &mut ChaCha8Rng, k: &mut Table, covers: &mut BTreeSet<String>) {
         k.insert("backlog_throttle".into(), Value::Boolean(false));
     }
     if r.gen_bool(0.3) {
+        covers.insert("linux:queues".into());
+        k.insert("rx_queues".into(), int(r.gen_range(2..=8)));
+    }
+    if r.gen_bool(0.3) {
         covers.insert("linux:coalesce".into());
         k.insert("rx_usecs".into(), float(log_uniform(r, 1.0, 2000.0)));
         k.insert("rx_frames".into(), int(r.gen_range(0..=64)));

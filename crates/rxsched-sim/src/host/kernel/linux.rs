@@ -1,7 +1,9 @@
 //! The Linux 2.6 forwarding path (Spanos et al. 2008): one interrupt line
 //! per port shared by receive and transmit events, the NET_RX softirq, the
 //! per-CPU backlog without NAPI, NAPI polling with it (M7), and the three
-//! ways of reclaiming transmitted buffers (M8).
+//! ways of reclaiming transmitted buffers (M8). A port may have several
+//! receive queues (`kernel.rx_queues`), each a vector of its own: vector
+//! `q * ports + port`, queue 0's ring being the device's own `Nic::rx`.
 
 use super::{Kernel, KernelReport};
 use crate::engine::job::per_byte;
@@ -13,12 +15,14 @@ use crate::host::step::linux::Step;
 use crate::host::step::{self, IntrSrc};
 use crate::profile::{LinuxCosts, Profile};
 use crate::scenario::Scenario;
+use rand::Rng;
 use rxsched_core::{DeviceId, DropPoint, Nanos, Napi, NapiAction, NapiConfig, TxReclaim};
 use std::collections::VecDeque;
 
 /// A NAPI poll in progress.
 #[derive(Debug, Clone, Copy)]
 struct PollJob {
+    /// The receive queue's vector.
     port: u8,
     dev: DeviceId,
     limit: u32,
@@ -30,7 +34,13 @@ struct PollJob {
 pub struct Linux {
     c: LinuxCosts,
     napi: Option<Napi>,
+    /// Per vector: its NAPI instance.
     devs: Vec<DeviceId>,
+    ports: usize,
+    queues: usize,
+    /// The rings of the queues after each port's first, and their size.
+    extra: Vec<VecDeque<Packet>>,
+    ring_cap: usize,
     reclaim: TxReclaim,
     /// The per-CPU input queue that `netif_rx` feeds without NAPI.
     backlog: VecDeque<Packet>,
@@ -70,7 +80,7 @@ pub struct Linux {
     /// Receive interrupt coalescing: the delay and the frame count.
     rx_usecs: Nanos,
     rx_frames: u32,
-    /// Per port: frames arrived since its last receive interrupt, and
+    /// Per vector: frames arrived since its last receive interrupt, and
     /// whether its coalescing timer runs.
     held: Vec<u32>,
     timer_set: Vec<bool>,
@@ -87,13 +97,19 @@ impl Linux {
             budget_ns: (k.napi_budget_us * 1e3) as Nanos,
         };
         let mut napi = napi.then(|| Napi::new(cfg));
-        let devs = (0..ports)
+        let queues = k.rx_queues.max(1) as usize;
+        let vectors = ports * queues;
+        let devs = (0..vectors)
             .map(|i| napi.as_mut().map_or(DeviceId(i), |n| n.register()))
             .collect();
         Linux {
             c: p.linux.clone().unwrap_or_default(),
             napi,
             devs,
+            ports,
+            queues,
+            extra: vec![VecDeque::new(); vectors - ports],
+            ring_cap: p.nic.rx_ring as usize,
             reclaim,
             backlog: VecDeque::new(),
             backlog_cap: k.backlog_limit as usize,
@@ -117,8 +133,48 @@ impl Linux {
             isr_reclaims: 0,
             rx_usecs: (k.rx_usecs * 1e3).round() as Nanos,
             rx_frames: k.rx_frames,
-            held: vec![0; ports],
-            timer_set: vec![false; ports],
+            held: vec![0; vectors],
+            timer_set: vec![false; vectors],
+        }
+    }
+
+    /// Vector `v`'s receive ring.
+    fn ring<'a>(&'a mut self, m: &'a mut Machine, v: usize) -> &'a mut VecDeque<Packet> {
+        if v < self.ports {
+            &mut m.nics[v].rx
+        } else {
+            &mut self.extra[v - self.ports]
+        }
+    }
+
+    /// Whether vector `v`'s ring holds a frame.
+    fn has_rx(&self, m: &Machine, v: usize) -> bool {
+        if v < self.ports {
+            !m.nics[v].rx.is_empty()
+        } else {
+            !self.extra[v - self.ports].is_empty()
+        }
+    }
+
+    /// A frame is on vector `v`'s ring: raise its interrupt now, or when
+    /// coalescing lets it.
+    fn rx_event(&mut self, m: &mut Machine, v: usize) {
+        if !self.rx_irq_enabled(v) {
+            return;
+        }
+        if !self.coalescing() {
+            m.raise(IntrSrc::Port(v as u8));
+            return;
+        }
+        // Coalescing: the interrupt waits for `rx_frames` frames, or
+        // `rx_usecs` after the first frame it waits for.
+        self.held[v] += 1;
+        if self.rx_frames > 1 && self.held[v] >= self.rx_frames {
+            self.held[v] = 0;
+            m.raise(IntrSrc::Port(v as u8));
+        } else if !self.timer_set[v] {
+            self.timer_set[v] = true;
+            m.push(m.now + self.rx_usecs, Ev::Timer(Timer::Coalesce(v as u8)));
         }
     }
 
@@ -127,7 +183,7 @@ impl Linux {
         self.rx_usecs > 0 || self.rx_frames > 1
     }
 
-    /// Whether port `n` would raise its interrupt for a receive event now.
+    /// Whether vector `n` would raise its interrupt for a receive event now.
     fn rx_irq_enabled(&self, n: usize) -> bool {
         self.napi
             .as_ref()
@@ -165,19 +221,19 @@ impl Linux {
         match self.job {
             Some(mut job) => {
                 let ni = job.port as usize;
-                if job.done < job.limit && !m.nics[ni].rx.is_empty() {
+                if job.done < job.limit && self.has_rx(m, ni) {
                     job.done += 1;
                     self.job = Some(job);
-                    let p = m.nics[ni].rx.pop_front().expect("ring has a frame");
+                    let p = self.ring(m, ni).pop_front().expect("ring has a frame");
                     return Ok(Some(step::Step::Linux(Step::Rx(p))));
                 }
-                let drained = m.nics[ni].rx.is_empty();
+                let drained = !self.has_rx(m, ni);
                 self.job = None;
                 let unmask = self
                     .napi
                     .as_mut()
                     .is_some_and(|napi| napi.poll_done(job.dev, job.done, drained));
-                if unmask && !m.nics[ni].rx.is_empty() {
+                if unmask && self.has_rx(m, ni) {
                     m.raise(IntrSrc::Port(job.port));
                 }
                 Ok(None)
@@ -247,31 +303,34 @@ impl Linux {
 
 impl Kernel for Linux {
     fn rx_arrived(&mut self, m: &mut Machine, n: u8) {
-        let ni = n as usize;
-        if !self.rx_irq_enabled(ni) {
-            return;
+        self.rx_event(m, n as usize);
+    }
+
+    /// With several receive queues, a frame goes to one at random; the
+    /// first's ring is the device's own, the others' the kernel's.
+    fn take_arrival(&mut self, m: &mut Machine, p: Packet) -> bool {
+        if self.queues == 1 {
+            return false;
         }
-        if !self.coalescing() {
-            m.raise(IntrSrc::Port(n));
-            return;
+        let q = m.rng.gen_range(0..self.queues);
+        if q == 0 {
+            return false;
         }
-        // Coalescing: the interrupt waits for `rx_frames` frames, or
-        // `rx_usecs` after the first frame it waits for.
-        self.held[ni] += 1;
-        if self.rx_frames > 1 && self.held[ni] >= self.rx_frames {
-            self.held[ni] = 0;
-            m.raise(IntrSrc::Port(n));
-        } else if !self.timer_set[ni] {
-            self.timer_set[ni] = true;
-            m.push(m.now + self.rx_usecs, Ev::Timer(Timer::Coalesce(n)));
+        let v = q * self.ports + p.port as usize;
+        if self.extra[v - self.ports].len() >= self.ring_cap {
+            m.meter.ring_drop(p, m.now);
+            return true;
         }
+        self.extra[v - self.ports].push_back(p);
+        self.rx_event(m, v);
+        true
     }
 
     fn timer(&mut self, m: &mut Machine, t: Timer) {
         let Timer::Coalesce(n) = t else { return };
         let ni = n as usize;
         self.timer_set[ni] = false;
-        if self.held[ni] > 0 && !m.nics[ni].rx.is_empty() && self.rx_irq_enabled(ni) {
+        if self.held[ni] > 0 && self.has_rx(m, ni) && self.rx_irq_enabled(ni) {
             self.held[ni] = 0;
             m.raise(IntrSrc::Port(n));
         }
@@ -287,12 +346,13 @@ impl Kernel for Linux {
         }
     }
 
-    /// Begins an ISR entry for a port: note which events it serves.
+    /// Begins an ISR entry for a vector: note which events it serves
+    /// (transmit completions are queue 0's).
     fn isr_enter(&mut self, m: &mut Machine, src: IntrSrc) {
         let IntrSrc::Port(n) = src else { return };
         let ni = n as usize;
-        let rx = !m.nics[ni].rx.is_empty() && self.rx_irq_enabled(ni);
-        let tx = std::mem::take(&mut self.tx_irq_pending[ni]);
+        let rx = self.has_rx(m, ni) && self.rx_irq_enabled(ni);
+        let tx = ni < self.ports && std::mem::take(&mut self.tx_irq_pending[ni]);
         if rx {
             m.meter.interrupts.rx += 1;
             self.entries_rx += 1;
@@ -313,14 +373,14 @@ impl Kernel for Linux {
     fn isr_step(&mut self, m: &mut Machine, src: IntrSrc) -> Option<step::Step> {
         let IntrSrc::Port(n) = src else { return None };
         let ni = n as usize;
-        if self.isr_rx && !m.nics[ni].rx.is_empty() {
+        if self.isr_rx && self.has_rx(m, ni) {
             if let Some(napi) = self.napi.as_mut() {
                 self.isr_rx = false;
                 if napi.interrupt(self.devs[ni]) {
                     self.soft_pending = true;
                 }
             } else {
-                let p = m.nics[ni].rx.pop_front().expect("ring has a frame");
+                let p = self.ring(m, ni).pop_front().expect("ring has a frame");
                 return Some(step::Step::Linux(Step::Rx(p)));
             }
         }
@@ -342,8 +402,8 @@ impl Kernel for Linux {
             // Freed descriptors wake the queue: NET_TX sends what waits.
             self.soft_pending = true;
         }
-        let rx_waiting = !m.nics[ni].rx.is_empty() && self.rx_irq_enabled(ni);
-        if rx_waiting || self.tx_irq_pending[ni] {
+        let rx_waiting = self.has_rx(m, ni) && self.rx_irq_enabled(ni);
+        if rx_waiting || (ni < self.ports && self.tx_irq_pending[ni]) {
             m.raise(IntrSrc::Port(n));
         }
     }
@@ -437,7 +497,7 @@ impl Kernel for Linux {
     }
 
     fn in_flight(&self) -> u64 {
-        self.backlog.len() as u64
+        (self.backlog.len() + self.extra.iter().map(VecDeque::len).sum::<usize>()) as u64
     }
 
     fn report(&self) -> KernelReport {

@@ -45,6 +45,14 @@ pub trait Kernel: std::fmt::Debug {
     /// A frame was put on port `n`'s receive ring.
     fn rx_arrived(&mut self, m: &mut Machine, n: u8);
 
+    /// A frame's last bit reached its port: the kernel may take it onto a
+    /// receive ring of its own (another receive queue of the port), or
+    /// drop it there if that ring is full, and say so; otherwise it goes
+    /// onto the port's ring and [`Kernel::rx_arrived`] follows.
+    fn take_arrival(&mut self, _m: &mut Machine, _p: Packet) -> bool {
+        false
+    }
+
     /// A frame was put on port `n`'s protected ring (`kernel.protect`). A
     /// kernel that does not serve that ring apart takes it as the port's.
     fn rx_arrived_protected(&mut self, m: &mut Machine, n: u8) {

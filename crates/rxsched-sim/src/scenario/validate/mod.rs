@@ -248,6 +248,11 @@ impl Scenario {
             "interrupt coalescing is modelled for kernel.kind = \"linux\" only",
         )?;
         need(
+            self.kernel.kind == KernelKind::Linux || self.kernel.rx_queues == 1,
+            "kernel.rx_queues",
+            "several receive queues per port are modelled for kernel.kind = \"linux\" only",
+        )?;
+        need(
             self.kernel.intr_return_probe_ns == 0
                 || matches!(self.kernel.kind, KernelKind::Bsd | KernelKind::Emulated),
             "kernel.intr_return_probe_ns",
@@ -446,6 +451,11 @@ impl KernelCfg {
             self.napi_budget_us.is_finite() && (1.0..=MAX_US).contains(&self.napi_budget_us),
             "kernel.napi_budget_us",
             "must be from 1 to 1e9 µs",
+        )?;
+        need(
+            (1..=64).contains(&self.rx_queues),
+            "kernel.rx_queues",
+            "must be from 1 to 64",
         )?;
         need(
             self.rx_usecs.is_finite() && (0.0..=100_000.0).contains(&self.rx_usecs),
