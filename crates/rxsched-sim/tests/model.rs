@@ -364,6 +364,42 @@ fn one_interrupt_per_interface_serves_both_directions() {
     );
 }
 
+/// The frame is the device's when the driver hands it over: the output
+/// path's work after that (`output_done`, the DEC 3000/300's traced
+/// 327-444 µs) runs while the frame is already on its way. Moved before
+/// the hand-off, the same work delays the frame by exactly its length.
+#[test]
+fn the_work_after_the_hand_off_does_not_delay_the_frame() {
+    let text = include_str!("../../../profiles/dec3000-300.toml");
+    let p = Profile::load("dec3000-300", None).unwrap();
+    let after = p.cost.output_done;
+    assert!(after > 0 && p.cost.driver_tx == 0);
+    let dir = std::env::temp_dir().join(format!("rxsched-hand-off-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let before = dir.join("before.toml");
+    let moved = text
+        .replace("driver_tx = 0 ", &format!("driver_tx = {after} "))
+        .replace(&format!("output_done = {after} "), "output_done = 0 ");
+    assert_ne!(moved, text);
+    std::fs::write(&before, moved).unwrap();
+    let first = |profile: &str| {
+        let src = format!(
+            "profile = {profile:?}\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 10\ncount = 1\n[run]\nduration_ms = 20\nwarmup_ms = 0\n"
+        );
+        let (m, samples) = run(&scenario(&src, &[]), None).unwrap();
+        assert!(conserves(&m) && m.delivered == 1, "{m:?}");
+        samples.to_device_ns[0]
+    };
+    let split = first("dec3000-300");
+    let all_before = first(before.to_str().unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        split + after,
+        all_before,
+        "to the device at {split} ns with the work after the hand-off, {all_before} with it before"
+    );
+}
+
 const RECEIVER: &str = "profile = \"p2-266-freebsd\"\n[kernel]\nkind = \"srp\"\nsocket_bytes = 41600\nsocket_packets = 650\n[[traffic]]\nrate_pps = 1000\n[[process]]\nkind = \"reader\"\n[run]\nduration_ms = 60\nwarmup_ms = 5\n";
 
 proptest! {

@@ -233,9 +233,10 @@ pub struct KernelCfg {
     pub backlog_throttle: bool,
     /// Linux: receive queues per port (RSS), each with a ring of the
     /// profile's `rx_ring` descriptors, an interrupt vector and a NAPI
-    /// instance of its own; a frame goes to one at random, as a hash over
-    /// many flows spreads them. Transmit completions interrupt queue 0's
-    /// vector.
+    /// instance of its own; a source's frame goes to one at random, as a
+    /// hash over many flows spreads them, and the TCP connection's frames
+    /// all to one (a flow keeps its queue). Transmit completions interrupt
+    /// queue 0's vector.
     pub rx_queues: u32,
     /// Linux: receive interrupt coalescing (`ethtool -C rx-usecs`): the
     /// device holds a receive interrupt until this long after the first

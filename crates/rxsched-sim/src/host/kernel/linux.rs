@@ -306,13 +306,20 @@ impl Kernel for Linux {
         self.rx_event(m, n as usize);
     }
 
-    /// With several receive queues, a frame goes to one at random; the
-    /// first's ring is the device's own, the others' the kernel's.
+    /// With several receive queues, a frame of the sources goes to one at
+    /// random (a source stands for many flows, which the device's hash
+    /// spreads), the TCP connection's frames all to one (the last: RSS
+    /// keeps a flow on one queue, so it is not reordered); the first
+    /// queue's ring is the device's own, the others' the kernel's.
     fn take_arrival(&mut self, m: &mut Machine, p: Packet) -> bool {
         if self.queues == 1 {
             return false;
         }
-        let q = m.rng.gen_range(0..self.queues);
+        let q = if p.tcp.is_some() {
+            self.queues - 1
+        } else {
+            m.rng.gen_range(0..self.queues)
+        };
         if q == 0 {
             return false;
         }
