@@ -100,18 +100,19 @@ fn ring_drops(m: &Metrics) -> u64 {
 
 /// 300 frames back to back: more than one 128-frame ring holds before the
 /// first poll has drained it, less than four.
+const BURST: [(&str, &str); 4] = [
+    ("traffic.0.kind", "burst"),
+    ("traffic.0.burst", "300"),
+    ("traffic.0.count", "300"),
+    ("traffic.0.rate_pps", "1"),
+];
+
 #[test]
 fn a_burst_one_ring_cannot_hold_is_spread_over_four() {
-    let burst = [
-        ("traffic.0.kind", "burst"),
-        ("traffic.0.burst", "300"),
-        ("traffic.0.count", "300"),
-        ("traffic.0.rate_pps", "1"),
-    ];
-    let one = at(NAPI, &burst);
+    let one = at(NAPI, &BURST);
     let four = at(
         NAPI,
-        &[burst.as_slice(), &[("kernel.rx_queues", "4")]].concat(),
+        &[BURST.as_slice(), &[("kernel.rx_queues", "4")]].concat(),
     );
     assert!(ring_drops(&one) > 0, "one queue: {one:?}");
     assert_eq!(ring_drops(&four), 0, "four queues: {four:?}");
@@ -161,6 +162,29 @@ fn receive_queues_are_refused_outside_linux_and_out_of_range() {
     let bsd = "profile = \"dec3000-300\"\n[kernel]\nkind = \"bsd\"\nrx_queues = 2\n[[traffic]]\nrate_pps = 100\n";
     let e = Loaded::parse("bsd.toml", bsd.into(), None).unwrap_err();
     assert_eq!(e.key.as_deref(), Some("kernel.rx_queues"), "{e}");
+}
+
+/// A source of one flow lands on one queue, whatever the number of
+/// queues: the 300-frame burst overflows its ring as with one queue; of
+/// many flows, four rings hold it.
+#[test]
+fn a_single_flow_lands_on_one_queue() {
+    let four = [BURST.as_slice(), &[("kernel.rx_queues", "4")]].concat();
+    let many = at(NAPI, &four);
+    let one = at(
+        NAPI,
+        &[four.as_slice(), &[("traffic.0.flows", "1")]].concat(),
+    );
+    let single_queue = at(NAPI, &BURST);
+    assert_eq!(ring_drops(&many), 0, "{many:?}");
+    assert_eq!(
+        ring_drops(&one),
+        ring_drops(&single_queue),
+        "one flow over four queues: {one:?}"
+    );
+    assert!(ring_drops(&one) > 0);
+    let l = Loaded::parse("bsd.toml", "profile = \"dec3000-300\"\n[kernel]\nkind = \"bsd\"\n[[traffic]]\nrate_pps = 100\nflows = 2\n".into(), None).unwrap_err();
+    assert_eq!(l.key.as_deref(), Some("traffic.0.flows"), "{l}");
 }
 
 /// RSS keeps a flow on one queue: the TCP connection through the router is

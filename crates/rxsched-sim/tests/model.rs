@@ -220,9 +220,11 @@ proptest! {
         coalesce in prop::sample::select(vec![(0.0, 0u32), (50.0, 0), (200.0, 16), (1000.0, 64)]),
         queues in 1u32..5,
         throttle in any::<bool>(),
+        flows in 0u32..4,
     ) {
         let s = scenario(LINUX, &[
             ("kernel.rx_queues", &queues.to_string()), ("kernel.backlog_throttle", &throttle.to_string()),
+            ("traffic.0.flows", &flows.to_string()),
             ("kernel.rx_usecs", &coalesce.0.to_string()), ("kernel.rx_frames", &coalesce.1.to_string()),
             ("kernel.variant", variant), ("traffic.rate_pps", &within_line("mpc8250-linux", rate, frame)),
             ("traffic.frame_bytes", &frame.to_string()), ("traffic.kind", traffic),

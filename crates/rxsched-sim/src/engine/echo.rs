@@ -81,6 +81,7 @@ impl EchoClient {
                     seq: 0,
                     tcp: None,
                     echo: true,
+                    source: super::packet::NO_SOURCE,
                 })
             }
             EchoEv::Reply => {

@@ -22,7 +22,13 @@ pub struct Packet {
     /// Of a protected source (`[[traffic]] protected`): counted apart, and
     /// steered to the port's protected ring when it has one.
     pub protected: bool,
+    /// The `[[traffic]]` source it came from ([`NO_SOURCE`] for the TCP
+    /// connection's and the ping-pong client's frames).
+    pub source: u8,
 }
+
+/// [`Packet::source`] of a frame no `[[traffic]]` source sent.
+pub const NO_SOURCE: u8 = u8::MAX;
 
 /// What a TCP frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

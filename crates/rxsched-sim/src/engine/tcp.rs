@@ -230,6 +230,7 @@ impl TcpFlow {
             tcp: Some(tcp),
             echo: false,
             protected: false,
+            source: super::packet::NO_SOURCE,
         }
     }
 

@@ -224,6 +224,7 @@ impl Traffic {
             tcp: None,
             echo: false,
             protected: src.protected,
+            source: s as u8,
         };
         self.next_id = self.next_id.wrapping_add(1);
         p

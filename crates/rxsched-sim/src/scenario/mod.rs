@@ -76,6 +76,11 @@ pub struct TrafficCfg {
     /// frames for the host): counted apart (`protected_*` in the record),
     /// and steered to a ring of its own when `kernel.protect.enabled`.
     pub protected: bool,
+    /// The flows its frames belong to, as a device's receive-side hash
+    /// sees them (`kernel.rx_queues`): 0, many (each frame to a queue at
+    /// random); N, each frame one of N flows at random, a flow keeping to
+    /// one queue (1: a single flow's flood lands on one queue).
+    pub flows: u32,
 }
 
 impl Default for TrafficCfg {
@@ -91,6 +96,7 @@ impl Default for TrafficCfg {
             start_us: 0.0,
             port: 0,
             protected: false,
+            flows: 0,
         }
     }
 }

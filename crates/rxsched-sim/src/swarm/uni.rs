@@ -66,6 +66,13 @@ pub(super) fn draw(r: &mut ChaCha8Rng, kind: &str, covers: &mut BTreeSet<String>
             }
         }
     }
+    if kind == "linux" && !traffic.is_empty() && r.gen_bool(0.3) {
+        // A source of a few flows, each keeping to one receive queue.
+        covers.insert("linux:flows".into());
+        if let Some(t) = traffic[0].as_table_mut() {
+            t.insert("flows".into(), int(r.gen_range(1..=4)));
+        }
+    }
     if !traffic.is_empty() {
         top.insert("traffic".into(), Value::Array(traffic));
     }

@@ -41,6 +41,8 @@ pub struct Linux {
     /// The rings of the queues after each port's first, and their size.
     extra: Vec<VecDeque<Packet>>,
     ring_cap: usize,
+    /// Per `[[traffic]]` source: its flows (0: many).
+    flows: Vec<u32>,
     reclaim: TxReclaim,
     /// The per-CPU input queue that `netif_rx` feeds without NAPI.
     backlog: VecDeque<Packet>,
@@ -110,6 +112,7 @@ impl Linux {
             queues,
             extra: vec![VecDeque::new(); vectors - ports],
             ring_cap: p.nic.rx_ring as usize,
+            flows: s.traffic.iter().map(|t| t.flows).collect(),
             reclaim,
             backlog: VecDeque::new(),
             backlog_cap: k.backlog_limit as usize,
@@ -306,17 +309,22 @@ impl Kernel for Linux {
         self.rx_event(m, n as usize);
     }
 
-    /// With several receive queues, a frame of the sources goes to one at
-    /// random (a source stands for many flows, which the device's hash
-    /// spreads), the TCP connection's frames all to one (the last: RSS
-    /// keeps a flow on one queue, so it is not reordered); the first
-    /// queue's ring is the device's own, the others' the kernel's.
+    /// With several receive queues, a frame of a source of many flows goes
+    /// to one at random (the device's hash spreads them); a frame of a
+    /// source of N flows belongs to one of them at random, and a flow keeps
+    /// to one queue (the hash of the source and the flow), as the TCP
+    /// connection's frames all go to the last; the first queue's ring is
+    /// the device's own, the others' the kernel's.
     fn take_arrival(&mut self, m: &mut Machine, p: Packet) -> bool {
         if self.queues == 1 {
             return false;
         }
+        let flows = self.flows.get(p.source as usize).copied().unwrap_or(0);
         let q = if p.tcp.is_some() {
             self.queues - 1
+        } else if flows > 0 {
+            let f = m.rng.gen_range(0..flows);
+            flow_queue(p.source, f, self.queues)
         } else {
             m.rng.gen_range(0..self.queues)
         };
@@ -536,4 +544,15 @@ impl Kernel for Linux {
         }
         r
     }
+}
+
+/// The receive queue a device's hash sends flow `f` of source `s` to
+/// (SplitMix64's finaliser over the two, as a 5-tuple's hash would spread
+/// them).
+fn flow_queue(s: u8, f: u32, queues: usize) -> usize {
+    let mut x = (u64::from(s) << 32 | u64::from(f)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x % queues as u64) as usize
 }

@@ -72,6 +72,16 @@ impl Scenario {
         )?;
         for (i, t) in self.traffic.iter().enumerate() {
             t.validate(&format!("traffic.{i}"), reader)?;
+            need(
+                t.flows == 0 || self.kernel.kind == KernelKind::Linux,
+                &format!("traffic.{i}.flows"),
+                "flows are told apart by the receive queues of kernel.kind = \"linux\" only",
+            )?;
+            need(
+                t.flows <= 1_000_000,
+                &format!("traffic.{i}.flows"),
+                "must be at most 1,000,000 (0: many)",
+            )?;
         }
         Ok(())
     }
