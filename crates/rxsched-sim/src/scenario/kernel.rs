@@ -224,7 +224,8 @@ pub struct KernelCfg {
     pub napi_budget: u32,
     /// Linux NAPI: time per softirq run, in µs.
     pub napi_budget_us: f64,
-    /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`).
+    /// Linux without NAPI: the per-CPU backlog (`netdev_max_backlog`):
+    /// `netif_rx` takes a frame while at most this many wait.
     pub backlog_limit: u32,
     /// Linux without NAPI: `netif_rx`'s throttle, as in Linux 2.6.9 (the
     /// kernel of Spanos et al.): once the backlog overflows, every frame

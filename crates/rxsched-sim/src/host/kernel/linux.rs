@@ -441,7 +441,9 @@ impl Kernel for Linux {
                 if self.napi.is_some() {
                     // NAPI: straight on to IP in the poll (netif_receive_skb).
                     m.carry(c, step::Step::Linux(Step::Ip(p)));
-                } else if self.backlog.len() >= self.backlog_cap {
+                } else if self.backlog.len() > self.backlog_cap {
+                    // netif_rx takes a frame while the queue holds at most
+                    // netdev_max_backlog: one more than the limit fits.
                     if self.throttles && !self.throttle {
                         self.throttle = true;
                         self.throttled += 1;
