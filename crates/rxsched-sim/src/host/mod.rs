@@ -343,13 +343,10 @@ impl Host {
 
     /// What context `c` does next; `None` if it has nothing to do.
     fn next_step(&mut self, c: CtxId) -> Option<Step> {
-        // The driver loads what it was handed before the output path's
-        // remaining work: the device has the frame from the hand-off on.
-        if matches!(
-            self.m.cpu.ctx[c].carry,
-            Some(Step::Bsd(bsd::Step::OutputDone))
-        ) && self.m.cpu.ctx[c].loading.is_some()
-        {
+        // The driver loads what it was handed before the context's next
+        // work (the output path's rest after the hand-off): the device has
+        // the frame from the hand-off on.
+        if self.m.cpu.ctx[c].loading.is_some() {
             if let Some(s) = self.k.driver_step(&mut self.m, c) {
                 return Some(s);
             }
@@ -359,11 +356,6 @@ impl Host {
                 self.m.meter.ip_input_begins(p, self.m.now);
             }
             return Some(s);
-        }
-        if self.m.cpu.ctx[c].loading.is_some() {
-            if let Some(s) = self.k.driver_step(&mut self.m, c) {
-                return Some(s);
-            }
         }
         match c {
             CLOCK => self
@@ -485,12 +477,11 @@ impl Host {
     fn enter(&mut self, p: Packet) {
         let now = self.m.now;
         self.m.meter.arrival(p, now);
-        let prot = p.protected && self.m.nics[p.port as usize].prot_cap > 0;
-        if !prot && self.k.take_arrival(&mut self.m, p) {
+        let protected_ring = p.protected && self.m.nics[p.port as usize].prot_cap > 0;
+        if !protected_ring && self.k.take_arrival(&mut self.m, p) {
             return;
         }
         let nic = &mut self.m.nics[p.port as usize];
-        let protected_ring = p.protected && nic.prot_cap > 0;
         match nic.ring_for(&p) {
             None => self.m.meter.ring_drop(p, now),
             Some(ring) => {

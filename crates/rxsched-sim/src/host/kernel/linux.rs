@@ -50,7 +50,7 @@ pub struct Linux {
     /// `netif_rx`'s throttle (Linux 2.6.9), if the kernel has one: set
     /// when the backlog overflows, it drops every frame until the backlog
     /// has emptied; and how often it was set.
-    throttles: bool,
+    has_throttle: bool,
     throttle: bool,
     throttled: u64,
     /// Frames dropped at the backlog while it had room (the throttle on).
@@ -116,7 +116,7 @@ impl Linux {
             reclaim,
             backlog: VecDeque::new(),
             backlog_cap: k.backlog_limit as usize,
-            throttles: k.backlog_throttle,
+            has_throttle: k.backlog_throttle,
             throttle: false,
             throttled: 0,
             throttled_drops: 0,
@@ -444,7 +444,7 @@ impl Kernel for Linux {
                 } else if self.backlog.len() > self.backlog_cap {
                     // netif_rx takes a frame while the queue holds at most
                     // netdev_max_backlog: one more than the limit fits.
-                    if self.throttles && !self.throttle {
+                    if self.has_throttle && !self.throttle {
                         self.throttle = true;
                         self.throttled += 1;
                     }

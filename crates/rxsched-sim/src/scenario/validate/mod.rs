@@ -77,11 +77,6 @@ impl Scenario {
                 &format!("traffic.{i}.flows"),
                 "flows are told apart by the receive queues of kernel.kind = \"linux\" only",
             )?;
-            need(
-                t.flows <= 1_000_000,
-                &format!("traffic.{i}.flows"),
-                "must be at most 1,000,000 (0: many)",
-            )?;
         }
         Ok(())
     }
@@ -521,6 +516,11 @@ impl TrafficCfg {
             )?;
         }
         need(self.port <= 1, &key("port"), "a host has ports 0 and 1")?;
+        need(
+            self.flows <= 1_000_000,
+            &key("flows"),
+            "must be at most 1,000,000 (0: many)",
+        )?;
         need(
             self.port == 0 || !reader,
             &key("port"),
