@@ -341,17 +341,26 @@ enum RealBench {
 
 impl RealBench {
     /// The bench, its flags, and a soak's length.
-    fn bench(self) -> (rxsched::bench::Bench, RealBenchArgs, Option<f64>) {
-        use rxsched::bench;
+    fn bench(self) -> (rxsched::bench::Real, RealBenchArgs, Option<f64>) {
+        use rxsched::bench::{self, Real};
+        let real = |name, run, tools| Real { name, run, tools };
         match self {
-            RealBench::Router(a) => (bench::router, a, None),
-            RealBench::Capture(a) => (bench::capture, a, None),
-            RealBench::Screen(a) => (bench::screen, a, None),
-            RealBench::Srp(a) => (bench::srp, a, None),
-            RealBench::Soak { minutes, args } => (bench::soak, args, minutes),
-            RealBench::TwoLevel(a) => (bench::two_level, a, None),
-            RealBench::Protect(a) => (bench::protect, a, None),
-            RealBench::Lab(a) => (bench::lab, a, None),
+            RealBench::Router(a) => (real("router", bench::router, &[]), a, None),
+            RealBench::Capture(a) => (
+                real("capture", bench::capture, bench::capture::TOOLS),
+                a,
+                None,
+            ),
+            RealBench::Screen(a) => (real("screen", bench::screen, bench::screen::TOOLS), a, None),
+            RealBench::Srp(a) => (real("srp", bench::srp, bench::srp::TOOLS), a, None),
+            RealBench::Soak { minutes, args } => (real("soak", bench::soak, &[]), args, minutes),
+            RealBench::TwoLevel(a) => (real("two-level", bench::two_level, &[]), a, None),
+            RealBench::Protect(a) => (
+                real("protect", bench::protect, bench::protect::TOOLS),
+                a,
+                None,
+            ),
+            RealBench::Lab(a) => (real("lab", bench::lab, &[]), a, None),
         }
     }
 }

@@ -383,6 +383,15 @@ fn point(g: &GenReport, sp: &SpinReport, c: Captured, idle: f64) -> Point {
     p
 }
 
+/// The captures it compares ours with, each started pinned to the DUT CPU.
+pub const TOOLS: super::Tools = &[
+    ("tcpdump", "tcpdump"),
+    ("tshark", "tshark"),
+    ("xdpdump", "xdp-tools"),
+    ("netsniff-ng", "netsniff-ng"),
+    super::TASKSET,
+];
+
 /// Runs the capture benchmark: `real-capture`.
 pub fn capture(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     super::calibrate::with_pace(opts, progress, |dut| capture_at(opts, dut, progress))

@@ -61,6 +61,48 @@ pub struct BenchOpts {
 /// A benchmark of the real dataplane: its results, each judged.
 pub type Bench = fn(&BenchOpts, &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError>;
 
+/// The programs beside this one that a bench starts, each with the Debian
+/// package it comes in. They run through `ip netns exec`, so a missing one
+/// would show only when its trial starts: [`missing_tools`] looks first.
+pub type Tools = &'static [(&'static str, &'static str)];
+
+/// A bench as `rxsched bench real NAME` runs it: what it runs, and the
+/// programs it starts beside ours.
+#[derive(Debug, Clone, Copy)]
+pub struct Real {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// The bench.
+    pub run: Bench,
+    /// What it starts beside ours, looked for first.
+    pub tools: Tools,
+}
+
+/// What starts every peer of ours pinned to its CPU.
+const TASKSET: (&str, &str) = ("taskset", "util-linux");
+
+/// Why `what` (a command, for the message) cannot run here: the programs
+/// of `tools` this machine lacks, each named with its package, before
+/// anything is measured; `None` when all are here.
+pub fn missing_tools(what: &str, tools: Tools) -> Option<String> {
+    let gone: Vec<_> = tools
+        .iter()
+        .filter(|(cmd, _)| !rxsched_linux::needs::has(cmd))
+        .collect();
+    if gone.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = gone.iter().map(|(c, p)| format!("{c} ({p})")).collect();
+    let mut packages: Vec<&str> = gone.iter().map(|(_, p)| *p).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    Some(format!(
+        "{what}: needs {}, not on this machine: apt-get install {}; nothing was measured",
+        names.join(", "),
+        packages.join(" ")
+    ))
+}
+
 /// A point may lose this share of what arrived and still count as
 /// loss-free: this VM's virtual CPUs are descheduled by the host for
 /// milliseconds at a time (steal 3–8% here), and veth's fixed 256-frame
@@ -96,4 +138,27 @@ fn out_dir(opts: &BenchOpts) -> Result<PathBuf, BenchError> {
     use error::Context;
     std::fs::create_dir_all(&opts.out).context(opts.out.display())?;
     opts.out.canonicalize().context(opts.out.display())
+}
+
+#[cfg(test)]
+mod tools_tests {
+    use super::{missing_tools, Tools};
+
+    #[test]
+    fn a_missing_program_is_named_with_its_package_before_anything_runs() {
+        const T: Tools = &[
+            ("sh", "dash"),
+            ("rxsched-no-such-tool", "no-such-package"),
+            ("rxsched-no-such-tool-2", "no-such-package"),
+        ];
+        let why = missing_tools("bench real x", T).expect("two are missing");
+        assert!(
+            why.starts_with("bench real x: needs rxsched-no-such-tool (no-such-package), rxsched-no-such-tool-2 (no-such-package),"),
+            "{why}"
+        );
+        // One package named once, and nothing said of what is here.
+        assert!(why.contains("apt-get install no-such-package;"), "{why}");
+        assert!(!why.contains("dash"), "{why}");
+        assert_eq!(missing_tools("bench real x", &[("sh", "dash")]), None);
+    }
 }

@@ -204,6 +204,17 @@ pub(super) fn dut_queues(lab: &Lab) -> Result<u32, BenchError> {
     Ok(ls.lines().filter(|l| l.starts_with("rx-")).count() as u32)
 }
 
+/// The protected stream is ping's and an iperf3 keepalive's, its round
+/// trips read from tcpdump's capture; the keepalive's server runs at a
+/// real-time priority (`chrt`) on the DUT CPU.
+pub const TOOLS: super::Tools = &[
+    ("ping", "iputils-ping"),
+    ("iperf3", "iperf3"),
+    ("tcpdump", "tcpdump"),
+    ("chrt", "util-linux"),
+    super::TASKSET,
+];
+
 /// Runs the benchmark: `real-protect`.
 pub fn protect(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {
     let file = BenchFile::load("real-protect")?;

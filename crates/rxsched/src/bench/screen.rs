@@ -83,6 +83,10 @@ fn variants(rules: &Path) -> Vec<Variant> {
     ]
 }
 
+/// The kernel's screening is an nftables ruleset (`calibrate --real`
+/// measures it too).
+pub const TOOLS: super::Tools = &[("nft", "nftables")];
+
 /// Runs `nft` in the DUT's namespace.
 fn nft(lab: &Lab, args: &[&str]) -> Result<(), BenchError> {
     let out = Command::new("ip")

@@ -396,6 +396,10 @@ fn receivers(own_queue: bool) -> Vec<(Receiver, Path)> {
     mixed.iter().chain(own).copied().collect()
 }
 
+/// The reservation's TCP stream through the router is iperf3's, beside
+/// onoff processes pinned to the DUT CPU.
+pub const TOOLS: super::Tools = &[("iperf3", "iperf3"), super::TASKSET];
+
 /// Runs the isolation benchmark: `real-srp`, then `real-srp-excess`,
 /// `real-srp-reservation` and `real-srp-tcp`.
 pub fn srp(opts: &BenchOpts, progress: &dyn Fn(&str)) -> Result<Vec<ResultFile>, BenchError> {

@@ -8,21 +8,23 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// `bench real ...`: checks that it can run (a soak's `minutes` too), then
-/// runs `bench` with a progress line and writes its results.
+/// `bench real ...`: checks that it can run (a soak's `minutes` too, and
+/// the programs it starts beside ours), then runs `bench` with a progress
+/// line and writes its results.
 pub fn real(
     quick: bool,
     minutes: Option<f64>,
     out: &Path,
     predict: Option<&str>,
-    bench: rxsched::bench::Bench,
+    bench: rxsched::bench::Real,
 ) -> Result<ExitCode> {
     if let Some(m) = minutes {
         if !(m.is_finite() && (0.05..=1440.0).contains(&m)) {
             return Err(Error::flag("minutes", "must be from 0.05 to 1440"));
         }
     }
-    let opts = lab_opts("bench real", quick, out, minutes)?;
+    let what = format!("bench real {}", bench.name);
+    let opts = lab_opts(&what, quick, out, minutes, bench.tools)?;
     let plain = !std::io::stderr().is_terminal();
     let bar = if plain {
         ProgressBar::hidden()
@@ -38,7 +40,7 @@ pub fn real(
             bar.set_message(m.to_string());
         }
     };
-    let mut results = bench(&opts, &progress)?;
+    let mut results = (bench.run)(&opts, &progress)?;
     if let Some(profile) = predict {
         for r in &mut results {
             predict_one(r, profile, &progress)?;
@@ -93,13 +95,15 @@ pub fn predict(files: &[PathBuf], profile: &str) -> Result<ExitCode> {
     Ok(verdict(ok))
 }
 
-/// The lab to run in, refused with what to do when this is not root or
-/// the lab is not up; `what` names the command in the message.
+/// The lab to run in, refused with what to do when this is not root, the
+/// lab is not up or a program of `tools` is missing; `what` names the
+/// command in the message.
 fn lab_opts(
     what: &str,
     quick: bool,
     out: &Path,
     minutes: Option<f64>,
+    tools: rxsched::bench::Tools,
 ) -> Result<rxsched::bench::BenchOpts> {
     if !rxsched_linux::sys::is_root() {
         return Err(Error::Input(format!(
@@ -112,6 +116,9 @@ fn lab_opts(
             "{what}: the lab is not up: run `rxsched lab up` first"
         )));
     }
+    if let Some(why) = rxsched::bench::missing_tools(what, tools) {
+        return Err(Error::Input(why));
+    }
     Ok(rxsched::bench::BenchOpts {
         quick,
         out: out.to_path_buf(),
@@ -123,7 +130,13 @@ fn lab_opts(
 /// `calibrate --real`: measures the lab's per-frame costs and writes them
 /// as the profile `out`.
 pub fn calibrate(out: &Path, repeats: usize, quick: bool) -> Result<ExitCode> {
-    let opts = lab_opts("calibrate --real", quick, out, None)?;
+    let opts = lab_opts(
+        "calibrate --real",
+        quick,
+        out,
+        None,
+        rxsched::bench::screen::TOOLS,
+    )?;
     let secs = if quick { 1.0 } else { 3.0 };
     let t0 = std::time::Instant::now();
     let hz = rxsched::bench::calibrate::kernel_hz().map_err(|e| Error::Run(e.0))?;
