@@ -566,3 +566,39 @@ fn beside_the_interrupt_router_the_receive_work_pays_its_own_cost_per_frame() {
         other.cpu["napi"]
     );
 }
+
+/// A wake-up from outside the CPU costs `wake` only when it interrupts
+/// the compute process: the router's and the receive work's costs were
+/// read from their own CPU time, interrupts included, so with no compute
+/// process the CPU loses nothing beside them; with one, what it loses is
+/// at most a `wake` for each of the NAPI thread's wake-ups and a fair
+/// part of that.
+#[test]
+fn a_wake_up_costs_only_the_compute_process_it_interrupts() {
+    let run_on = |src: String| {
+        let l = Loaded::parse("test.toml", src, None).unwrap();
+        let sets = [rxsched_sim::scenario::parse_set("lab.forwarder=\"interrupt\"").unwrap()];
+        run(&l.with(&sets).unwrap(), None).unwrap().0
+    };
+    let wake = rxsched_sim::profile::Profile::load("linux-veth-lab", None)
+        .unwrap()
+        .lab
+        .unwrap()
+        .wake as f64;
+    let interrupts = |m: &Metrics| m.cpu.get("interrupt").copied().unwrap_or(0.0);
+    let alone = run_on(BASE.replace("[[process]]\nkind = \"compute\"\n", ""));
+    assert!(
+        alone.delivered_pps > 0.99 * 100e3,
+        "{}",
+        alone.delivered_pps
+    );
+    assert_eq!(interrupts(&alone), 0.0, "{:?}", alone.cpu);
+    let beside = run_on(BASE.to_string());
+    let most = beside.extra["napi_runs_per_s"] * wake / 1e9;
+    let lost = interrupts(&beside);
+    assert!(
+        lost > 0.2 * most && lost <= most * 1.001,
+        "the compute process lost {lost:.4} of the CPU; the NAPI thread's wake-ups at \
+         {wake} ns each come to {most:.4}"
+    );
+}

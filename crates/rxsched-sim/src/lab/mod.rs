@@ -33,8 +33,9 @@
 //!   at `SCHED_IDLE` while input is inhibited; in interrupt mode as a
 //!   normal thread below the NAPI thread at device priority.
 //! - A wake-up from outside the CPU (the generator's batch waking the NAPI
-//!   thread, a timer) interrupts whatever runs for `wake` (`wakecost`: what
-//!   the interrupted task loses), accounted as `interrupt`.
+//!   thread, a timer) costs the compute process `wake` when it interrupts
+//!   it (`wakecost`: what the interrupted task loses), accounted as
+//!   `interrupt`; the other threads' measured costs already carry it.
 //! - A compute process, if the scenario has one, runs whenever nothing
 //!   else wants the CPU, and shares it fairly with normal threads.
 //! - With a screening process (`lab.screen = "process"`, [`stage`]), the
@@ -395,9 +396,24 @@ impl Lab {
             // Its run's cost comes as it is switched in (`switched_in`).
             self.item[NAPI] = Some((Item::NapiRun, 0));
             self.cpu.wake(NAPI);
-            self.irq += self.c.wake;
+            self.interrupt();
         }
         self.next_batch += gap;
+    }
+
+    /// A wake-up from outside the CPU interrupts whatever runs. What the
+    /// interrupted task loses (`wake`: wakecost's spinning task, in its
+    /// switches and caches) is charged when that task is the compute
+    /// process, whose progress is what is measured. A thread whose costs
+    /// `calibrate --real` read from its own CPU time already carries the
+    /// interrupts that hit it in those trials (without IRQ time
+    /// accounting the kernel charges an interrupt to the task it
+    /// interrupts, and the caches it cools are that task's), so charging
+    /// them again would count them twice; an idle CPU loses nothing.
+    pub(super) fn interrupt(&mut self) {
+        if self.cpu.running == Some(COMPUTE) {
+            self.irq += self.c.wake;
+        }
     }
 
     /// The NAPI thread's next poll, or its sleep.

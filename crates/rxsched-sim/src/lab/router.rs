@@ -153,7 +153,7 @@ impl Lab {
     /// The router's timer fired (an inhibit ends, or the in-XDP look).
     pub(super) fn timer_fired(&mut self) {
         self.timer = None;
-        self.irq += self.c.wake;
+        self.interrupt();
         if self.fwd == LabForwarder::PollingInXdp {
             return self.router_wake();
         }

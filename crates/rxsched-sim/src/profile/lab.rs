@@ -114,8 +114,11 @@ pub struct LabCosts {
     /// Unread records at which a copy wakes the monitor (the program's
     /// `WAKE_BYTES` over a record's size).
     pub copy_wake: u64,
-    /// A wake-up of a sleeping thread by the receive work, to the task it
-    /// interrupts (`wakecost`).
+    /// A wake-up of a sleeping thread from outside the CPU (a batch waking
+    /// the receive work, a timer): what the task it interrupts loses
+    /// (`wakecost`). The lab host charges it when that task is the compute
+    /// process; the other threads' costs were measured with their
+    /// interrupts in them.
     pub wake: u64,
     /// The generator's transmit batches a second, at random (exponential
     /// gaps); each wakes the DUT's receive work if it sleeps: how it
