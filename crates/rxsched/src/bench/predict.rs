@@ -19,6 +19,20 @@ pub fn predicts(id: &str) -> bool {
     BenchFile::load(id).is_ok_and(|f| f.bench.predicted_by.is_some())
 }
 
+/// Whether `profile` (a built-in name or a path) can predict the lab: it
+/// loads and has the lab host's costs (`[lab]`, as `rxsched calibrate
+/// --real` writes them). Asked before a bench measures anything.
+pub fn check_profile(profile: &str) -> Result<(), BenchError> {
+    let prof = rxsched_sim::Profile::load(profile, Some(Path::new(".")))?;
+    if prof.lab.is_none() {
+        return Err(BenchError(format!(
+            "{profile}: the profile has no [lab] costs, which the lab host predicts from \
+             (write them with rxsched calibrate --real --out FILE)"
+        )));
+    }
+    Ok(())
+}
+
 /// Adds a predicted series beside each measured one the lab host models,
 /// on `profile` (a built-in name or a path), and judges the result again
 /// with its prediction checks. Returns how many points it predicted.

@@ -24,6 +24,10 @@ pub fn real(
         }
     }
     let what = format!("bench real {}", bench.name);
+    if let Some(profile) = predict {
+        rxsched::bench::predict::check_profile(profile)
+            .map_err(|e| Error::Input(format!("{what} --predict {e}; nothing was measured")))?;
+    }
     let opts = lab_opts(&what, quick, out, minutes, bench.tools)?;
     let plain = !std::io::stderr().is_terminal();
     let bar = if plain {
@@ -41,10 +45,12 @@ pub fn real(
         }
     };
     let mut results = (bench.run)(&opts, &progress)?;
+    // A prediction that fails leaves the measurement written.
+    let mut predicted = Ok(());
     if let Some(profile) = predict {
-        for r in &mut results {
-            predict_one(r, profile, &progress)?;
-        }
+        predicted = results
+            .iter_mut()
+            .try_for_each(|r| predict_one(r, profile, &progress));
     }
     bar.finish_and_clear();
     let mut ok = true;
@@ -55,6 +61,13 @@ pub fn real(
     }
     write_index(out)?;
     rxsched::out::line(&format!("report: {}", out.join("index.html").display()))?;
+    predicted.map_err(|e| {
+        Error::Input(format!(
+            "{e} (the measured results are written in {}; predict them with rxsched \
+             bench predict)",
+            out.display()
+        ))
+    })?;
     Ok(verdict(ok))
 }
 

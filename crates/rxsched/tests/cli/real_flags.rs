@@ -217,3 +217,22 @@ fn capture_lists_interfaces() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.lines().any(|l| l.starts_with("1.lo [Up")), "{out}");
 }
+
+/// `bench real ... --predict PROFILE` loads the profile before it measures
+/// anything: one that does not exist, or has no lab costs, is refused at
+/// once (exit 2) and says nothing was measured.
+#[test]
+fn a_bench_refuses_a_profile_it_cannot_predict_from_before_measuring() {
+    for (profile, want) in [
+        ("/nonexistent/lab.toml", "/nonexistent/lab.toml"),
+        ("dec3000-300", "no [lab] costs"),
+    ] {
+        let o = rxsched(&["bench", "real", "router", "--predict", profile]);
+        assert_eq!(o.status.code(), Some(2), "{profile}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains(want) && e.contains("nothing was measured"),
+            "{profile}: {e}"
+        );
+    }
+}

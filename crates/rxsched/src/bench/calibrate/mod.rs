@@ -477,7 +477,23 @@ pub fn measure(
             with_feedback: screen(Some("0.75,0.25")),
             plain: screen(None),
         };
-        stages::measure_screen(lab, &stage_trial, &screens, &run_cost, &rates, &mut push)?;
+        let loaded = |fwd: Forwarder, screen: Option<&Screen>, rate: f64, what: &str| {
+            progress(&format!(
+                "repeat {}/{repeats}: {}{what} at {rate:.0} pkts/s",
+                r + 1,
+                fwd.label()
+            ));
+            Ok::<Point, BenchError>(forward::run_trial(lab, fwd, screen, rate, secs, &dut)?)
+        };
+        stages::measure_screen(
+            lab,
+            &stage_trial,
+            &loaded,
+            &screens,
+            &run_cost,
+            &rates,
+            &mut push,
+        )?;
         stages::measure_capture(
             lab,
             &dut,

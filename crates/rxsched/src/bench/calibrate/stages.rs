@@ -4,7 +4,8 @@
 
 use super::{
     list, napi_rates, napi_split, napi_taken, per_frame_given, per_frame_loaded, per_second,
-    push_split, router_rates, split, BenchError, Forwarder, Point, Screen, LOADED_RATE, RATES,
+    push_split, router_rates, split, BenchError, Forwarder, Point, Screen, LOADED_RATE, RATE,
+    RATES,
 };
 use crate::bench::calibrate::INTERRUPT_RATES;
 use crate::bench::capture::calibration_trial;
@@ -28,9 +29,9 @@ pub(super) struct Screens<'a> {
 /// A forwarding trial: forwarder, screening behind it, rate, what it is.
 type Trial<'a> = dyn Fn(Forwarder, Option<&Screen>, f64, &str) -> Result<Point, BenchError> + 'a;
 
-/// The screening process at a point: the frames it sent (those forwarded),
-/// its runs and CPU time.
-fn screen_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
+/// The screening process at a point where it sent `frames` a second (those
+/// forwarded): the frames, its runs and CPU time.
+fn screen_rates(p: &Point, frames: f64) -> Result<(f64, f64, f64), BenchError> {
     if p.get("cpu.screen").is_none() {
         return Err(BenchError(
             "calibrate --real: the screening process's CPU time could not be read \
@@ -38,21 +39,18 @@ fn screen_rates(p: &Point, rate: f64) -> Result<(f64, f64, f64), BenchError> {
                 .into(),
         ));
     }
-    Ok(per_second(
-        p,
-        super::delivered(p, rate)?,
-        "screen_runs_per_s",
-        "cpu.screen",
-    ))
+    Ok(per_second(p, frames, "screen_runs_per_s", "cpu.screen"))
 }
 
 /// The screening stage's costs: each router handing frames to the
 /// screening process, the process itself over both routers' trials, and
 /// the rules in route's XDP program and in nftables, each per frame
-/// beside the same repeat's cost per NAPI run (`run_cost`).
+/// beside the same repeat's cost per NAPI run (`run_cost`). `loaded` runs
+/// a trial that may forward less than it is offered.
 pub(super) fn measure_screen(
     lab: &rxsched_linux::lab::Lab,
     trial: &Trial<'_>,
+    loaded: &Trial<'_>,
     s: &Screens<'_>,
     run_cost: &BTreeMap<&str, f64>,
     rates: &str,
@@ -81,17 +79,49 @@ pub(super) fn measure_screen(
         for &rate in at {
             let p = trial(fwd, Some(screen), rate, " behind a screening process")?;
             router.push(router_rates(&p, rate)?);
-            by_screend.push(screen_rates(&p, rate)?);
+            by_screend.push(screen_rates(&p, super::delivered(&p, rate)?)?);
         }
         let trials = format!("trials at {}", list(at));
         push_split(push, keys, what, &trials, &router);
     }
-    let (f, b) = split(&by_screend);
-    let both = "the screening process's CPU (its rules' verdict and the send) in the \
-         polling and interrupt routers' trials above, CPU = frames x screen_frame \
-         + runs x screen_run (least squares)";
-    push("screen_frame", format!("per frame: {both}"), f);
-    push("screen_run", format!("per run: {both}"), b.unwrap_or(0.0));
+    // The low rates fix its cost per run; its cost per frame comes from a
+    // loaded trial, where frames fill its time (at the low rates its runs
+    // do, and the fit there put 1,001 ns on a frame in one calibration
+    // where the bench's screening process spent about 840 beside its runs
+    // on the default queue from 1.1 M pkts/s up).
+    let run = split(&by_screend).1.unwrap_or(0.0);
+    let p = loaded(
+        Forwarder::Polling,
+        Some(&s.with_feedback),
+        LOADED_RATE,
+        " behind a screening process, loaded",
+    )?;
+    let sent = p.get("delivered_pps").unwrap_or(0.0);
+    if sent < RATE {
+        return Err(BenchError(format!(
+            "calibrate --real: the screening process sent only {sent:.0} frames a second at \
+             {LOADED_RATE:.0} offered; the lab is not forwarding (is another load running?)"
+        )));
+    }
+    let (frames, runs, cpu) = screen_rates(&p, sent)?;
+    push(
+        "screen_frame",
+        format!(
+            "per frame: the screening process's CPU (its rules' verdict and the send) \
+             behind the polling router with feedback, loaded: one trial at \
+             {LOADED_RATE:.0} pkts/s, CPU - runs x screen_run, over the frames it sent"
+        ),
+        per_frame_loaded((frames, 0.0, runs, cpu), run, 0.0),
+    );
+    push(
+        "screen_run",
+        format!(
+            "per run: the screening process's CPU in the polling and interrupt routers' \
+             trials above, CPU = frames x a cost per frame of their own + runs x this \
+             (least squares)"
+        ),
+        run,
+    );
     let napi = |fwd, screen, what: &str| -> Result<Vec<(f64, f64, f64)>, BenchError> {
         RATES
             .iter()
