@@ -483,7 +483,7 @@ pub fn measure(
                 r + 1,
                 fwd.label()
             ));
-            Ok::<Point, BenchError>(forward::run_trial(lab, fwd, screen, rate, secs, &dut)?)
+            forward::run_trial(lab, fwd, screen, rate, secs, &dut)
         };
         stages::measure_screen(
             lab,

@@ -115,11 +115,10 @@ pub(super) fn measure_screen(
     );
     push(
         "screen_run",
-        format!(
-            "per run: the screening process's CPU in the polling and interrupt routers' \
-             trials above, CPU = frames x a cost per frame of their own + runs x this \
-             (least squares)"
-        ),
+        "per run: the screening process's CPU in the polling and interrupt routers' \
+         trials above, CPU = frames x a cost per frame of their own + runs x this \
+         (least squares)"
+            .to_string(),
         run,
     );
     let napi = |fwd, screen, what: &str| -> Result<Vec<(f64, f64, f64)>, BenchError> {
