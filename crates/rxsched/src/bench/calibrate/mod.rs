@@ -13,6 +13,7 @@ use super::forward::{self, Forwarder, Screen};
 mod fit;
 mod host;
 mod pace;
+mod plan;
 mod stages;
 mod write;
 
@@ -25,6 +26,10 @@ use fit::{
 pub use host::kernel_hz;
 use pace::{pace, said};
 pub use pace::{pace_moved, verdict, with_pace, PACE_MOVED};
+use plan::NAPI;
+pub use plan::{
+    CHARGE_RATES, INTERRUPT_LOADED_RATE, INTERRUPT_RATES, KEYS, LOADED_RATE, RATE, RATES,
+};
 use std::collections::BTreeMap;
 pub use write::profile;
 
@@ -57,114 +62,6 @@ impl Cost {
         }
     }
 }
-
-/// The receive work's and the polling router's trial rates: from one low
-/// enough that the slowest forwarder keeps up with room to spare (about
-/// one frame a NAPI run) to one with some 20 frames a run, so that a cost
-/// per frame and a cost per run can be told apart. (The NAPI threads run
-/// some 10,000 to 16,000 times a second at every rate here: the
-/// generator's batches wake them when they sleep.)
-pub const RATES: [f64; 3] = [20_000.0, 100_000.0, 250_000.0];
-
-/// The interrupt-mode router's trial rates: more frames a wake-up at each,
-/// and all well under its peak.
-pub const INTERRUPT_RATES: [f64; 3] = [20_000.0, 60_000.0, 100_000.0];
-
-/// The rate at which the interrupt router's cost per frame is measured:
-/// past its peak (some 150,000 to 300,000 pkts/s here), where it is never
-/// short of frames, and well short of where its receive work takes the
-/// whole CPU. (Fitted from the low rates beside its runs, the cost per frame
-/// came out between 0.50 and 0.92 µs over two calibrations, with a spread
-/// of 155%; in the benches' points from 100,000 pkts/s up it spent 0.75 to
-/// 1.14 µs a frame beside its runs.)
-pub const INTERRUPT_LOADED_RATE: f64 = 400_000.0;
-
-/// The rates at which M4's accounting is measured: the polling router
-/// with `--cycle-limit 50` where it still forwards every frame (its input
-/// is inhibited late in most periods, every wake-up being charged, and
-/// the frames wait on the rings), short of where it drops (from about
-/// 100,000 pkts/s on the EPYC guest).
-pub const CHARGE_RATES: [f64; 2] = [20_000.0, 50_000.0];
-
-/// The lowest trial rate.
-pub const RATE: f64 = RATES[0];
-
-/// The rate at which the device's receive work for the polling router's
-/// socket (and for the monitor's, copying and taking) is measured where
-/// frames, not NAPI runs, fill its time: well past what the router
-/// forwards, so that the receive work runs beside a busy router as it
-/// does under overload. At the low rates (some 12,000
-/// runs a second at each) the runs take most of the NAPI threads' time and
-/// the cost per frame is poorly fixed (a spread of 120% over repeats).
-pub const LOADED_RATE: f64 = 1_000_000.0;
-
-/// Every value `measure` gives, in the order the profile lists them.
-pub const KEYS: [&str; 35] = [
-    "napi_kernel_forward",
-    "napi_xdp_forward",
-    "napi_xdp_route",
-    "napi_xsk_redirect",
-    "napi_kernel_run",
-    "napi_xdp_run",
-    "napi_route_run",
-    "napi_xsk_run",
-    "napi_xsk_full",
-    "napi_xsk_wake",
-    "napi_xsk_interrupt",
-    "router_polling",
-    "router_polling_run",
-    "router_charge",
-    "router_interrupt",
-    "router_interrupt_run",
-    "router_screen",
-    "router_screen_run",
-    "router_interrupt_screen",
-    "router_interrupt_screen_run",
-    "screen_frame",
-    "screen_run",
-    "napi_xdp_screen",
-    "napi_nft_forward",
-    "napi_copy",
-    "napi_copy_run",
-    "napi_copy_full",
-    "capture_copy",
-    "capture_run",
-    "capture_take",
-    "capture_take_run",
-    "writer_frame",
-    "writer_run",
-    "wake",
-    "gen_batches_per_s",
-];
-
-/// The device's receive work of each forwarder: (key per frame, key per
-/// run, forwarder, what).
-const NAPI: &[(&str, &str, Forwarder, &str)] = &[
-    (
-        "napi_kernel_forward",
-        "napi_kernel_run",
-        Forwarder::Kernel,
-        "Linux forwarding",
-    ),
-    (
-        "napi_xdp_forward",
-        "napi_xdp_run",
-        Forwarder::XdpFwd,
-        "xdp-fwd forwarding",
-    ),
-    (
-        "napi_xdp_route",
-        "napi_route_run",
-        Forwarder::PollingInXdp,
-        "route --forward-in xdp forwarding",
-    ),
-    (
-        "napi_xsk_redirect",
-        "napi_xsk_run",
-        Forwarder::Polling,
-        "redirecting to the polling router's socket",
-    ),
-];
 
 /// What a calibration measured: the costs, and the machine's pace at its
 /// start and after each repeat ([`pace::pace`], ns a frame).
@@ -226,15 +123,20 @@ pub fn measure(
         );
         // Each trial once per repeat, so that a disturbance of the machine
         // spreads over the costs rather than biasing one.
-        let screened = |fwd: Forwarder, screen: Option<&Screen>, rate: f64, what: &str| {
+        // One trial, whatever it forwards (a loaded one forwards less
+        // than it is offered).
+        let once = |fwd: Forwarder, screen: Option<&Screen>, rate: f64, what: &str| {
             progress(&format!(
                 "repeat {}/{repeats}: {}{what} at {rate:.0} pkts/s",
                 r + 1,
                 fwd.label()
             ));
+            forward::run_trial(lab, fwd, screen, rate, secs, &dut)
+        };
+        let screened = |fwd: Forwarder, screen: Option<&Screen>, rate: f64, what: &str| {
             // A trial that forwarded almost nothing (a router that did not
             // attach in time, a stalled virtual CPU) is run again, twice at most.
-            let mut p = forward::run_trial(lab, fwd, screen, rate, secs, &dut)?;
+            let mut p = once(fwd, screen, rate, what)?;
             for _ in 0..2 {
                 if delivered(&p, rate).is_ok() {
                     break;
@@ -477,18 +379,10 @@ pub fn measure(
             with_feedback: screen(Some("0.75,0.25")),
             plain: screen(None),
         };
-        let loaded = |fwd: Forwarder, screen: Option<&Screen>, rate: f64, what: &str| {
-            progress(&format!(
-                "repeat {}/{repeats}: {}{what} at {rate:.0} pkts/s",
-                r + 1,
-                fwd.label()
-            ));
-            forward::run_trial(lab, fwd, screen, rate, secs, &dut)
-        };
         stages::measure_screen(
             lab,
             &stage_trial,
-            &loaded,
+            &once,
             &screens,
             &run_cost,
             &rates,
